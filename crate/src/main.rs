@@ -1,0 +1,2 @@
+//! The `ggweb` command-line tool.
+fn main() {}

@@ -1,0 +1,1 @@
+//! Block formats: see the module docs once written.

@@ -1,0 +1,1 @@
+//! Integration tests of the native build live in tests/.
