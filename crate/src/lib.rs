@@ -11,3 +11,14 @@ pub mod quant;
 
 pub use dtype::DType;
 pub use error::{Error, Result};
+pub mod backend;
+pub mod context;
+pub mod graph;
+pub mod tensor;
+
+pub use context::Context;
+pub use graph::Graph;
+pub use tensor::{Op, Tensor, TensorId};
+pub mod alloc;
+mod ops;
+mod tensor_io;

@@ -1,0 +1,72 @@
+//! CPU kernels: dispatch by op, with per-op support checks and work-buffer sizes.
+
+use super::{ComputeParams, NodeRef};
+use crate::tensor::Op;
+use crate::{Context, Error, Result, TensorId};
+
+pub mod basic;
+pub mod matmul;
+
+/// Name of the SIMD path in use.
+pub fn simd_name() -> &'static str {
+    "scalar"
+}
+
+/// Whether the CPU backend can compute node `t`.
+pub fn supports(ctx: &Context, t: TensorId) -> bool {
+    match super::resolve_node_shape(ctx, t) {
+        Some(node) => check_supported(&node).is_ok(),
+        None => false,
+    }
+}
+
+/// Ops whose kernels live in `matmul` (mul_mat, convolution helpers, pooling, losses).
+fn is_matmul_family(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::MulMat | Op::Im2Col { .. } | Op::Pool2d { .. } | Op::CrossEntropyLoss | Op::Argmax
+    )
+}
+
+/// An error naming the op and types when the CPU backend cannot compute `node`.
+pub fn check_supported(node: &NodeRef) -> Result<()> {
+    let ok = if is_matmul_family(&node.op) {
+        matmul::supported(node)
+    } else {
+        basic::supported(node)
+    };
+    if ok {
+        Ok(())
+    } else {
+        let types: Vec<String> = node
+            .src
+            .iter()
+            .flatten()
+            .map(|s| s.dtype.to_string())
+            .collect();
+        Err(Error::UnsupportedOp(format!(
+            "{} on the CPU for src types [{}] -> {}",
+            node.op.name(),
+            types.join(", "),
+            node.dst.dtype
+        )))
+    }
+}
+
+/// Bytes of work buffer the node needs with `nth` threads.
+pub fn work_size(node: &NodeRef, nth: usize) -> usize {
+    if is_matmul_family(&node.op) {
+        matmul::work_size(node, nth)
+    } else {
+        basic::work_size(node, nth)
+    }
+}
+
+/// Run thread `p.ith`'s share of `node`.
+pub fn forward(p: &ComputeParams, node: &NodeRef) {
+    if is_matmul_family(&node.op) {
+        matmul::forward(p, node)
+    } else {
+        basic::forward(p, node)
+    }
+}

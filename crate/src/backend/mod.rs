@@ -1,0 +1,109 @@
+//! ggml's backend layering as Rust traits: registry → device → backend (stream) → buffer type →
+//! buffer. A backend computes graphs; a buffer type allocates buffers a device can use; a buffer
+//! holds tensor data at offsets the allocator chooses.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use crate::graph::Graph;
+use crate::{Context, Result, TensorId};
+
+pub mod cpu;
+
+/// What a buffer is used for; the scheduler keeps ops next to their weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BufferUsage {
+    #[default]
+    Any = 0,
+    Weights = 1,
+    Compute = 2,
+}
+
+/// A block of device memory.
+pub trait Buffer: Send + Sync {
+    /// Name of the buffer type, for debugging.
+    fn name(&self) -> &str;
+    fn size(&self) -> usize;
+    fn buffer_type(&self) -> Arc<dyn BufferType>;
+    fn usage(&self) -> BufferUsage;
+    fn set_usage(&self, usage: BufferUsage);
+    /// Copy `data` into the buffer at `offset`.
+    fn set(&self, offset: usize, data: &[u8]) -> Result<()>;
+    /// Copy bytes at `offset` into `out`.
+    fn get(&self, offset: usize, out: &mut [u8]) -> Result<()>;
+    /// Fill the whole buffer with `value`.
+    fn clear(&self, value: u8) -> Result<()>;
+    /// Host address of the first byte when the buffer is in host memory.
+    fn host_ptr(&self) -> Option<*mut u8>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// An allocator of buffers of one kind (ggml_backend_buffer_type).
+pub trait BufferType: Send + Sync {
+    fn name(&self) -> &str;
+    /// Alignment of tensor offsets inside buffers of this type.
+    fn alignment(&self) -> usize;
+    /// Largest single buffer.
+    fn max_size(&self) -> usize;
+    /// Bytes a tensor needs in this buffer type (more than nbytes for padded layouts).
+    fn alloc_size(&self, ctx: &Context, t: TensorId) -> usize {
+        ctx.tensor(t).nbytes()
+    }
+    fn alloc_buffer(self: Arc<Self>, size: usize) -> Result<Arc<dyn Buffer>>;
+    /// True when the CPU can read buffers of this type directly.
+    fn is_host(&self) -> bool;
+    /// Identity used to compare buffer types.
+    fn id(&self) -> usize {
+        self as *const Self as *const () as usize
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceKind {
+    Cpu,
+    Gpu,
+    Accel,
+}
+
+/// A device (ggml_backend_device): knows what it can run and makes backends and buffer types.
+pub trait Device: Send + Sync {
+    fn name(&self) -> &str;
+    fn description(&self) -> String;
+    fn kind(&self) -> DeviceKind;
+    /// (free, total) bytes of memory, when known.
+    fn memory(&self) -> (usize, usize);
+    fn buffer_type(&self) -> Arc<dyn BufferType>;
+    fn init_backend(&self) -> Result<Box<dyn Backend>>;
+    /// Whether a backend of this device can compute node `t` of `ctx`.
+    fn supports_op(&self, ctx: &Context, t: TensorId) -> bool;
+    /// Whether this device can read tensors in buffers of type `buft`.
+    fn supports_buft(&self, buft: &dyn BufferType) -> bool;
+}
+
+/// An execution stream on a device (ggml_backend).
+pub trait Backend {
+    fn name(&self) -> &str;
+    fn device(&self) -> Arc<dyn Device>;
+    /// Compute every node of `graph`; all tensors must have data.
+    fn graph_compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()>;
+    fn synchronize(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// A registry of devices of one backend family (ggml_backend_reg).
+pub trait Registry: Send + Sync {
+    fn name(&self) -> &str;
+    fn devices(&self) -> Vec<Arc<dyn Device>>;
+}
+
+/// All registries compiled in, CPU last (lowest priority).
+pub fn registries() -> Vec<Arc<dyn Registry>> {
+    vec![Arc::new(cpu::CpuRegistry)]
+}
+
+/// Every device of every registry, in priority order.
+pub fn devices() -> Vec<Arc<dyn Device>> {
+    registries().iter().flat_map(|r| r.devices()).collect()
+}

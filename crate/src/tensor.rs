@@ -1,0 +1,402 @@
+//! Tensor descriptors: type, shape `ne`, byte strides `nb`, the op that produces the tensor and its
+//! sources, view information, name, flags, and where its data lives (if anywhere yet).
+//!
+//! A descriptor carries no data of its own (ggml's `no_alloc = true` world): data lives in backend
+//! buffers and a tensor points into one with [`TensorData`].
+
+use std::sync::Arc;
+
+use crate::backend::Buffer;
+use crate::DType;
+
+/// Maximum number of dimensions, as in ggml.
+pub const MAX_DIMS: usize = 4;
+/// Maximum number of sources of one op.
+pub const MAX_SRC: usize = 4;
+/// Longest tensor name accepted (ggml's GGML_MAX_NAME - 1).
+pub const MAX_NAME: usize = 63;
+
+/// Handle of a tensor in a [`crate::Context`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId(pub u32);
+
+impl TensorId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Tensor flags (ggml's `GGML_TENSOR_FLAG_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flags(pub u8);
+
+impl Flags {
+    /// Set by the user before compute; the allocator never places anything on top of it.
+    pub const INPUT: Flags = Flags(1);
+    /// Read after compute; never freed or overwritten by the allocator.
+    pub const OUTPUT: Flags = Flags(2);
+    /// A trainable parameter.
+    pub const PARAM: Flags = Flags(4);
+    /// A loss (scalar) for the backward pass.
+    pub const LOSS: Flags = Flags(8);
+
+    pub fn contains(self, f: Flags) -> bool {
+        self.0 & f.0 == f.0
+    }
+    pub fn insert(&mut self, f: Flags) {
+        self.0 |= f.0;
+    }
+}
+
+/// Elementwise unary functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Abs,
+    Neg,
+    Relu,
+    /// tanh approximation, as ggml's `gelu`.
+    Gelu,
+    /// exact erf form (ggml's `gelu_erf`).
+    GeluErf,
+    Silu,
+    Tanh,
+    Sigmoid,
+    Exp,
+}
+
+/// Pooling kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PoolOp {
+    Max,
+    Avg,
+}
+
+/// RoPE variants (ggml's `mode`): normal rotates adjacent pairs, NeoX rotates halves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RopeMode {
+    Normal = 0,
+    Neox = 2,
+}
+
+/// RoPE parameters (ggml_rope_ext's arguments).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RopeParams {
+    pub n_dims: usize,
+    pub mode: RopeMode,
+    pub n_ctx_orig: usize,
+    pub freq_base: f32,
+    pub freq_scale: f32,
+    pub ext_factor: f32,
+    pub attn_factor: f32,
+    pub beta_fast: f32,
+    pub beta_slow: f32,
+}
+
+impl RopeParams {
+    /// Plain RoPE with base `freq_base` and no context extension.
+    pub fn new(n_dims: usize, mode: RopeMode, freq_base: f32) -> Self {
+        RopeParams {
+            n_dims,
+            mode,
+            n_ctx_orig: 0,
+            freq_base,
+            freq_scale: 1.0,
+            ext_factor: 0.0,
+            attn_factor: 1.0,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+        }
+    }
+}
+
+/// What produces a tensor. Parameters live in the variant (ggml keeps them in `op_params`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Op {
+    /// A leaf: data set from outside (input, weight, constant).
+    None,
+    /// src0 copied into a new contiguous tensor of the same type.
+    Dup,
+    /// src0 copied (with type conversion) into src1; the result is a view of src1.
+    Cpy,
+    /// src0 made contiguous, converting to the result's type.
+    Cont,
+    /// Views: no computation, the result shares src0's data.
+    Reshape,
+    View,
+    Permute([usize; 4]),
+    Transpose,
+    /// Elementwise binary ops; src1 is broadcast (repeated) to src0's shape.
+    Add,
+    Sub,
+    Mul,
+    Div,
+    /// `x * s + b`.
+    Scale {
+        s: f32,
+        b: f32,
+    },
+    Sqr,
+    Sqrt,
+    Log,
+    /// Sum of all elements → 1 element.
+    Sum,
+    /// Sum of each row → ne0 = 1.
+    SumRows,
+    /// Mean of each row → ne0 = 1.
+    Mean,
+    /// Index of the maximum of each row (i32) → [ne1].
+    Argmax,
+    /// src0 tiled to src1's shape.
+    Repeat,
+    Concat {
+        dim: usize,
+    },
+    Unary(UnaryOp),
+    Norm {
+        eps: f32,
+    },
+    RmsNorm {
+        eps: f32,
+    },
+    /// `dst[i,j] = sum_k src0[k,i] * src1[k,j]`, broadcast over dims 2–3.
+    MulMat,
+    /// soft_max(src0 * scale + mask) over rows; src1 is the optional mask (f32 or f16).
+    SoftMax {
+        scale: f32,
+        max_bias: f32,
+    },
+    /// src1: positions (i32, one per ne2 row); src2: optional frequency factors.
+    Rope(RopeParams),
+    /// Rows of src0 picked by the i32 indices in src1.
+    GetRows,
+    /// src0: kernel (for its shape), src1: input → columns for a conv as a mul_mat.
+    Im2Col {
+        s0: usize,
+        s1: usize,
+        p0: usize,
+        p1: usize,
+        d0: usize,
+        d1: usize,
+        is_2d: bool,
+    },
+    Pool2d {
+        op: PoolOp,
+        k0: usize,
+        k1: usize,
+        s0: usize,
+        s1: usize,
+        p0: usize,
+        p1: usize,
+    },
+    /// Mean over the batch of -sum(softmax-log(src0) * src1) along rows → 1 element.
+    CrossEntropyLoss,
+}
+
+impl Op {
+    /// Ops whose result shares its source's data and runs no kernel.
+    pub fn is_view(&self) -> bool {
+        matches!(
+            self,
+            Op::Reshape | Op::View | Op::Permute(_) | Op::Transpose
+        )
+    }
+
+    /// Short name for debugging and error messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::None => "NONE",
+            Op::Dup => "DUP",
+            Op::Cpy => "CPY",
+            Op::Cont => "CONT",
+            Op::Reshape => "RESHAPE",
+            Op::View => "VIEW",
+            Op::Permute(_) => "PERMUTE",
+            Op::Transpose => "TRANSPOSE",
+            Op::Add => "ADD",
+            Op::Sub => "SUB",
+            Op::Mul => "MUL",
+            Op::Div => "DIV",
+            Op::Scale { .. } => "SCALE",
+            Op::Sqr => "SQR",
+            Op::Sqrt => "SQRT",
+            Op::Log => "LOG",
+            Op::Sum => "SUM",
+            Op::SumRows => "SUM_ROWS",
+            Op::Mean => "MEAN",
+            Op::Argmax => "ARGMAX",
+            Op::Repeat => "REPEAT",
+            Op::Concat { .. } => "CONCAT",
+            Op::Unary(_) => "UNARY",
+            Op::Norm { .. } => "NORM",
+            Op::RmsNorm { .. } => "RMS_NORM",
+            Op::MulMat => "MUL_MAT",
+            Op::SoftMax { .. } => "SOFT_MAX",
+            Op::Rope(_) => "ROPE",
+            Op::GetRows => "GET_ROWS",
+            Op::Im2Col { .. } => "IM2COL",
+            Op::Pool2d { .. } => "POOL_2D",
+            Op::CrossEntropyLoss => "CROSS_ENTROPY_LOSS",
+        }
+    }
+
+    /// Elementwise ops whose result may take over the memory of src0 (ggml_op_can_inplace).
+    pub fn can_inplace(&self) -> bool {
+        matches!(
+            self,
+            Op::Add
+                | Op::Sub
+                | Op::Mul
+                | Op::Div
+                | Op::Scale { .. }
+                | Op::Sqr
+                | Op::Sqrt
+                | Op::Log
+                | Op::Unary(_)
+                | Op::RmsNorm { .. }
+                | Op::SoftMax { .. }
+                | Op::Rope(_)
+        )
+    }
+}
+
+/// Where a tensor's bytes are: a backend buffer and an offset in it.
+#[derive(Clone)]
+pub struct TensorData {
+    pub buffer: Arc<dyn Buffer>,
+    pub offset: usize,
+}
+
+impl std::fmt::Debug for TensorData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.buffer.name(), self.offset)
+    }
+}
+
+/// One tensor descriptor.
+#[derive(Debug, Clone)]
+pub struct Tensor {
+    pub dtype: DType,
+    /// Elements per dimension; unused trailing dimensions are 1.
+    pub ne: [usize; MAX_DIMS],
+    /// Byte stride per dimension: nb[0] = type size, nb[1] = row size for contiguous tensors.
+    pub nb: [usize; MAX_DIMS],
+    pub op: Op,
+    pub src: [Option<TensorId>; MAX_SRC],
+    /// For views (and `Cpy`): the tensor whose data this one shares, and the byte offset in it.
+    pub view_src: Option<TensorId>,
+    pub view_offs: usize,
+    pub name: String,
+    pub flags: Flags,
+    pub data: Option<TensorData>,
+}
+
+impl Tensor {
+    /// A new contiguous tensor with no op and no data. `ne[0]` must be a multiple of the block size
+    /// (checked by the caller, see `Context::new_tensor`).
+    pub fn contiguous(dtype: DType, ne: [usize; MAX_DIMS]) -> Tensor {
+        Tensor {
+            dtype,
+            ne,
+            nb: contiguous_strides(dtype, ne),
+            op: Op::None,
+            src: [None; MAX_SRC],
+            view_src: None,
+            view_offs: 0,
+            name: String::new(),
+            flags: Flags::default(),
+            data: None,
+        }
+    }
+
+    pub fn nelements(&self) -> usize {
+        self.ne.iter().product()
+    }
+
+    pub fn nrows(&self) -> usize {
+        self.ne[1] * self.ne[2] * self.ne[3]
+    }
+
+    /// Bytes spanned by the tensor (ggml_nbytes): from the first to one past the last element.
+    pub fn nbytes(&self) -> usize {
+        if self.ne.contains(&0) {
+            return 0;
+        }
+        let bs = self.dtype.block_size();
+        let mut n = if bs == 1 {
+            self.dtype.type_size() + (self.ne[0] - 1) * self.nb[0]
+        } else {
+            self.ne[0] / bs * self.nb[0]
+        };
+        for i in 1..MAX_DIMS {
+            n += (self.ne[i] - 1) * self.nb[i];
+        }
+        n
+    }
+
+    /// Number of dimensions ignoring trailing 1s (at least 1), as ggml_n_dims.
+    pub fn n_dims(&self) -> usize {
+        (1..MAX_DIMS)
+            .rev()
+            .find(|&i| self.ne[i] > 1)
+            .map_or(1, |i| i + 1)
+    }
+
+    /// True when the elements are laid out densely in order (ggml_is_contiguous); dimensions of
+    /// size 1 may have any stride.
+    pub fn is_contiguous(&self) -> bool {
+        let bs = self.dtype.block_size();
+        let mut next = self.dtype.type_size();
+        if self.ne[0] != bs && self.nb[0] != next {
+            return false;
+        }
+        next *= self.ne[0] / bs;
+        for i in 1..MAX_DIMS {
+            if self.ne[i] != 1 {
+                if self.nb[i] != next {
+                    return false;
+                }
+                next *= self.ne[i];
+            }
+        }
+        true
+    }
+
+    /// Rows contiguous (nb[0] is the element size), any strides above.
+    pub fn is_row_contiguous(&self) -> bool {
+        self.nb[0] == self.dtype.type_size()
+    }
+
+    /// Same type, shape and strides (ggml_are_same_layout).
+    pub fn same_layout(&self, other: &Tensor) -> bool {
+        self.dtype == other.dtype && self.ne == other.ne && self.nb == other.nb
+    }
+
+    pub fn same_shape(&self, other: &Tensor) -> bool {
+        self.ne == other.ne
+    }
+
+    pub fn is_input(&self) -> bool {
+        self.flags.contains(Flags::INPUT)
+    }
+    pub fn is_output(&self) -> bool {
+        self.flags.contains(Flags::OUTPUT)
+    }
+    pub fn is_param(&self) -> bool {
+        self.flags.contains(Flags::PARAM)
+    }
+
+    pub fn srcs(&self) -> impl Iterator<Item = TensorId> + '_ {
+        self.src.iter().flatten().copied()
+    }
+}
+
+/// Strides of a dense tensor of `dtype` and shape `ne`.
+pub fn contiguous_strides(dtype: DType, ne: [usize; MAX_DIMS]) -> [usize; MAX_DIMS] {
+    let mut nb = [0usize; MAX_DIMS];
+    nb[0] = dtype.type_size();
+    nb[1] = nb[0] * (ne[0] / dtype.block_size());
+    for i in 2..MAX_DIMS {
+        nb[i] = nb[i - 1] * ne[i - 1];
+    }
+    nb
+}
