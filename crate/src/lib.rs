@@ -4,6 +4,7 @@
 //! backend buffers → model code builds a [`Graph`] with op constructors → [`alloc`] plans memory →
 //! a backend (or the scheduler) computes it → outputs are read back.
 
+pub mod backend;
 pub mod dtype;
 pub mod error;
 pub mod gguf;
