@@ -702,3 +702,354 @@ impl Planner<'_> {
         }
     }
 }
+
+/// Check that the memory placement of `graph` is safe to compute, whoever placed it: every tensor
+/// has data that lies inside its buffer, views agree with their sources, and no two tensors
+/// that are live at the same time share a byte — except a node computed in place over a source
+/// (same layout and address, an op that may run in place) at that source's last use.
+///
+/// Lifetimes follow graph order: tensors without an op (leafs, parameters) and inputs live from
+/// before the first node, a node from its own step; a tensor lives until the last node that
+/// reads it or a view of it (or, for `Cpy`, writes into it); inputs, outputs and parameters, and
+/// the sources of such views, live for ever. For tests and debugging; O(n log n) plus the number
+/// of overlapping pairs.
+pub fn check_graph_allocation(ctx: &Context, graph: &Graph) -> Result<()> {
+    const FOREVER: i64 = i64::MAX;
+    let fail = |m: String| Err(Error::InvalidArgument(m));
+    let base = |id: TensorId| ctx.tensor(id).view_src.unwrap_or(id);
+    let all: Vec<TensorId> = graph.leafs.iter().chain(&graph.nodes).copied().collect();
+    let mut start = vec![-1i64; ctx.len()];
+    let mut end = vec![-1i64; ctx.len()];
+    for (i, &n) in graph.nodes.iter().enumerate() {
+        let t = ctx.tensor(n);
+        if t.op != Op::None && !t.is_input() {
+            start[n.index()] = i as i64;
+            end[n.index()] = end[n.index()].max(i as i64);
+        }
+    }
+    for (i, &n) in graph.nodes.iter().enumerate() {
+        let t = ctx.tensor(n);
+        if t.op.is_view() || t.op == Op::None {
+            continue;
+        }
+        for s in t.srcs() {
+            let b = base(s).index();
+            end[b] = end[b].max(i as i64);
+        }
+        if t.view_src.is_some() {
+            let b = base(n).index();
+            end[b] = end[b].max(i as i64);
+        }
+    }
+    for &id in &all {
+        if is_pinned(ctx.tensor(id)) {
+            end[base(id).index()] = FOREVER;
+        }
+    }
+    // (buffer identity, start, end, tensor) of every tensor that owns its bytes.
+    let mut regions: Vec<(usize, usize, usize, TensorId)> = Vec::new();
+    let mut place = vec![None; ctx.len()];
+    for &id in &all {
+        let t = ctx.tensor(id);
+        let data = match (t.view_src, &t.data) {
+            (None, Some(d)) => d.clone(),
+            (None, None) => return fail(format!("tensor '{}' ({}) has no data", t.name, id.0)),
+            (Some(v), d) => {
+                let Some(bd) = &ctx.tensor(v).data else {
+                    return fail(format!("source of view '{}' ({}) has no data", t.name, id.0));
+                };
+                let want = bd.offset + t.view_offs;
+                if let Some(d) = d {
+                    if !Arc::ptr_eq(&d.buffer, &bd.buffer) || d.offset != want {
+                        return fail(format!("view '{}' ({}) is not at its source", t.name, id.0));
+                    }
+                }
+                TensorData {
+                    buffer: bd.buffer.clone(),
+                    offset: want,
+                }
+            }
+        };
+        let buf = Arc::as_ptr(&data.buffer) as *const u8 as usize;
+        let stop = data.offset + t.nbytes();
+        if stop > data.buffer.size() {
+            return fail(format!(
+                "tensor '{}' ({}) ends at {stop}, outside its buffer of {} bytes",
+                t.name,
+                id.0,
+                data.buffer.size()
+            ));
+        }
+        place[id.index()] = Some((buf, data.offset));
+        if t.view_src.is_none() && t.nbytes() > 0 {
+            regions.push((buf, data.offset, stop, id));
+        }
+    }
+    // `y` was computed in place over `x`, which it used for the last time.
+    let inplace = |x: TensorId, y: TensorId| {
+        let (tx, ty) = (ctx.tensor(x), ctx.tensor(y));
+        end[x.index()] == start[y.index()]
+            && start[y.index()] >= 0
+            && ty.op.can_inplace()
+            && !is_pinned(tx)
+            && ty.srcs().any(|s| {
+                let ts = ctx.tensor(s);
+                base(s) == x
+                    && !is_pinned(ts)
+                    && ts.same_layout(ty)
+                    && place[s.index()] == place[y.index()]
+            })
+    };
+    regions.sort_unstable();
+    for (i, &(buf, lo, hi, a)) in regions.iter().enumerate() {
+        for &(buf2, lo2, _, b) in &regions[i + 1..] {
+            if buf2 != buf || lo2 >= hi {
+                break;
+            }
+            let (ia, ib) = (a.index(), b.index());
+            let disjoint = end[ia] < start[ib] || end[ib] < start[ia];
+            if !disjoint && !inplace(a, b) && !inplace(b, a) {
+                return fail(format!(
+                    "tensors {} (live {}..={}) and {} (live {}..={}) overlap at byte {lo2} \
+                     (first at {lo}..{hi})",
+                    a.0, start[ia], end[ia], b.0, start[ib], end[ib]
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::{cpu_buffer_type, CpuBuffer};
+    use crate::tensor::UnaryOp;
+    use crate::DType;
+
+    /// splitmix64: a small seeded generator for the property tests.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        fn chance(&mut self, percent: usize) -> bool {
+            self.below(100) < percent
+        }
+        fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+            v[self.below(v.len())]
+        }
+    }
+
+    /// Host buffers with a coarser alignment and padded tensors, to test both.
+    struct PaddedBuft {
+        max: usize,
+    }
+    impl BufferType for PaddedBuft {
+        fn name(&self) -> &str {
+            "PADDED"
+        }
+        fn alignment(&self) -> usize {
+            128
+        }
+        fn max_size(&self) -> usize {
+            self.max
+        }
+        fn alloc_size(&self, ctx: &Context, t: TensorId) -> usize {
+            ctx.tensor(t).nbytes() + 40
+        }
+        fn alloc_buffer(self: Arc<Self>, size: usize) -> Result<Arc<dyn Buffer>> {
+            Ok(Arc::new(CpuBuffer::alloc(size, self)?))
+        }
+        fn is_host(&self) -> bool {
+            true
+        }
+    }
+
+    fn padded() -> Arc<dyn BufferType> {
+        Arc::new(PaddedBuft { max: usize::MAX })
+    }
+
+    #[test]
+    fn dyn_alloc_best_fit_merge_and_tail() {
+        let mut a = DynAlloc::new(32);
+        let x = a.alloc(10).unwrap();
+        let y = a.alloc(100).unwrap();
+        let z = a.alloc(32).unwrap();
+        let w = a.alloc(64).unwrap();
+        assert_eq!((x, y, z, w), (0, 32, 160, 192));
+        assert_eq!(a.max_size, 256);
+        a.free(y, 100); // [32, 160)
+        a.free(x, 10); // merges with the next block: [0, 160)
+        assert_eq!(a.free, vec![Block { offset: 0, size: 160 }]);
+        // Best fit: a 32-byte hole beats the 160-byte one.
+        a.free(w, 64); // touches the tail
+        assert_eq!(a.tail, 192);
+        let z2 = a.alloc(20).unwrap();
+        assert_eq!(z2, 0);
+        a.free(z, 32); // [160,192) merges into the tail, and so does [32,160)
+        assert_eq!(a.free, vec![]);
+        assert_eq!(a.tail, 32);
+        assert_eq!(a.alloc(500).unwrap(), 32);
+        assert_eq!(a.max_size, 544);
+        // Merge on both sides.
+        let mut b = DynAlloc::new(1);
+        let o: Vec<usize> = (0..4).map(|_| b.alloc(10).unwrap()).collect();
+        b.free(o[0], 10);
+        b.free(o[2], 10);
+        assert_eq!(b.free.len(), 2);
+        b.free(o[1], 10);
+        assert_eq!(b.free, vec![Block { offset: 0, size: 30 }]);
+        let best = b.alloc(5).unwrap();
+        assert_eq!(best, 0);
+    }
+
+    /// Build a random DAG on the pool of tensors; returns the graph outputs.
+    fn random_graph(rng: &mut Rng, ctx: &mut Context) -> (Vec<TensorId>, Vec<TensorId>) {
+        let mut pool = Vec::new();
+        let mut weights = Vec::new();
+        for _ in 0..1 + rng.below(4) {
+            let ne = [
+                rng.pick(&[1, 2, 3, 4, 5, 8, 16, 33]),
+                rng.pick(&[1, 2, 3, 7]),
+                rng.pick(&[1, 2, 3]),
+                rng.pick(&[1, 2]),
+            ];
+            let dtype = if rng.chance(15) { DType::F16 } else { DType::F32 };
+            let t = ctx.new_tensor(dtype, &ne).unwrap();
+            match rng.below(10) {
+                0..=2 => ctx.set_input(t),
+                3 | 4 => weights.push(t),
+                5 => ctx.set_param(t),
+                _ => {}
+            }
+            pool.push(t);
+        }
+        for _ in 0..1 + rng.below(40) {
+            let a = rng.pick(&pool);
+            let ta = ctx.tensor(a).clone();
+            let r = match rng.below(11) {
+                0 | 1 => ctx.new_op(Op::Unary(UnaryOp::Relu), ta.dtype, ta.ne, &[a]),
+                2 | 3 => {
+                    let bs: Vec<TensorId> =
+                        pool.iter().copied().filter(|&b| ctx.can_repeat(b, a)).collect();
+                    let b = if bs.is_empty() { a } else { rng.pick(&bs) };
+                    ctx.add(a, b)
+                }
+                4 => ctx.cont(a),
+                5 => ctx.reshape(a, &[ta.nelements()]),
+                6 => ctx.transpose(a),
+                7 => {
+                    let ne = [ta.ne[0], ta.ne[1].saturating_sub(1).max(1), ta.ne[2], ta.ne[3]];
+                    ctx.view(a, &ne, &ta.nb[1..], ta.nb[1] * (ta.ne[1] > 1) as usize)
+                }
+                8 => {
+                    let ne = [rng.pick(&[1, 4, 17, 64]), ta.ne[1], rng.pick(&[1, 3]), 1];
+                    let srcs: Vec<TensorId> = (0..1 + rng.below(3)).map(|_| rng.pick(&pool)).collect();
+                    ctx.new_op(Op::MulMat, DType::F32, ne, &srcs)
+                }
+                9 => {
+                    let bs: Vec<TensorId> = pool
+                        .iter()
+                        .copied()
+                        .filter(|&b| b != a && ctx.tensor(b).nelements() == ta.nelements())
+                        .collect();
+                    let b = if bs.is_empty() { ctx.cont(a).unwrap() } else { rng.pick(&bs) };
+                    ctx.cpy(a, b)
+                }
+                _ => ctx.new_op(Op::Scale { s: 2.0, b: 0.0 }, ta.dtype, ta.ne, &[a]),
+            };
+            let Ok(r) = r else { continue };
+            if rng.chance(8) {
+                ctx.set_output(r);
+            }
+            pool.push(r);
+        }
+        let mut outs = vec![*pool.last().unwrap()];
+        for _ in 0..rng.below(3) {
+            outs.push(rng.pick(&pool));
+        }
+        (outs, weights)
+    }
+
+    /// Invariants beyond `check_graph_allocation`: every tensor the allocator placed is aligned
+    /// and its reserved size lies inside its buffer.
+    fn check_own(ctx: &Context, graph: &Graph, ga: &GraphAllocator) -> (usize, usize) {
+        let (mut sum, mut n_inplace) = (0, 0);
+        for &id in graph.leafs.iter().chain(&graph.nodes) {
+            let t = ctx.tensor(id);
+            let Some(d) = &t.data else { continue };
+            if t.view_src.is_some() {
+                continue;
+            }
+            let Some(i) = ga
+                .buffers()
+                .iter()
+                .position(|b| b.as_ref().is_some_and(|b| Arc::ptr_eq(b, &d.buffer)))
+            else {
+                continue;
+            };
+            let buft = &ga.bufts[i];
+            let size = align_up(buft.alloc_size(ctx, id), buft.alignment());
+            assert_eq!(d.offset % buft.alignment(), 0, "tensor {} misaligned", id.0);
+            assert!(d.offset + size <= d.buffer.size(), "tensor {} outside", id.0);
+            sum += size;
+            if let Some(s) = t.src[0] {
+                let s = ctx.tensor(s);
+                let sd = s.view_src.map_or(s, |v| ctx.tensor(v));
+                if let Some(sd) = &sd.data {
+                    if Arc::ptr_eq(&sd.buffer, &d.buffer) && sd.offset == d.offset {
+                        n_inplace += 1;
+                        assert!(t.op.can_inplace());
+                    }
+                }
+            }
+        }
+        (sum, n_inplace)
+    }
+
+    #[test]
+    fn random_graphs_never_share_live_memory() {
+        let mut rng = Rng(0x5EED);
+        let (mut total_sum, mut total_peak, mut total_inplace) = (0, 0, 0);
+        for round in 0..600 {
+            let mut ctx = Context::new();
+            let (outs, weights) = random_graph(&mut rng, &mut ctx);
+            let graph = Graph::build(&ctx, &outs);
+            alloc_tensors(&mut ctx, &weights, &cpu_buffer_type()).unwrap();
+            let variant = round % 3;
+            let mut ga = match variant {
+                0 => GraphAllocator::new(cpu_buffer_type()),
+                1 => GraphAllocator::new(padded()),
+                _ => GraphAllocator::new_n(vec![cpu_buffer_type(), padded()]),
+            };
+            let split = |t: TensorId| (t.0 as usize * 7 / 3) % 2;
+            let nb: &dyn Fn(TensorId) -> usize = if variant == 2 { &split } else { &|_| 0 };
+            ga.alloc_graph_n(&mut ctx, &graph, nb).unwrap();
+            assert!(!ga.last_was_replay());
+            if let Err(e) = check_graph_allocation(&ctx, &graph) {
+                panic!("round {round}: {e}\n{:#?}", ctx);
+            }
+            let (sum, n_inplace) = check_own(&ctx, &graph, &ga);
+            assert!(ga.peak() <= sum.max(1), "round {round}: peak {} > sum {sum}", ga.peak());
+            total_sum += sum;
+            total_peak += ga.peak();
+            total_inplace += n_inplace;
+            // The same graph again replays the plan, with the same result.
+            ga.alloc_graph_n(&mut ctx, &graph, nb).unwrap();
+            assert!(ga.last_was_replay(), "round {round}");
+            check_graph_allocation(&ctx, &graph).unwrap();
+            check_own(&ctx, &graph, &ga);
+        }
+        eprintln!("sum {total_sum} peak {total_peak} in place {total_inplace}");
+        assert!(total_inplace > 100, "in place {total_inplace}");
+        assert!(total_peak * 10 < total_sum * 9, "peak {total_peak} vs sum {total_sum}");
+    }
+}
