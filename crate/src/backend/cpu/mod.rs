@@ -14,6 +14,11 @@ pub mod buffer;
 pub mod ops;
 pub mod reference;
 pub mod threadpool;
+pub mod vec;
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
+#[cfg(target_arch = "aarch64")]
+pub mod aarch64;
 
 pub use buffer::{cpu_buffer_type, CpuBuffer, CpuBufferType, HostBytes, CPU_ALIGNMENT};
 use threadpool::Barrier;

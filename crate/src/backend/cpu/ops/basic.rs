@@ -24,8 +24,8 @@ pub(crate) fn convertible(dt: DType) -> bool {
 }
 
 /// Whether `crate::quant` can dequantize and quantize rows of `dt`.
-fn has_codec(_dt: DType) -> bool {
-    false
+fn has_codec(dt: DType) -> bool {
+    crate::quant::type_traits(dt).is_some()
 }
 
 pub fn supported(node: &NodeRef) -> bool {
