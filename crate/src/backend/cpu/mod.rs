@@ -14,6 +14,7 @@ use crate::{Context, DType, Error, Result};
 pub mod aarch64;
 pub mod buffer;
 pub mod ops;
+pub mod reference;
 pub mod threadpool;
 pub mod vec;
 #[cfg(target_arch = "x86_64")]
