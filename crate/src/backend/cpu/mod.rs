@@ -12,6 +12,7 @@ use crate::{Context, DType, Error, Result};
 
 pub mod buffer;
 pub mod ops;
+pub mod reference;
 pub mod threadpool;
 
 pub use buffer::{cpu_buffer_type, CpuBuffer, CpuBufferType, HostBytes, CPU_ALIGNMENT};
