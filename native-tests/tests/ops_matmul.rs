@@ -182,6 +182,20 @@ fn mul_mat_bf16() {
     check_type(DType::BF16);
 }
 
+/// Every computable quantized weight type (src1 quantized to the type's vec_dot type).
+#[test]
+fn mul_mat_quantized_all_types() {
+    let types: Vec<DType> = DType::ALL
+        .iter()
+        .copied()
+        .filter(|t| t.is_computable() && t.is_quantized())
+        .collect();
+    assert!(types.len() >= 12, "{types:?}");
+    for wt in types {
+        check_type(wt);
+    }
+}
+
 /// Enough output chunks that threads take several each from the shared counter.
 #[test]
 fn mul_mat_many_chunks_all_thread_counts() {

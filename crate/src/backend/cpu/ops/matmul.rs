@@ -82,26 +82,28 @@ fn vec_dot_bf16(n: usize, a: &[u8], b: &[u8]) -> f32 {
 }
 
 fn kernel_for(dtype: DType) -> Option<MatKernel> {
+    // f32/f16/bf16 weights use the register-tiled kernels (and their own conversion of src1);
+    // every other computable type goes through the quant crate's traits (SIMD where available).
+    let own = |vec_dot_type, from_f32, vec_dot, t| MatKernel {
+        vec_dot_type,
+        from_f32,
+        vec_dot,
+        tiled: Some(t),
+    };
     match dtype {
-        DType::F32 => Some(MatKernel {
-            vec_dot_type: DType::F32,
-            from_f32: f32_from_f32,
-            vec_dot: vec_dot_f32,
-            tiled: Some(Tiled::F32),
-        }),
-        DType::F16 => Some(MatKernel {
-            vec_dot_type: DType::F16,
-            from_f32: f16_from_f32,
-            vec_dot: vec_dot_f16,
-            tiled: Some(Tiled::F16),
-        }),
-        DType::BF16 => Some(MatKernel {
-            vec_dot_type: DType::BF16,
-            from_f32: bf16_from_f32,
-            vec_dot: vec_dot_bf16,
-            tiled: Some(Tiled::Bf16),
-        }),
-        _ => None,
+        DType::F32 => Some(own(DType::F32, f32_from_f32, vec_dot_f32, Tiled::F32)),
+        DType::F16 => Some(own(DType::F16, f16_from_f32, vec_dot_f16, Tiled::F16)),
+        DType::BF16 => Some(own(DType::BF16, bf16_from_f32, vec_dot_bf16, Tiled::Bf16)),
+        _ => {
+            let tt = crate::quant::type_traits(dtype)?;
+            let vt = crate::quant::type_traits(tt.vec_dot_type)?;
+            Some(MatKernel {
+                vec_dot_type: tt.vec_dot_type,
+                from_f32: vt.from_f32,
+                vec_dot: tt.vec_dot,
+                tiled: None,
+            })
+        }
     }
 }
 
