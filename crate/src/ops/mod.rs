@@ -7,6 +7,8 @@
 use crate::tensor::{Op, RopeParams, RopeMode, UnaryOp};
 use crate::{Context, DType, Error, Result, TensorId};
 
+mod nn;
+
 impl Context {
     /// True when `b` can be broadcast (repeated) to `a`'s shape (ggml_can_repeat).
     pub fn can_repeat(&self, b: TensorId, a: TensorId) -> bool {

@@ -415,7 +415,11 @@ fn quantize_k4_common(
             max_min = mins[j];
         }
     }
-    let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
+    let inv_scale = if max_scale > 0.0 {
+        63.0 / max_scale
+    } else {
+        0.0
+    };
     let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
     let mut ls = [0u8; 8];
     let mut lm = [0u8; 8];
@@ -1029,7 +1033,11 @@ impl GgmlBlock for BlockQ8K {
         check_len("q8_K vec_dot y", ys.len(), xs.len());
         let mut sumf = 0f32;
         for (x, y) in xs.iter().zip(ys) {
-            let sumi: i32 = x.qs.iter().zip(&y.qs).map(|(a, b)| *a as i32 * *b as i32).sum();
+            let sumi: i32 =
+                x.qs.iter()
+                    .zip(&y.qs)
+                    .map(|(a, b)| *a as i32 * *b as i32)
+                    .sum();
             sumf += x.d * y.d * sumi as f32;
         }
         sumf

@@ -3,3 +3,4 @@
 //! kernels (threaded, strided, SIMD) against these.
 
 pub mod basic;
+pub mod matmul;
