@@ -236,7 +236,10 @@ fn tensor_bytes(n: usize, seed: u64) -> Vec<u8> {
 }
 
 /// A file with every value type and tensors of several types, and the (name, dtype, ne, data) put in.
-fn sample(alignment: Option<u32>) -> (Vec<u8>, Vec<(String, DType, Vec<u64>, Vec<u8>)>) {
+/// (name, dtype, ne, data) of a tensor put into a sample file.
+type Put = (String, DType, Vec<u64>, Vec<u8>);
+
+fn sample(alignment: Option<u32>) -> (Vec<u8>, Vec<Put>) {
     let mut w = GgufWriter::new();
     if let Some(a) = alignment {
         w.set_alignment(a).unwrap();
@@ -411,9 +414,7 @@ impl Raw {
         for x in self.kvs.iter().chain(&self.infos) {
             b.extend_from_slice(x);
         }
-        while b.len() % self.align != 0 {
-            b.push(0);
-        }
+        b.resize(b.len().div_ceil(self.align) * self.align, 0);
         b.resize(b.len() + self.data_len, 0);
         b
     }
@@ -765,4 +766,102 @@ fn byte_flip_fuzz_never_panics() {
     }
     println!("fuzz: {ok} parsed, {err} rejected");
     assert_eq!(ok + err, iterations);
+}
+
+// ---------------------------------------------------------------- gguf-py
+
+fn fnv(b: &[u8]) -> String {
+    let h = b.iter().fold(0xCBF2_9CE4_8422_2325u64, |h, &x| {
+        (h ^ u64::from(x)).wrapping_mul(0x100_0000_01B3)
+    });
+    format!("{h:016x}")
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn scalar_repr(v: &Value) -> String {
+    match v {
+        Value::F32(x) => hex(&x.to_le_bytes()),
+        Value::F64(x) => hex(&x.to_le_bytes()),
+        Value::Bool(x) => x.to_string(),
+        Value::String(s) => hex(s.as_bytes()),
+        other => other
+            .as_i64()
+            .map_or_else(|| other.as_u64().unwrap().to_string(), |i| i.to_string()),
+    }
+}
+
+/// The description scripts/check-gguf-writer.py prints, from our reader.
+fn describe(g: &Gguf, file: &[u8]) -> String {
+    let mut out = format!("alignment {}\n", g.alignment);
+    for (k, v) in &g.metadata {
+        let repr = match v {
+            Value::Array(a) if a.is_empty() => "empty-array".to_string(),
+            Value::Array(Array::Array(_)) => "nested-array".to_string(),
+            Value::Array(a) => {
+                let items: Vec<String> = (0..a.len())
+                    .map(|i| scalar_repr(&a.get(i).unwrap()))
+                    .collect();
+                let ty = a.get(0).unwrap().type_name();
+                format!("[{ty}:{}]", items.join(","))
+            }
+            v => format!("{}:{}", v.type_name(), scalar_repr(v)),
+        };
+        out += &format!("kv {k} {repr}\n");
+    }
+    for t in &g.tensors {
+        let shape: Vec<String> = t.ne[..t.n_dims as usize]
+            .iter()
+            .map(u64::to_string)
+            .collect();
+        let data = g.tensor_data(file, t).unwrap();
+        out += &format!(
+            "t {} {} [{}] {} {} {}\n",
+            t.name,
+            t.dtype.id(),
+            shape.join(","),
+            g.data_offset + t.offset,
+            t.size,
+            fnv(data)
+        );
+    }
+    out
+}
+
+/// gguf-py reads what we write. Skipped (with a note) when python3 with the `gguf` package is
+/// not installed: it is a development tool, not a dependency of the project.
+#[test]
+fn gguf_py_reads_our_files() {
+    let have_py = std::process::Command::new("python3")
+        .args(["-c", "import gguf"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_py {
+        println!(
+            "NOTE: python3 with the gguf package is not installed; skipping the gguf-py check"
+        );
+        return;
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/check-gguf-writer.py");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    for alignment in [None, Some(64)] {
+        let (bytes, _) = sample(alignment);
+        let path = dir.join(format!("ggweb-sample-{}.gguf", alignment.unwrap_or(32)));
+        std::fs::write(&path, &bytes).unwrap();
+        let out = std::process::Command::new("python3")
+            .arg(&script)
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "gguf-py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let theirs = String::from_utf8(out.stdout).unwrap();
+        let ours = describe(&Gguf::parse(&bytes).unwrap(), &bytes);
+        assert_eq!(theirs, ours);
+    }
 }

@@ -92,7 +92,7 @@ pub(crate) fn tensor_nbytes(
             .ok_or_else(|| format!("tensor '{name}': element count {ne:?} overflows i64"))?;
     }
     let bs = dtype.block_size() as u64;
-    if ne[0] % bs != 0 {
+    if ne[0].checked_rem(bs) != Some(0) {
         return Err(format!(
             "tensor '{name}': ne[0] = {} is not a multiple of {}'s block size {bs}",
             ne[0],
