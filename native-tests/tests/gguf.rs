@@ -725,7 +725,7 @@ fn byte_flip_fuzz_never_panics() {
     let header_len = Gguf::parse(&good).unwrap().data_offset as usize;
     let cnn = read_fixture("models/mnist-cnn-f32.gguf");
     let cnn_header = Gguf::parse(&cnn).unwrap().data_offset as usize;
-    let iterations = 4000;
+    let iterations = 10_000;
     let (mut ok, mut err) = (0, 0);
     for iter in 0..iterations {
         let seed = 0x9E37_79B9_7F4A_7C15u64 ^ iter;
