@@ -14,7 +14,13 @@ const SHAPE: [usize; 4] = [7, 5, 3, 2];
 
 #[test]
 fn binary_ops() {
-    let b_shapes: [[usize; 4]; 5] = [SHAPE, [7, 1, 3, 1], [1, 5, 1, 2], [7, 1, 1, 1], [1, 1, 1, 1]];
+    let b_shapes: [[usize; 4]; 5] = [
+        SHAPE,
+        [7, 1, 3, 1],
+        [1, 5, 1, 2],
+        [7, 1, 1, 1],
+        [1, 1, 1, 1],
+    ];
     let mut seed = 0;
     for op in ["add", "sub", "mul", "div"] {
         for ta in FLOATS {
@@ -203,14 +209,19 @@ fn norms() {
         for shape in [SHAPE, [64, 3, 1, 1], [1, 4, 1, 1]] {
             for rms in [false, true] {
                 seed += 1;
-                check(&format!("norm rms={rms} {shape:?} {l:?}"), seed, None, |h| {
-                    let a = h.input_fill(DType::F32, shape, l, Fill::Uniform(-3.0, 2.0));
-                    if rms {
-                        h.ctx.rms_norm(a, 1e-6).unwrap()
-                    } else {
-                        h.ctx.norm(a, 1e-5).unwrap()
-                    }
-                });
+                check(
+                    &format!("norm rms={rms} {shape:?} {l:?}"),
+                    seed,
+                    None,
+                    |h| {
+                        let a = h.input_fill(DType::F32, shape, l, Fill::Uniform(-3.0, 2.0));
+                        if rms {
+                            h.ctx.rms_norm(a, 1e-6).unwrap()
+                        } else {
+                            h.ctx.norm(a, 1e-5).unwrap()
+                        }
+                    },
+                );
             }
         }
     }
@@ -525,14 +536,23 @@ fn build_time_shape_errors() {
     assert!(matches!(c.concat(a, b, 1), Err(Error::Shape(_))));
     assert!(c.concat(a, b, 0).is_ok());
     assert!(matches!(c.concat(a, b, 4), Err(Error::Shape(_))));
-    assert!(matches!(c.concat(a, i, 0), Err(Error::UnsupportedType { .. })));
+    assert!(matches!(
+        c.concat(a, i, 0),
+        Err(Error::UnsupportedType { .. })
+    ));
     // soft_max masks
     let m_bad0 = c.new_tensor(DType::F32, &[6, 5]).unwrap();
     let m_short = c.new_tensor(DType::F32, &[7, 4]).unwrap();
     let m_i32 = c.new_tensor(DType::I32, &[7, 5]).unwrap();
     let m_ok = c.new_tensor(DType::F16, &[7, 8]).unwrap();
-    assert!(matches!(c.soft_max_ext(a, Some(m_bad0), 1.0, 0.0), Err(Error::Shape(_))));
-    assert!(matches!(c.soft_max_ext(a, Some(m_short), 1.0, 0.0), Err(Error::Shape(_))));
+    assert!(matches!(
+        c.soft_max_ext(a, Some(m_bad0), 1.0, 0.0),
+        Err(Error::Shape(_))
+    ));
+    assert!(matches!(
+        c.soft_max_ext(a, Some(m_short), 1.0, 0.0),
+        Err(Error::Shape(_))
+    ));
     assert!(matches!(
         c.soft_max_ext(a, Some(m_i32), 1.0, 0.0),
         Err(Error::UnsupportedType { .. })
@@ -546,7 +566,10 @@ fn build_time_shape_errors() {
     let pos_f = c.new_tensor(DType::F32, &[6]).unwrap();
     let p = RopeParams::new(16, RopeMode::Neox, 10000.0);
     assert!(c.rope_ext(x, pos, None, p).is_ok());
-    assert!(matches!(c.rope_ext(x, pos_bad, None, p), Err(Error::Shape(_))));
+    assert!(matches!(
+        c.rope_ext(x, pos_bad, None, p),
+        Err(Error::Shape(_))
+    ));
     assert!(matches!(
         c.rope_ext(x, pos_f, None, p),
         Err(Error::UnsupportedType { .. })
@@ -556,7 +579,10 @@ fn build_time_shape_errors() {
         assert!(matches!(c.rope_ext(x, pos, None, p), Err(Error::Shape(_))));
     }
     let ff_short = c.new_tensor(DType::F32, &[7]).unwrap();
-    assert!(matches!(c.rope_ext(x, pos, Some(ff_short), p), Err(Error::Shape(_))));
+    assert!(matches!(
+        c.rope_ext(x, pos, Some(ff_short), p),
+        Err(Error::Shape(_))
+    ));
     // get_rows
     let w = c.new_tensor(DType::Q4_0, &[64, 10]).unwrap();
     let r = c.new_tensor(DType::I32, &[3]).unwrap();
@@ -564,7 +590,10 @@ fn build_time_shape_errors() {
     let r_bad = c.new_tensor(DType::I32, &[3, 2]).unwrap();
     let g = c.get_rows(w, r).unwrap();
     assert_eq!(c.tensor(g).ne, [64, 3, 1, 1]);
-    assert!(matches!(c.get_rows(w, r_f), Err(Error::UnsupportedType { .. })));
+    assert!(matches!(
+        c.get_rows(w, r_f),
+        Err(Error::UnsupportedType { .. })
+    ));
     assert!(matches!(c.get_rows(w, r_bad), Err(Error::Shape(_))));
     // shapes of reductions
     let s = c.sum(a).unwrap();
@@ -577,7 +606,8 @@ fn build_time_shape_errors() {
 
 #[test]
 fn unsupported_type_combinations_fail_at_compute() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Harness) -> ggweb::TensorId>)> = vec![
+    type Build = Box<dyn Fn(&mut Harness) -> ggweb::TensorId>;
+    let cases: Vec<(&str, Build)> = vec![
         (
             "norm f16",
             Box::new(|h| {
