@@ -655,3 +655,52 @@ fn unsupported_type_combinations_fail_at_compute() {
         }
     }
 }
+
+/// In-place execution (the graph allocator may give an elementwise result its src0's memory):
+/// the kernels must read each row before writing it.
+#[test]
+fn in_place_results() {
+    let mut seed = 10_000;
+    for t in [DType::F32, DType::F16] {
+        for which in [
+            "add", "mul", "scale", "silu", "rms_norm", "soft_max", "rope",
+        ] {
+            if t != DType::F32 && matches!(which, "rms_norm" | "soft_max") {
+                continue;
+            }
+            seed += 1;
+            let mut h = Harness::new(seed);
+            let shape = [16, 5, 3, 1];
+            let a = h.input(t, shape, Layout::Contig);
+            let b = h.input(DType::F32, [16, 1, 3, 1], Layout::Contig);
+            let pos = h.leaf_fill(DType::I32, &[3], Fill::Int(0, 50));
+            let c = &mut h.ctx;
+            let out = match which {
+                "add" => c.add(a, b),
+                "mul" => c.mul(a, b),
+                "scale" => c.scale_bias(a, 2.0, -1.0),
+                "silu" => c.silu(a),
+                "rms_norm" => c.rms_norm(a, 1e-6),
+                "soft_max" => c.soft_max_ext(a, None, 0.5, 0.0),
+                _ => c.rope_ext(a, pos, None, RopeParams::new(16, RopeMode::Neox, 10000.0)),
+            }
+            .unwrap();
+            h.finish();
+            let want = h.reference(out);
+            let want = support_basic::round_to(t, &want.data, shape[0]);
+            let data = h.ctx.tensor(a).data.clone().unwrap();
+            h.ctx.set_data(out, data);
+            h.compute(out, 3).unwrap();
+            let got = h.ctx.get_f32(out).unwrap();
+            let tol = if which == "rope" && t == DType::F32 {
+                Tol {
+                    abs: 1e-4,
+                    rel: 1e-4,
+                }
+            } else {
+                support_basic::tol_for(t)
+            };
+            support_basic::assert_close(&format!("in-place {which} {t}"), &got, &want, tol);
+        }
+    }
+}
