@@ -704,3 +704,22 @@ fn in_place_results() {
         }
     }
 }
+
+/// A quantized tensor copied into another shape of the same type keeps its bytes.
+#[test]
+fn quantized_reshaping_copy_keeps_bytes() {
+    for t in [DType::Q8_0, DType::Q4_K] {
+        let ne0 = t.block_size() * 2;
+        let mut h = Harness::new(11);
+        let a = h.leaf_fill(t, &[ne0, 3], Fill::Uniform(-1.0, 1.0));
+        let b = h.ctx.new_tensor(t, &[ne0 / 2, 6]).unwrap();
+        let out = h.ctx.cpy(a, b).unwrap();
+        h.finish();
+        h.compute(out, 3).unwrap();
+        assert_eq!(
+            h.ctx.get_bytes(a).unwrap(),
+            h.ctx.get_bytes(b).unwrap(),
+            "{t}"
+        );
+    }
+}
