@@ -20,5 +20,6 @@ pub use context::Context;
 pub use graph::Graph;
 pub use tensor::{Op, Tensor, TensorId};
 pub mod alloc;
+pub mod bench;
 mod ops;
 mod tensor_io;
