@@ -547,6 +547,8 @@ fn mul_mat_work_size(node: &NodeRef) -> usize {
 const GEMM_R: usize = 4;
 const GEMM_C: usize = 3;
 const GEMV_R: usize = 4;
+/// k-block (elements) of the float GEMM: 16 rows + 3 columns of 512 f32 fit in L1.
+const KC: usize = 512;
 /// Tile shape of the quantized kernels for GEMM.
 const QGEMM_R: usize = 2;
 const QGEMM_C: usize = 4;
@@ -632,23 +634,62 @@ fn mul_mat_chunk(
         };
         match plan.kernel.tiled {
             Some(t) => {
-                let mut jj = j;
-                while jj < j + nc {
-                    let left = j + nc - jj;
-                    let out_at = |jj: usize| move |i: usize, c: usize| out_ptr(i, jj + c);
-                    if !gemv && t.is_quant() && left >= QGEMM_C {
-                        let bc: [*const u8; QGEMM_C] = std::array::from_fn(|c| col_ptr(jj + c));
-                        run_rows::<QGEMM_R, QGEMM_C>(t, k, rows.clone(), bc, &row_ptr, out_at(jj));
-                        jj += QGEMM_C;
-                    } else if !gemv && !t.is_quant() && left >= GEMM_C {
-                        let bc: [*const u8; GEMM_C] = std::array::from_fn(|c| col_ptr(jj + c));
-                        run_rows::<GEMM_R, GEMM_C>(t, k, rows.clone(), bc, &row_ptr, out_at(jj));
-                        jj += GEMM_C;
-                    } else {
-                        let bc = [col_ptr(jj)];
-                        run_rows::<GEMV_R, 1>(t, k, rows.clone(), bc, &row_ptr, out_at(jj));
-                        jj += 1;
+                // Float GEMM: split k so the chunk's rows and the current columns stay in L1
+                // across column groups; partial sums accumulate in dst.
+                let (kc, es) = match t {
+                    Tiled::F32 if !gemv => (KC, 4),
+                    Tiled::F16 | Tiled::Bf16 if !gemv => (KC, 2),
+                    _ => (k, 0),
+                };
+                let mut kb = 0;
+                while kb < k {
+                    let kn = kc.min(k - kb);
+                    let acc = kb > 0;
+                    let off = kb * es;
+                    // SAFETY: kb < k, so the offset stays inside the row.
+                    let rp = |i: usize| unsafe { row_ptr(i).add(off) };
+                    // SAFETY: as above.
+                    let cp = |jj: usize| unsafe { col_ptr(jj).add(off) };
+                    let mut jj = j;
+                    while jj < j + nc {
+                        let left = j + nc - jj;
+                        let out_at = |jj: usize| move |i: usize, c: usize| out_ptr(i, jj + c);
+                        if !gemv && t.is_quant() && left >= QGEMM_C {
+                            let bc: [*const u8; QGEMM_C] = std::array::from_fn(|c| cp(jj + c));
+                            run_rows::<QGEMM_R, QGEMM_C>(
+                                t,
+                                kn,
+                                rows.clone(),
+                                bc,
+                                &rp,
+                                out_at(jj),
+                                acc,
+                            );
+                            jj += QGEMM_C;
+                        } else if !gemv && !t.is_quant() && left >= GEMM_C && left != 4 {
+                            let bc: [*const u8; GEMM_C] = std::array::from_fn(|c| cp(jj + c));
+                            run_rows::<GEMM_R, GEMM_C>(
+                                t,
+                                kn,
+                                rows.clone(),
+                                bc,
+                                &rp,
+                                out_at(jj),
+                                acc,
+                            );
+                            jj += GEMM_C;
+                        } else if !gemv && !t.is_quant() && left >= 2 {
+                            // 4 = 2 + 2 and 2 use two-column tiles rather than a lone column.
+                            let bc = [cp(jj), cp(jj + 1)];
+                            run_rows::<GEMM_R, 2>(t, kn, rows.clone(), bc, &rp, out_at(jj), acc);
+                            jj += 2;
+                        } else {
+                            let bc = [cp(jj)];
+                            run_rows::<GEMV_R, 1>(t, kn, rows.clone(), bc, &rp, out_at(jj), acc);
+                            jj += 1;
+                        }
                     }
+                    kb += kn;
                 }
             }
             None => {
@@ -679,7 +720,18 @@ fn run_rows<const R: usize, const C: usize>(
     bc: [*const u8; C],
     row_ptr: &impl Fn(usize) -> *const u8,
     out: impl Fn(usize, usize) -> *mut f32,
+    accumulate: bool,
 ) {
+    let put = |p: *mut f32, v: f32| {
+        // SAFETY: output element inside dst, owned by this chunk.
+        unsafe {
+            if accumulate {
+                *p += v
+            } else {
+                *p = v
+            }
+        }
+    };
     let mut i = rows.start;
     while i + R <= rows.end {
         let ar: [*const u8; R] = std::array::from_fn(|r| row_ptr(i + r));
@@ -688,8 +740,7 @@ fn run_rows<const R: usize, const C: usize>(
         unsafe { tile::<R, C>(t, k, ar, bc, &mut o) };
         for (r, orow) in o.iter().enumerate() {
             for (c, v) in orow.iter().enumerate() {
-                // SAFETY: output element inside dst, owned by this chunk.
-                unsafe { *out(i + r, c) = *v };
+                put(out(i + r, c), *v);
             }
         }
         i += R;
@@ -699,8 +750,7 @@ fn run_rows<const R: usize, const C: usize>(
         // SAFETY: as above.
         unsafe { tile::<1, C>(t, k, [row_ptr(i)], bc, &mut o) };
         for (c, v) in o[0].iter().enumerate() {
-            // SAFETY: as above.
-            unsafe { *out(i, c) = *v };
+            put(out(i, c), *v);
         }
         i += 1;
     }
