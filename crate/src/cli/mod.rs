@@ -336,7 +336,7 @@ fn bench(
     for &n in &ns {
         for &dt in &types {
             for &th in &threads {
-                let r = bench_stub(dt, size, n, size, th, seconds)?;
+                let r = ggweb::bench::bench_mul_mat(dt, size, n, size, th, seconds)?;
                 if !as_json {
                     println!(
                         "mul_mat {:<5} m={size} n={n:<4} k={size} threads={th}: {:8.1} GFLOP/s",
@@ -352,10 +352,4 @@ fn bench(
         println!("{}", serde_json::Value::Array(rows));
     }
     Ok(())
-}
-struct BenchStub {
-    gflops: f64,
-}
-fn bench_stub(_: DType, _: usize, _: usize, _: usize, _: usize, _: f64) -> Result<BenchStub> {
-    Err(Error::UnsupportedOp("bench".into()))
 }

@@ -42,6 +42,17 @@ enum Tiled {
     F32,
     F16,
     Bf16,
+    /// q4_0 weights × q8_0 columns (AVX2 only).
+    Q4_0,
+    /// q8_0 weights × q8_0 columns (AVX2 only).
+    Q8_0,
+}
+
+impl Tiled {
+    /// Quantized tiles use their own GEMM tile shape.
+    fn is_quant(self) -> bool {
+        matches!(self, Tiled::Q4_0 | Tiled::Q8_0)
+    }
 }
 
 fn f32_from_f32(src: &[f32], dst: &mut [u8]) {
@@ -101,10 +112,26 @@ fn kernel_for(dtype: DType) -> Option<MatKernel> {
                 vec_dot_type: tt.vec_dot_type,
                 from_f32: vt.from_f32,
                 vec_dot: tt.vec_dot,
-                tiled: None,
+                tiled: quant_tiled(dtype),
             })
         }
     }
+}
+
+/// Register-tiled kernels for quantized weights where this CPU has them.
+fn quant_tiled(dtype: DType) -> Option<Tiled> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx2() {
+            return match dtype {
+                DType::Q4_0 => Some(Tiled::Q4_0),
+                DType::Q8_0 => Some(Tiled::Q8_0),
+                _ => None,
+            };
+        }
+    }
+    let _ = dtype;
+    None
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -132,6 +159,8 @@ unsafe fn tile<const R: usize, const C: usize>(
                     Tiled::F32 => x86::tile_f32::<R, C>(n, a, b, out),
                     Tiled::F16 => x86::tile_f16::<R, C>(n, a, b, out),
                     Tiled::Bf16 => x86::tile_bf16::<R, C>(n, a, b, out),
+                    Tiled::Q4_0 => x86::tile_q4_0::<R, C>(n, a, b, out),
+                    Tiled::Q8_0 => x86::tile_q8_0::<R, C>(n, a, b, out),
                 }
             }
             return;
@@ -163,6 +192,7 @@ pub fn simd_name() -> &'static str {
     "portable"
 }
 
+#[allow(clippy::needless_range_loop)]
 /// Portable tile: 8 partial sums per dot product (vectorizes where the target allows).
 ///
 /// # Safety
@@ -184,6 +214,7 @@ unsafe fn tile_portable<const R: usize, const C: usize>(
                 Tiled::Bf16 => {
                     f32::from_bits(((p as *const u16).add(i).read_unaligned() as u32) << 16)
                 }
+                Tiled::Q4_0 | Tiled::Q8_0 => unreachable!("quantized tiles exist only with AVX2"),
             }
         }
     };
@@ -282,6 +313,87 @@ mod x86 {
             }
         };
     }
+
+    /// Σ over 32 byte pairs of x·y (signed i8 both) as 8 f32 lanes of partial sums, with |x|
+    /// precomputed (`ax`) so it serves several y.
+    #[inline(always)]
+    unsafe fn dot_i8_pairs(ax: __m256i, x: __m256i, y: __m256i) -> __m256 {
+        // SAFETY: AVX2 enabled by the caller.
+        unsafe {
+            let sy = _mm256_sign_epi8(y, x);
+            let p16 = _mm256_maddubs_epi16(ax, sy);
+            _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn half_at(p: *const u8) -> f32 {
+        // SAFETY: p addresses 2 bytes; F16C enabled by the caller.
+        unsafe {
+            let h = (p as *const u16).read_unaligned();
+            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
+        }
+    }
+
+    macro_rules! qtile_impl {
+        ($name:ident, $xsize:expr, $decode:expr) => {
+            /// R×C dot products of quantized weight rows against q8_0 columns (ggml block
+            /// layouts: f16 scale first). Each weight block is decoded once for all C columns.
+            ///
+            /// # Safety
+            /// AVX2/FMA/F16C available; pointers address n/32 blocks.
+            #[target_feature(enable = "avx2,fma,f16c")]
+            pub unsafe fn $name<const R: usize, const C: usize>(
+                n: usize,
+                a: [*const u8; R],
+                b: [*const u8; C],
+                out: &mut [[f32; C]; R],
+            ) {
+                const YS: usize = 34;
+                let decode = $decode;
+                // SAFETY: block indices < n/32; features enabled by the attribute.
+                unsafe {
+                    let mut acc = [[_mm256_setzero_ps(); C]; R];
+                    for blk in 0..n / 32 {
+                        let mut dy = [0f32; C];
+                        let mut qy = [_mm256_setzero_si256(); C];
+                        for c in 0..C {
+                            let yb = b[c].add(blk * YS);
+                            dy[c] = half_at(yb);
+                            qy[c] = _mm256_loadu_si256(yb.add(2) as *const __m256i);
+                        }
+                        for r in 0..R {
+                            let xb = a[r].add(blk * $xsize);
+                            let dx = half_at(xb);
+                            let qx: __m256i = decode(xb.add(2));
+                            let ax = _mm256_sign_epi8(qx, qx);
+                            for c in 0..C {
+                                let p = dot_i8_pairs(ax, qx, qy[c]);
+                                acc[r][c] =
+                                    _mm256_fmadd_ps(_mm256_set1_ps(dx * dy[c]), p, acc[r][c]);
+                            }
+                        }
+                    }
+                    for r in 0..R {
+                        for c in 0..C {
+                            out[r][c] = hsum(acc[r][c]);
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    qtile_impl!(tile_q4_0, 18, |qs: *const u8| {
+        // 16 bytes → 32 nibbles (low nibbles are elements 0..16, high 16..32), minus 8.
+        let t = _mm_loadu_si128(qs as *const __m128i);
+        let both = _mm256_insertf128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+        let nib = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+        _mm256_sub_epi8(nib, _mm256_set1_epi8(8))
+    });
+    qtile_impl!(tile_q8_0, 34, |qs: *const u8| _mm256_loadu_si256(
+        qs as *const __m256i
+    ));
 
     tile_impl!(
         tile_f32,
@@ -435,6 +547,11 @@ fn mul_mat_work_size(node: &NodeRef) -> usize {
 const GEMM_R: usize = 4;
 const GEMM_C: usize = 3;
 const GEMV_R: usize = 4;
+/// k-block (elements) of the float GEMM: 16 rows + 3 columns of 512 f32 fit in L1.
+const KC: usize = 512;
+/// Tile shape of the quantized kernels for GEMM.
+const QGEMM_R: usize = 2;
+const QGEMM_C: usize = 4;
 
 fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     let (a, b) = (node.src0(), node.src1());
@@ -517,20 +634,62 @@ fn mul_mat_chunk(
         };
         match plan.kernel.tiled {
             Some(t) => {
-                let mut jj = j;
-                while jj < j + nc {
-                    let left = j + nc - jj;
-                    if left >= GEMM_C && !gemv {
-                        let bc: [*const u8; GEMM_C] = std::array::from_fn(|c| col_ptr(jj + c));
-                        run_rows::<GEMM_C>(t, k, rows.clone(), bc, &row_ptr, |i, c| {
-                            out_ptr(i, jj + c)
-                        });
-                        jj += GEMM_C;
-                    } else {
-                        let bc = [col_ptr(jj)];
-                        run_rows::<1>(t, k, rows.clone(), bc, &row_ptr, |i, _| out_ptr(i, jj));
-                        jj += 1;
+                // Float GEMM: split k so the chunk's rows and the current columns stay in L1
+                // across column groups; partial sums accumulate in dst.
+                let (kc, es) = match t {
+                    Tiled::F32 if !gemv => (KC, 4),
+                    Tiled::F16 | Tiled::Bf16 if !gemv => (KC, 2),
+                    _ => (k, 0),
+                };
+                let mut kb = 0;
+                while kb < k {
+                    let kn = kc.min(k - kb);
+                    let acc = kb > 0;
+                    let off = kb * es;
+                    // SAFETY: kb < k, so the offset stays inside the row.
+                    let rp = |i: usize| unsafe { row_ptr(i).add(off) };
+                    // SAFETY: as above.
+                    let cp = |jj: usize| unsafe { col_ptr(jj).add(off) };
+                    let mut jj = j;
+                    while jj < j + nc {
+                        let left = j + nc - jj;
+                        let out_at = |jj: usize| move |i: usize, c: usize| out_ptr(i, jj + c);
+                        if !gemv && t.is_quant() && left >= QGEMM_C {
+                            let bc: [*const u8; QGEMM_C] = std::array::from_fn(|c| cp(jj + c));
+                            run_rows::<QGEMM_R, QGEMM_C>(
+                                t,
+                                kn,
+                                rows.clone(),
+                                bc,
+                                &rp,
+                                out_at(jj),
+                                acc,
+                            );
+                            jj += QGEMM_C;
+                        } else if !gemv && !t.is_quant() && left >= GEMM_C && left != 4 {
+                            let bc: [*const u8; GEMM_C] = std::array::from_fn(|c| cp(jj + c));
+                            run_rows::<GEMM_R, GEMM_C>(
+                                t,
+                                kn,
+                                rows.clone(),
+                                bc,
+                                &rp,
+                                out_at(jj),
+                                acc,
+                            );
+                            jj += GEMM_C;
+                        } else if !gemv && !t.is_quant() && left >= 2 {
+                            // 4 = 2 + 2 and 2 use two-column tiles rather than a lone column.
+                            let bc = [cp(jj), cp(jj + 1)];
+                            run_rows::<GEMM_R, 2>(t, kn, rows.clone(), bc, &rp, out_at(jj), acc);
+                            jj += 2;
+                        } else {
+                            let bc = [cp(jj)];
+                            run_rows::<GEMV_R, 1>(t, kn, rows.clone(), bc, &rp, out_at(jj), acc);
+                            jj += 1;
+                        }
                     }
+                    kb += kn;
                 }
             }
             None => {
@@ -552,17 +711,27 @@ fn mul_mat_chunk(
     }
 }
 
-/// All rows of `rows` against the C columns `bc`, R rows at a time.
+/// All rows of `rows` against the C columns `bc`, R rows at a time (then one at a time).
 #[inline]
-fn run_rows<const C: usize>(
+fn run_rows<const R: usize, const C: usize>(
     t: Tiled,
     k: usize,
     rows: std::ops::Range<usize>,
     bc: [*const u8; C],
     row_ptr: &impl Fn(usize) -> *const u8,
     out: impl Fn(usize, usize) -> *mut f32,
+    accumulate: bool,
 ) {
-    const R: usize = if GEMM_R > GEMV_R { GEMM_R } else { GEMV_R };
+    let put = |p: *mut f32, v: f32| {
+        // SAFETY: output element inside dst, owned by this chunk.
+        unsafe {
+            if accumulate {
+                *p += v
+            } else {
+                *p = v
+            }
+        }
+    };
     let mut i = rows.start;
     while i + R <= rows.end {
         let ar: [*const u8; R] = std::array::from_fn(|r| row_ptr(i + r));
@@ -571,8 +740,7 @@ fn run_rows<const C: usize>(
         unsafe { tile::<R, C>(t, k, ar, bc, &mut o) };
         for (r, orow) in o.iter().enumerate() {
             for (c, v) in orow.iter().enumerate() {
-                // SAFETY: output element inside dst, owned by this chunk.
-                unsafe { *out(i + r, c) = *v };
+                put(out(i + r, c), *v);
             }
         }
         i += R;
@@ -582,8 +750,7 @@ fn run_rows<const C: usize>(
         // SAFETY: as above.
         unsafe { tile::<1, C>(t, k, [row_ptr(i)], bc, &mut o) };
         for (c, v) in o[0].iter().enumerate() {
-            // SAFETY: as above.
-            unsafe { *out(i, c) = *v };
+            put(out(i, c), *v);
         }
         i += 1;
     }
