@@ -7,6 +7,7 @@
 pub mod dtype;
 pub mod error;
 pub mod gguf;
+pub mod models;
 pub mod quant;
 
 pub use dtype::DType;

@@ -1,0 +1,3 @@
+//! Model-level code built on the tensor library.
+
+pub mod tokenizer;
