@@ -6,6 +6,7 @@
 //! `tokenize(text, add_special, parse_special)`, detokenizing `token_to_piece` / `detokenize` / `decode`.
 
 mod bpe;
+mod gguf;
 mod spm;
 pub mod unicode;
 mod wpm;
