@@ -344,9 +344,9 @@ impl Tokenizer {
         let strip_accents = spec.strip_accents.unwrap_or(lowercase);
 
         // Auto-detect EOT / FIM / EOG tokens by text and mark them as control tokens.
-        let find = |texts: &[&str]| -> Option<u32> {
-            (0..n as u32).find(|&id| texts.contains(&tokens[id as usize].text.as_str()))
-        };
+        // The first text of the list that the vocabulary has (llama.cpp scans a hash map, so its
+        // pick among several candidates is unspecified; list order is the intended priority).
+        let find = |texts: &[&str]| -> Option<u32> { texts.iter().find_map(|t| token_to_id.get(*t).copied()) };
         let mut force_control = Vec::new();
         for (slot, texts) in [
             (&mut special.eot, EOT_TEXTS),
