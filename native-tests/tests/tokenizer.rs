@@ -12,7 +12,11 @@ fn fixtures() -> PathBuf {
         return PathBuf::from(p);
     }
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
-    assert!(p.is_dir(), "fixtures not found at {} (set GGWEB_FIXTURES)", p.display());
+    assert!(
+        p.is_dir(),
+        "fixtures not found at {} (set GGWEB_FIXTURES)",
+        p.display()
+    );
     p
 }
 
@@ -27,17 +31,27 @@ fn load_vocab(name: &str) -> Tokenizer {
 fn run_vocab(name: &str) -> (usize, usize) {
     let tok = load_vocab(name);
     let dir = fixtures().join("vocab");
-    let inp = std::fs::read_to_string(dir.join(format!("ggml-vocab-{name}.gguf.inp"))).expect("read .inp");
-    let out = std::fs::read_to_string(dir.join(format!("ggml-vocab-{name}.gguf.out"))).expect("read .out");
+    let inp = std::fs::read_to_string(dir.join(format!("ggml-vocab-{name}.gguf.inp")))
+        .expect("read .inp");
+    let out = std::fs::read_to_string(dir.join(format!("ggml-vocab-{name}.gguf.out")))
+        .expect("read .out");
     let mut texts: Vec<&str> = inp.split("\n__ggml_vocab_test__\n").collect();
     if texts.last() == Some(&"") {
         texts.pop();
     }
     let expected: Vec<Vec<u32>> = out
         .lines()
-        .map(|l| l.split_whitespace().map(|t| t.parse().expect("id")).collect())
+        .map(|l| {
+            l.split_whitespace()
+                .map(|t| t.parse().expect("id"))
+                .collect()
+        })
         .collect();
-    assert_eq!(texts.len(), expected.len(), "{name}: .inp/.out count mismatch");
+    assert_eq!(
+        texts.len(),
+        expected.len(),
+        "{name}: .inp/.out count mismatch"
+    );
     let mut passed = 0;
     for (text, want) in texts.iter().zip(&expected) {
         let got = tok.tokenize(text, false, false);
@@ -75,10 +89,21 @@ vocab_test!(vocab_bert_bge, "bert-bge");
 #[test]
 fn round_trip_detokenize() {
     let text = "Hello world! Ünïcödé 🚀 and\ttabs\n  spaces  ";
-    for name in ["gpt-2", "llama-bpe", "qwen2", "starcoder", "falcon", "deepseek-coder"] {
+    for name in [
+        "gpt-2",
+        "llama-bpe",
+        "qwen2",
+        "starcoder",
+        "falcon",
+        "deepseek-coder",
+    ] {
         let tok = load_vocab(name);
         let ids = tok.tokenize(text, false, false);
-        assert_eq!(tok.detokenize(&ids, false, false), text.as_bytes(), "{name}");
+        assert_eq!(
+            tok.detokenize(&ids, false, false),
+            text.as_bytes(),
+            "{name}"
+        );
     }
     // SentencePiece: the prefix space added when tokenizing is removed again.
     for name in ["llama-spm", "phi-3"] {
@@ -88,7 +113,11 @@ fn round_trip_detokenize() {
         // With BOS first, llama.cpp keeps the prefix space (also when remove_special drops the BOS).
         let ids = tok.tokenize(text, true, false);
         assert_eq!(ids[0], 1);
-        assert_eq!(tok.detokenize(&ids, true, false), format!(" {text}").as_bytes(), "{name}");
+        assert_eq!(
+            tok.detokenize(&ids, true, false),
+            format!(" {text}").as_bytes(),
+            "{name}"
+        );
         assert_eq!(tok.decode(&ids), format!(" {text}"), "{name}");
     }
 }
@@ -155,7 +184,9 @@ fn smollm2_path() -> Option<PathBuf> {
 #[test]
 fn smollm2_reference_tokenization() {
     let Some(path) = smollm2_path() else {
-        println!("SKIPPED: SmolLM2 GGUF not found (run scripts/fetch-models.sh or set GGWEB_SMOLLM2)");
+        println!(
+            "SKIPPED: SmolLM2 GGUF not found (run scripts/fetch-models.sh or set GGWEB_SMOLLM2)"
+        );
         return;
     };
     let file = GgufFile::open(&path).expect("open SmolLM2 gguf");
@@ -164,11 +195,16 @@ fn smollm2_reference_tokenization() {
     let tok = Tokenizer::from_spec(spec).expect("tokenizer");
     assert_eq!(tok.n_tokens(), 49152);
 
-    let json = std::fs::read_to_string(fixtures().join("reference/tokenization_smollm2.json")).expect("read json");
+    let json = std::fs::read_to_string(fixtures().join("reference/tokenization_smollm2.json"))
+        .expect("read json");
     let v: serde_json::Value = serde_json::from_str(&json).expect("json");
     let prompts = v["prompts"].as_array().expect("prompts");
     let ids = |x: &serde_json::Value| -> Vec<u32> {
-        x.as_array().expect("ids").iter().map(|i| i.as_u64().expect("id") as u32).collect()
+        x.as_array()
+            .expect("ids")
+            .iter()
+            .map(|i| i.as_u64().expect("id") as u32)
+            .collect()
     };
     let mut checked = 0;
     for p in prompts {

@@ -50,8 +50,8 @@ pub(crate) fn pre_config(pre: Option<&str>) -> PreConfig {
     let name = pre.unwrap_or("");
     match name {
         "" | "default" => {}
-        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0" | "lfm2"
-        | "jina-v5-nano" => {
+        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0"
+        | "lfm2" | "jina-v5-nano" => {
             c.regexes = vec![LLAMA3];
             c.ignore_merges = true;
             c.add_bos = Some(true);
@@ -69,7 +69,13 @@ pub(crate) fn pre_config(pre: Option<&str>) -> PreConfig {
             c.clean_spaces = false;
         }
         "deepseek-coder" => {
-            c.regexes = vec!["[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}"];
+            c.regexes = vec![
+                "[\r\n]",
+                r"\s?\p{L}+",
+                r"\s?\p{P}+",
+                r"[一-龥ࠀ-一가-퟿]+",
+                r"\p{N}",
+            ];
             c.clean_spaces = false;
         }
         "deepseek-v3" | "hunyuan-dense" | "joyai-llm" | "hy_v4" => {
@@ -77,13 +83,17 @@ pub(crate) fn pre_config(pre: Option<&str>) -> PreConfig {
             c.clean_spaces = false;
         }
         "falcon" => c.regexes = vec![r"[\p{P}\$\+<=>\^~\|`]+", GPT2, r"[0-9][0-9][0-9]"],
-        "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" | "mellum2" => c.regexes = starcoder,
+        "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" | "mellum2" => {
+            c.regexes = starcoder
+        }
         "command-r" | "smollm" => {
             c.regexes = starcoder;
             c.clean_spaces = false;
         }
-        "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de" | "a.x-4.0"
-        | "mellum" | "modern-bert" | "exaone4" | "mpt" | "olmo" | "jais" => c.regexes = vec![GPT2],
+        "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de"
+        | "a.x-4.0" | "mellum" | "modern-bert" | "exaone4" | "mpt" | "olmo" | "jais" => {
+            c.regexes = vec![GPT2]
+        }
         "trillion" | "granite-docling" => {
             c.regexes = vec![GPT2];
             c.clean_spaces = false;
@@ -92,7 +102,8 @@ pub(crate) fn pre_config(pre: Option<&str>) -> PreConfig {
             c.regexes = vec![GPT2];
             c.add_sep = true;
         }
-        "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" | "grok-2" => {
+        "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open"
+        | "grok-2" => {
             c.regexes = vec![QWEN2];
             c.clean_spaces = false;
         }
@@ -148,7 +159,10 @@ impl Bpe {
         let regexes = cfg
             .regexes
             .iter()
-            .map(|r| Regex::new(r).map_err(|e| Error::Model(format!("bad pre-tokenizer regex {r:?}: {e}"))))
+            .map(|r| {
+                Regex::new(r)
+                    .map_err(|e| Error::Model(format!("bad pre-tokenizer regex {r:?}: {e}")))
+            })
             .collect::<Result<Vec<_>>>()?;
         let mut pieces: HashMap<String, u32> = HashMap::with_capacity(merges.len());
         let mut ranks = HashMap::with_capacity(merges.len());
@@ -162,7 +176,13 @@ impl Bpe {
         };
         for (rank, m) in merges.iter().enumerate() {
             // llama.cpp splits at the first space found from byte 1 on.
-            let Some(pos) = m.as_bytes().iter().skip(1).position(|&b| b == b' ').map(|p| p + 1) else {
+            let Some(pos) = m
+                .as_bytes()
+                .iter()
+                .skip(1)
+                .position(|&b| b == b' ')
+                .map(|p| p + 1)
+            else {
                 continue;
             };
             let (a, b) = (&m[..pos], &m[pos + 1..]);
@@ -170,7 +190,12 @@ impl Bpe {
             let ib = intern(b, &mut pieces);
             ranks.entry((ia, ib)).or_insert(rank as u32);
         }
-        Ok(Bpe { regexes, pieces, ranks, ignore_merges: cfg.ignore_merges })
+        Ok(Bpe {
+            regexes,
+            pieces,
+            ranks,
+            ignore_merges: cfg.ignore_merges,
+        })
     }
 
     /// Splits `text` with each expression in turn; unmatched stretches stay pieces of their own.
@@ -223,7 +248,12 @@ impl Bpe {
         while let Some((start, c)) = iter.next() {
             let idx = syms.len() as i32;
             let next = if iter.peek().is_some() { idx + 1 } else { -1 };
-            syms.push(Sym { start, len: c.len_utf8(), prev: idx - 1, next });
+            syms.push(Sym {
+                start,
+                len: c.len_utf8(),
+                prev: idx - 1,
+                next,
+            });
         }
         if syms.len() <= 1 {
             out.extend(syms.iter().map(|s| (s.start, s.start + s.len)));
@@ -260,7 +290,11 @@ impl Bpe {
             push(&mut heap, &syms, p, l as i32);
             push(&mut heap, &syms, l as i32, n);
         }
-        out.extend(syms.iter().filter(|s| s.len > 0).map(|s| (s.start, s.start + s.len)));
+        out.extend(
+            syms.iter()
+                .filter(|s| s.len > 0)
+                .map(|s| (s.start, s.start + s.len)),
+        );
     }
 }
 
@@ -277,7 +311,10 @@ mod tests {
     #[test]
     fn gpt2_pre_tokenizer() {
         let bpe = Bpe::new(&pre_config(Some("gpt-2")), &[]).unwrap();
-        assert_eq!(bpe.pre_tokenize("Hello world's  end\n"), vec!["Hello", " world", "'s", " ", " end", "\n"]);
+        assert_eq!(
+            bpe.pre_tokenize("Hello world's  end\n"),
+            vec!["Hello", " world", "'s", " ", " end", "\n"]
+        );
     }
 
     #[test]

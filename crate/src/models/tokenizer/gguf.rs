@@ -9,24 +9,40 @@ fn bad(key: &str, want: &str) -> Error {
 }
 
 fn opt_str(g: &Gguf, key: &str) -> Result<Option<String>> {
-    g.get(key).map(|v| v.as_str().map(str::to_owned).ok_or_else(|| bad(key, "a string"))).transpose()
+    g.get(key)
+        .map(|v| {
+            v.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| bad(key, "a string"))
+        })
+        .transpose()
 }
 
 fn opt_u32(g: &Gguf, key: &str) -> Result<Option<u32>> {
-    g.get(key).map(|v| v.as_u32().ok_or_else(|| bad(key, "a u32"))).transpose()
+    g.get(key)
+        .map(|v| v.as_u32().ok_or_else(|| bad(key, "a u32")))
+        .transpose()
 }
 
 fn opt_bool(g: &Gguf, key: &str) -> Result<Option<bool>> {
-    g.get(key).map(|v| v.as_bool().ok_or_else(|| bad(key, "a bool"))).transpose()
+    g.get(key)
+        .map(|v| v.as_bool().ok_or_else(|| bad(key, "a bool")))
+        .transpose()
 }
 
 fn opt_array<'a>(g: &'a Gguf, key: &str) -> Result<Option<&'a Array>> {
-    g.get(key).map(|v| v.as_array().ok_or_else(|| bad(key, "an array"))).transpose()
+    g.get(key)
+        .map(|v| v.as_array().ok_or_else(|| bad(key, "an array")))
+        .transpose()
 }
 
 fn opt_strings(g: &Gguf, key: &str) -> Result<Option<Vec<String>>> {
     opt_array(g, key)?
-        .map(|a| a.as_strings().map(<[String]>::to_vec).ok_or_else(|| bad(key, "an array of strings")))
+        .map(|a| {
+            a.as_strings()
+                .map(<[String]>::to_vec)
+                .ok_or_else(|| bad(key, "an array of strings"))
+        })
         .transpose()
 }
 
@@ -69,9 +85,18 @@ impl TokenizerSpec {
             sep_id: opt_u32(g, "tokenizer.ggml.seperator_token_id")?,
             pad_id: opt_u32(g, "tokenizer.ggml.padding_token_id")?,
             mask_id: opt_u32(g, "tokenizer.ggml.mask_token_id")?,
-            fim_pre_id: fim("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id")?,
-            fim_suf_id: fim("tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id")?,
-            fim_mid_id: fim("tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id")?,
+            fim_pre_id: fim(
+                "tokenizer.ggml.fim_pre_token_id",
+                "tokenizer.ggml.prefix_token_id",
+            )?,
+            fim_suf_id: fim(
+                "tokenizer.ggml.fim_suf_token_id",
+                "tokenizer.ggml.suffix_token_id",
+            )?,
+            fim_mid_id: fim(
+                "tokenizer.ggml.fim_mid_token_id",
+                "tokenizer.ggml.middle_token_id",
+            )?,
             fim_pad_id: opt_u32(g, "tokenizer.ggml.fim_pad_token_id")?,
             fim_rep_id: opt_u32(g, "tokenizer.ggml.fim_rep_token_id")?,
             fim_sep_id: opt_u32(g, "tokenizer.ggml.fim_sep_token_id")?,
@@ -82,8 +107,14 @@ impl TokenizerSpec {
             remove_extra_whitespaces: opt_bool(g, "tokenizer.ggml.remove_extra_whitespaces")?,
             lowercase: opt_bool(g, "tokenizer.ggml.normalizer.lowercase")?,
             strip_accents: opt_bool(g, "tokenizer.ggml.normalizer.strip_accents")?,
-            model_name: g.get("general.name").and_then(Value::as_str).map(str::to_owned),
-            architecture: g.get("general.architecture").and_then(Value::as_str).map(str::to_owned),
+            model_name: g
+                .get("general.name")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            architecture: g
+                .get("general.architecture")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         })
     }
 }

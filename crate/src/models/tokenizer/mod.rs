@@ -183,14 +183,44 @@ const EOG_TEXTS: &[&str] = &[
     "<｜end▁of▁sentence｜>",
     "[e~[",
 ];
-const FIM_PRE_TEXTS: &[&str] =
-    &["<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"];
-const FIM_SUF_TEXTS: &[&str] =
-    &["<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"];
-const FIM_MID_TEXTS: &[&str] =
-    &["<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"];
+const FIM_PRE_TEXTS: &[&str] = &[
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<｜fim▁begin｜>",
+    "<PRE>",
+    "▁<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+];
+const FIM_SUF_TEXTS: &[&str] = &[
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<｜fim▁hole｜>",
+    "<SUF>",
+    "▁<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+];
+const FIM_MID_TEXTS: &[&str] = &[
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<｜fim▁end｜>",
+    "<MID>",
+    "▁<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+];
 const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
-const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
+const FIM_REP_TEXTS: &[&str] = &[
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
 
 fn is_c_space(b: u8) -> bool {
@@ -211,7 +241,11 @@ impl Tokenizer {
             "llama" => VocabType::Spm,
             "gpt2" => VocabType::Bpe,
             "bert" => VocabType::Wpm,
-            other => return Err(Error::Model(format!("unsupported tokenizer model {other:?}"))),
+            other => {
+                return Err(Error::Model(format!(
+                    "unsupported tokenizer model {other:?}"
+                )))
+            }
         };
         if let Some(s) = &spec.scores {
             if s.len() < n {
@@ -220,7 +254,10 @@ impl Tokenizer {
         }
         if let Some(t) = &spec.token_types {
             if t.len() < n {
-                return Err(Error::Model(format!("{} token types for {n} tokens", t.len())));
+                return Err(Error::Model(format!(
+                    "{} token types for {n} tokens",
+                    t.len()
+                )));
             }
         }
 
@@ -250,10 +287,9 @@ impl Tokenizer {
             VocabType::Bpe => {
                 special.bos = Some(11);
                 special.eos = Some(11);
-                let merges = spec
-                    .merges
-                    .as_deref()
-                    .ok_or_else(|| Error::Model("BPE tokenizer without tokenizer.ggml.merges".into()))?;
+                let merges = spec.merges.as_deref().ok_or_else(|| {
+                    Error::Model("BPE tokenizer without tokenizer.ggml.merges".into())
+                })?;
                 let cfg = bpe::pre_config(spec.pre.as_deref());
                 clean_spaces = cfg.clean_spaces;
                 if let Some(b) = cfg.add_bos {
@@ -277,7 +313,11 @@ impl Tokenizer {
         let mut token_to_id = HashMap::with_capacity(n);
         let mut max_token_len = 0;
         for (i, text) in spec.tokens.into_iter().enumerate() {
-            let text = if text.is_empty() { format!("[EMPTY_{i}]") } else { text };
+            let text = if text.is_empty() {
+                format!("[EMPTY_{i}]")
+            } else {
+                text
+            };
             let score = spec.scores.as_ref().map_or(0.0, |s| s[i]);
             let attr = match spec.token_types.as_ref().map(|t| t[i]) {
                 None | Some(token_type::NORMAL) => attr::NORMAL,
@@ -332,13 +372,19 @@ impl Tokenizer {
             add_sep = v;
         }
         if add_bos && special.bos.is_none() {
-            return Err(Error::Model("tokenizer.ggml.add_bos_token is true but there is no BOS token".into()));
+            return Err(Error::Model(
+                "tokenizer.ggml.add_bos_token is true but there is no BOS token".into(),
+            ));
         }
         if add_eos && special.eos.is_none() {
-            return Err(Error::Model("tokenizer.ggml.add_eos_token is true but there is no EOS token".into()));
+            return Err(Error::Model(
+                "tokenizer.ggml.add_eos_token is true but there is no EOS token".into(),
+            ));
         }
         if add_sep && special.sep.is_none() {
-            return Err(Error::Model("tokenizer.ggml.add_sep_token is true but there is no SEP token".into()));
+            return Err(Error::Model(
+                "tokenizer.ggml.add_sep_token is true but there is no SEP token".into(),
+            ));
         }
         let lowercase = spec.lowercase.unwrap_or(true);
         let strip_accents = spec.strip_accents.unwrap_or(lowercase);
@@ -346,7 +392,9 @@ impl Tokenizer {
         // Auto-detect EOT / FIM / EOG tokens by text and mark them as control tokens.
         // The first text of the list that the vocabulary has (llama.cpp scans a hash map, so its
         // pick among several candidates is unspecified; list order is the intended priority).
-        let find = |texts: &[&str]| -> Option<u32> { texts.iter().find_map(|t| token_to_id.get(*t).copied()) };
+        let find = |texts: &[&str]| -> Option<u32> {
+            texts.iter().find_map(|t| token_to_id.get(*t).copied())
+        };
         let mut force_control = Vec::new();
         for (slot, texts) in [
             (&mut special.eot, EOT_TEXTS),
@@ -369,12 +417,18 @@ impl Tokenizer {
             tokens[id as usize].attr |= attr::CONTROL;
         }
         for t in tokens.iter_mut() {
-            if t.attr & attr::CONTROL != 0 && t.attr & attr::UNUSED == 0 && t.text.contains("unused") {
+            if t.attr & attr::CONTROL != 0
+                && t.attr & attr::UNUSED == 0
+                && t.text.contains("unused")
+            {
                 t.attr |= attr::UNUSED;
             }
         }
         let mut eog = BTreeSet::new();
-        for id in [special.fim_pad, special.fim_rep, special.fim_sep].into_iter().flatten() {
+        for id in [special.fim_pad, special.fim_rep, special.fim_sep]
+            .into_iter()
+            .flatten()
+        {
             eog.insert(id);
         }
         for (id, t) in tokens.iter_mut().enumerate() {
@@ -382,18 +436,32 @@ impl Tokenizer {
                 eog.insert(id as u32);
                 t.attr |= attr::CONTROL;
             }
-            if matches!(t.text.as_str(), "<|channel|>" | "<|message|>" | "<|start|>" | "<|constrain|>") {
+            if matches!(
+                t.text.as_str(),
+                "<|channel|>" | "<|message|>" | "<|start|>" | "<|constrain|>"
+            ) {
                 t.attr = attr::USER_DEFINED;
             }
         }
-        for id in [special.eos, special.eot, special.eom].into_iter().flatten() {
+        for id in [special.eos, special.eot, special.eom]
+            .into_iter()
+            .flatten()
+        {
             eog.insert(id);
         }
 
         let mut special_cache: Vec<u32> = (0..n as u32)
-            .filter(|&id| tokens[id as usize].attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0)
+            .filter(|&id| {
+                tokens[id as usize].attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
+            })
             .collect();
-        special_cache.sort_by(|&a, &b| tokens[b as usize].text.len().cmp(&tokens[a as usize].text.len()).then(a.cmp(&b)));
+        special_cache.sort_by(|&a, &b| {
+            tokens[b as usize]
+                .text
+                .len()
+                .cmp(&tokens[a as usize].text.len())
+                .then(a.cmp(&b))
+        });
 
         let mut tok = Tokenizer {
             vocab_type,
@@ -425,8 +493,12 @@ impl Tokenizer {
                 *a = if on { *a | bit } else { *a & !bit };
             }
         };
-        if ["jina-v2-de", "jina-v2-es", "jina-v2-code"].iter().any(|s| pre.contains(s))
-            || ["nomic-bert-moe", "jina-bert-v3"].iter().any(|s| arch.contains(s))
+        if ["jina-v2-de", "jina-v2-es", "jina-v2-code"]
+            .iter()
+            .any(|s| pre.contains(s))
+            || ["nomic-bert-moe", "jina-bert-v3"]
+                .iter()
+                .any(|s| arch.contains(s))
         {
             set_attr(&mut tok, "<mask>", attr::LSTRIP, true);
         } else if name.contains("phi-3") || name.contains("phi3") {
@@ -495,7 +567,9 @@ impl Tokenizer {
 
     /// Attribute bits (see [`attr`]) of a token.
     pub fn token_attr(&self, id: u32) -> u32 {
-        self.tokens.get(id as usize).map_or(attr::UNDEFINED, |t| t.attr)
+        self.tokens
+            .get(id as usize)
+            .map_or(attr::UNDEFINED, |t| t.attr)
     }
 
     /// Id of the token whose vocabulary text is exactly `text`.
@@ -507,9 +581,22 @@ impl Tokenizer {
         match self.vocab_type {
             VocabType::Spm => {
                 const HEX: &[u8; 16] = b"0123456789ABCDEF";
-                let name = [b'<', b'0', b'x', HEX[(b >> 4) as usize], HEX[(b & 15) as usize], b'>'];
+                let name = [
+                    b'<',
+                    b'0',
+                    b'x',
+                    HEX[(b >> 4) as usize],
+                    HEX[(b & 15) as usize],
+                    b'>',
+                ];
                 let name = std::str::from_utf8(&name).ok()?;
-                self.token_id(name).or_else(|| if b < 0x80 { self.token_id(&(b as char).to_string()) } else { None })
+                self.token_id(name).or_else(|| {
+                    if b < 0x80 {
+                        self.token_id(&(b as char).to_string())
+                    } else {
+                        None
+                    }
+                })
             }
             _ => self.token_id(&unicode::byte_to_char(b).to_string()),
         }
@@ -526,7 +613,10 @@ impl Tokenizer {
                 continue;
             }
             let needle = t.text.as_str();
-            if !frags.iter().any(|f| matches!(f, Fragment::Text(s, e) if text[*s..*e].contains(needle))) {
+            if !frags
+                .iter()
+                .any(|f| matches!(f, Fragment::Text(s, e) if text[*s..*e].contains(needle)))
+            {
                 continue;
             }
             let mut out = Vec::with_capacity(frags.len() + 2);
@@ -567,7 +657,11 @@ impl Tokenizer {
     /// turns the text of control tokens (e.g. `<|im_start|>`) into those tokens.
     pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
         let mut out = Vec::new();
-        let frags = if text.is_empty() { Vec::new() } else { self.partition(text, parse_special) };
+        let frags = if text.is_empty() {
+            Vec::new()
+        } else {
+            self.partition(text, parse_special)
+        };
         match self.vocab_type {
             VocabType::Spm => {
                 let mut prev_special = true;
@@ -664,7 +758,9 @@ impl Tokenizer {
     }
 
     fn compute_piece(&self, id: u32) -> Vec<u8> {
-        let Some(t) = self.tokens.get(id as usize) else { return Vec::new() };
+        let Some(t) = self.tokens.get(id as usize) else {
+            return Vec::new();
+        };
         if t.attr & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
             return t.text.as_bytes().to_vec();
         }
@@ -692,7 +788,11 @@ impl Tokenizer {
             };
         }
         if t.attr & attr::BYTE != 0 && self.vocab_type != VocabType::Wpm {
-            if let Some(b) = t.text.get(3..5).and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            if let Some(b) = t
+                .text
+                .get(3..5)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
                 return vec![b];
             }
         }
@@ -702,7 +802,9 @@ impl Tokenizer {
     /// The bytes a token stands for. With `special == false`, control and unknown tokens give
     /// nothing. Byte tokens and partial byte-level pieces may be incomplete UTF-8.
     pub fn token_to_piece(&self, id: u32, special: bool) -> &[u8] {
-        let Some(t) = self.tokens.get(id as usize) else { return &[] };
+        let Some(t) = self.tokens.get(id as usize) else {
+            return &[];
+        };
         if !special && t.attr & (attr::UNKNOWN | attr::CONTROL) != 0 {
             return &[];
         }
@@ -783,7 +885,11 @@ fn clean_up_spaces(t: &[u8]) -> Vec<u8> {
         if i > 0 && b[i - 1] == b' ' && x == b'\'' && i + 1 < b.len() {
             let x1 = b[i + 1];
             let x2 = b.get(i + 2).copied();
-            if x1 == b's' || x1 == b'm' || (x1 == b'r' && x2 == Some(b'e')) || (x1 == b'v' && x2 == Some(b'e')) {
+            if x1 == b's'
+                || x1 == b'm'
+                || (x1 == b'r' && x2 == Some(b'e'))
+                || (x1 == b'v' && x2 == Some(b'e'))
+            {
                 c.pop();
             }
         }
@@ -798,6 +904,9 @@ mod tests {
 
     #[test]
     fn clean_spaces() {
-        assert_eq!(clean_up_spaces(b"a , b . it 's ' x"), b"a, b. it's'x".to_vec());
+        assert_eq!(
+            clean_up_spaces(b"a , b . it 's ' x"),
+            b"a, b. it's'x".to_vec()
+        );
     }
 }

@@ -28,7 +28,9 @@ impl PartialOrd for Bigram {
 impl Ord for Bigram {
     /// Max-heap order: higher score first, then the leftmost pair.
     fn cmp(&self, o: &Self) -> Ordering {
-        self.score.total_cmp(&o.score).then_with(|| o.left.cmp(&self.left))
+        self.score
+            .total_cmp(&o.score)
+            .then_with(|| o.left.cmp(&self.left))
     }
 }
 
@@ -47,7 +49,12 @@ pub(crate) fn tokenize(tok: &Tokenizer, text: &str, out: &mut Vec<u32>) {
     while let Some((start, c)) = iter.next() {
         let idx = syms.len() as i32;
         let next = if iter.peek().is_some() { idx + 1 } else { -1 };
-        syms.push(Sym { start, len: c.len_utf8(), prev: idx - 1, next });
+        syms.push(Sym {
+            start,
+            len: c.len_utf8(),
+            prev: idx - 1,
+            next,
+        });
     }
     if syms.is_empty() {
         return;
@@ -60,7 +67,12 @@ pub(crate) fn tokenize(tok: &Tokenizer, text: &str, out: &mut Vec<u32>) {
         let (a, b) = (syms[l as usize], syms[r as usize]);
         let piece = &text[a.start..a.start + a.len + b.len];
         if let Some(id) = tok.token_id(piece) {
-            heap.push(Bigram { score: tok.tokens[id as usize].score, left: l as usize, right: r as usize, size: piece.len() });
+            heap.push(Bigram {
+                score: tok.tokens[id as usize].score,
+                left: l as usize,
+                right: r as usize,
+                size: piece.len(),
+            });
         }
     };
     for i in 1..syms.len() {

@@ -10,8 +10,9 @@ fn byte_tables() -> &'static ([char; 256], Vec<(char, u8)>) {
         let mut fwd = ['\0'; 256];
         let mut next = 256u32;
         for b in 0..256u32 {
-            let printable =
-                (0x21..=0x7E).contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b);
+            let printable = (0x21..=0x7E).contains(&b)
+                || (0xA1..=0xAC).contains(&b)
+                || (0xAE..=0xFF).contains(&b);
             let cp = if printable {
                 b
             } else {
@@ -35,7 +36,9 @@ pub fn byte_to_char(b: u8) -> char {
 /// The byte a GPT-2 byte-level character stands for.
 pub fn char_to_byte(c: char) -> Option<u8> {
     let rev = &byte_tables().1;
-    rev.binary_search_by(|(k, _)| k.cmp(&c)).ok().map(|i| rev[i].1)
+    rev.binary_search_by(|(k, _)| k.cmp(&c))
+        .ok()
+        .map(|i| rev[i].1)
 }
 
 /// Appends the GPT-2 byte-level encoding of `text` to `out`.
@@ -53,8 +56,14 @@ impl Ranges {
     fn from_class(pattern: &str) -> Ranges {
         let mut out = Vec::new();
         if let Ok(hir) = regex_syntax::Parser::new().parse(pattern) {
-            if let regex_syntax::hir::HirKind::Class(regex_syntax::hir::Class::Unicode(cls)) = hir.kind() {
-                out = cls.ranges().iter().map(|r| (r.start() as u32, r.end() as u32)).collect();
+            if let regex_syntax::hir::HirKind::Class(regex_syntax::hir::Class::Unicode(cls)) =
+                hir.kind()
+            {
+                out = cls
+                    .ranges()
+                    .iter()
+                    .map(|r| (r.start() as u32, r.end() as u32))
+                    .collect();
             }
         }
         Ranges(out)

@@ -99,6 +99,9 @@ mod tests {
 
     #[test]
     fn bert_preprocess() {
-        assert_eq!(preprocess("Héllo, WORLD!  a\u{4E2D}b", true, true), vec!["hello", ",", "world", "!", "a", "\u{4E2D}", "b"]);
+        assert_eq!(
+            preprocess("Héllo, WORLD!  a\u{4E2D}b", true, true),
+            vec!["hello", ",", "world", "!", "a", "\u{4E2D}", "b"]
+        );
     }
 }
