@@ -144,6 +144,9 @@ pub(crate) fn pre_config(pre: Option<&str>) -> PreConfig {
     c
 }
 
+/// A merge candidate: (rank, left, right, left_len, right_len).
+type Candidate = (u32, usize, usize, usize, usize);
+
 /// Compiled BPE state: pre-tokenizer expressions and merge ranks over interned pieces.
 pub(crate) struct Bpe {
     regexes: Vec<Regex>,
@@ -260,7 +263,7 @@ impl Bpe {
             return;
         }
         // (rank, left, right, left_len, right_len), smallest rank then leftmost first.
-        let mut heap: BinaryHeap<Reverse<(u32, usize, usize, usize, usize)>> = BinaryHeap::new();
+        let mut heap: BinaryHeap<Reverse<Candidate>> = BinaryHeap::new();
         let push = |heap: &mut BinaryHeap<_>, syms: &[Sym], l: i32, r: i32| {
             if l < 0 || r < 0 {
                 return;

@@ -4,8 +4,11 @@
 use std::sync::OnceLock;
 
 /// GPT-2's `bytes_to_unicode`: printable Latin-1 bytes map to themselves, the others to U+0100 onwards.
-fn byte_tables() -> &'static ([char; 256], Vec<(char, u8)>) {
-    static TABLES: OnceLock<([char; 256], Vec<(char, u8)>)> = OnceLock::new();
+/// Byte → char, and (char, byte) sorted by char.
+type ByteTables = ([char; 256], Vec<(char, u8)>);
+
+fn byte_tables() -> &'static ByteTables {
+    static TABLES: OnceLock<ByteTables> = OnceLock::new();
     TABLES.get_or_init(|| {
         let mut fwd = ['\0'; 256];
         let mut next = 256u32;
