@@ -226,3 +226,17 @@ fn smollm2_reference_tokenization() {
     }
     println!("[smollm2] {checked}/{checked} reference tokenizations match");
 }
+
+#[test]
+fn load_time() {
+    for name in ["llama-bpe", "qwen2", "llama-spm", "bert-bge"] {
+        let path = fixtures().join(format!("vocab/ggml-vocab-{name}.gguf"));
+        let bytes = std::fs::read(&path).expect("read");
+        let t = std::time::Instant::now();
+        let g = Gguf::parse(&bytes).expect("parse gguf");
+        let t1 = t.elapsed().as_secs_f64();
+        let tok = Tokenizer::from_gguf(&g).expect("tokenizer");
+        let t2 = t.elapsed().as_secs_f64() - t1;
+        println!("[{name}] parse {t1:.3}s, build {t2:.3}s, {} tokens", tok.n_tokens());
+    }
+}

@@ -2,10 +2,11 @@
 //! `tokenizer.ggml.pre`, GPT-2 byte encoding, then rank-ordered merges with a priority queue.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use fancy_regex::Regex;
 
+use super::fxhash::{self, FxHashMap};
 use super::unicode;
 use crate::{Error, Result};
 
@@ -151,9 +152,9 @@ type Candidate = (u32, usize, usize, usize, usize);
 pub(crate) struct Bpe {
     regexes: Vec<Regex>,
     /// Every string that appears on either side of a merge, interned.
-    pieces: HashMap<String, u32>,
+    pieces: FxHashMap<String, u32>,
     /// (left piece, right piece) → merge rank (lower merges first).
-    ranks: HashMap<(u32, u32), u32>,
+    ranks: FxHashMap<(u32, u32), u32>,
     pub ignore_merges: bool,
 }
 
@@ -167,9 +168,9 @@ impl Bpe {
                     .map_err(|e| Error::Model(format!("bad pre-tokenizer regex {r:?}: {e}")))
             })
             .collect::<Result<Vec<_>>>()?;
-        let mut pieces: HashMap<String, u32> = HashMap::with_capacity(merges.len());
-        let mut ranks = HashMap::with_capacity(merges.len());
-        let intern = |s: &str, pieces: &mut HashMap<String, u32>| -> u32 {
+        let mut pieces: FxHashMap<String, u32> = fxhash::map_with_capacity(merges.len());
+        let mut ranks = fxhash::map_with_capacity(merges.len());
+        let intern = |s: &str, pieces: &mut FxHashMap<String, u32>| -> u32 {
             if let Some(&id) = pieces.get(s) {
                 return id;
             }

@@ -6,12 +6,15 @@
 //! `tokenize(text, add_special, parse_special)`, detokenizing `token_to_piece` / `detokenize` / `decode`.
 
 mod bpe;
+mod fxhash;
 mod gguf;
 mod spm;
 pub mod unicode;
 mod wpm;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use fxhash::FxHashMap;
 
 use crate::{Error, Result};
 
@@ -123,7 +126,7 @@ pub struct SpecialTokens {
 pub struct Tokenizer {
     vocab_type: VocabType,
     pub(crate) tokens: Vec<TokenData>,
-    token_to_id: HashMap<String, u32>,
+    token_to_id: FxHashMap<String, u32>,
     pub(crate) special: SpecialTokens,
     add_bos: bool,
     add_eos: bool,
@@ -310,7 +313,7 @@ impl Tokenizer {
 
         // Tokens.
         let mut tokens = Vec::with_capacity(n);
-        let mut token_to_id = HashMap::with_capacity(n);
+        let mut token_to_id = fxhash::map_with_capacity(n);
         let mut max_token_len = 0;
         for (i, text) in spec.tokens.into_iter().enumerate() {
             let text = if text.is_empty() {
