@@ -905,6 +905,89 @@ fn clean_up_spaces(t: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    fn spm_spec() -> TokenizerSpec {
+        let mut tokens: Vec<String> = [
+            "<unk>", "<s>", "</s>", "▁", "a", "b", "▁a", "ab", "▁ab", "<ctl>",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut types = vec![2, 3, 3, 1, 1, 1, 1, 1, 1, 3];
+        let mut scores = vec![0.0, 0.0, 0.0, -1.0, -2.0, -2.0, -1.5, -3.0, -0.5, 0.0];
+        for b in 0..=255u8 {
+            tokens.push(format!("<0x{b:02X}>"));
+            types.push(token_type::BYTE);
+            scores.push(0.0);
+        }
+        TokenizerSpec {
+            model: "llama".into(),
+            tokens,
+            scores: Some(scores),
+            token_types: Some(types),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn spm_merges_by_score_with_byte_fallback() {
+        let tok = Tokenizer::from_spec(spm_spec()).unwrap();
+        // "▁ab" has the best score; "é" is not in the vocab and falls back to its two UTF-8 bytes.
+        let byte = |b: u8| 10 + b as u32;
+        assert_eq!(
+            tok.tokenize("ab é", true, false),
+            vec![1, 8, 3, byte(0xC3), byte(0xA9)]
+        );
+        assert_eq!(tok.decode(&tok.tokenize("ab é", false, false)), "ab é");
+        // Control tokens are parsed only on request; text after a special token gets the space
+        // prefix again (as in llama.cpp).
+        assert_eq!(tok.tokenize("<ctl>ab", false, true), vec![9, 8]);
+        assert_ne!(tok.tokenize("<ctl>ab", false, false)[0], 9);
+        assert_eq!(tok.token_to_piece(9, false), b"");
+        assert_eq!(tok.token_to_piece(9, true), b"<ctl>");
+    }
+
+    #[test]
+    fn bpe_from_spec() {
+        let mut tokens: Vec<String> = (0..=255u8)
+            .map(|b| unicode::byte_to_char(b).to_string())
+            .collect();
+        tokens.extend(["Ġa", "Ġab", "<|end|>"].map(String::from));
+        let spec = TokenizerSpec {
+            model: "gpt2".into(),
+            pre: Some("gpt-2".into()),
+            token_types: Some(
+                (0..tokens.len())
+                    .map(|i| if i == 258 { 3 } else { 1 })
+                    .collect(),
+            ),
+            tokens,
+            merges: Some(vec!["Ġ a".into(), "Ġa b".into()]),
+            ..Default::default()
+        };
+        let tok = Tokenizer::from_spec(spec).unwrap();
+        assert_eq!(tok.tokenize(" ab a", false, false), vec![257, 256]);
+        assert_eq!(
+            tok.tokenize("x<|end|>", false, true),
+            vec![b'x' as u32, 258]
+        );
+        assert!(tok.is_eog(258));
+        assert_eq!(tok.decode(&[257, 256, 258]), " ab a");
+    }
+
+    #[test]
+    fn bad_specs_are_errors() {
+        assert!(Tokenizer::from_spec(TokenizerSpec::default()).is_err());
+        let mut s = spm_spec();
+        s.model = "nope".into();
+        assert!(Tokenizer::from_spec(s).is_err());
+        let mut s = spm_spec();
+        s.scores = Some(vec![0.0]);
+        assert!(Tokenizer::from_spec(s).is_err());
+        let mut s = spm_spec();
+        s.model = "gpt2".into();
+        assert!(Tokenizer::from_spec(s).is_err(), "BPE needs merges");
+    }
+
     #[test]
     fn clean_spaces() {
         assert_eq!(
