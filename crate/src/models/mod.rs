@@ -3,3 +3,4 @@ pub mod llama;
 pub mod mnist;
 pub mod sampler;
 pub mod weights;
+pub mod tokenizer;
