@@ -81,7 +81,13 @@ fn fixtures_cover_every_quantized_weight_type() {
         assert!(fx.iter().any(|f| f.dtype == t), "no fixture for {t}");
     }
     // Real tensors from the GGUF files.
-    for name in ["q4_1_smollm2", "q8_0_smollm2", "q4_k_gemma", "q5_0_gemma", "q6_k_gemma"] {
+    for name in [
+        "q4_1_smollm2",
+        "q8_0_smollm2",
+        "q4_k_gemma",
+        "q5_0_gemma",
+        "q6_k_gemma",
+    ] {
         assert!(fx.iter().any(|f| f.name == format!("{name}.bin")), "{name}");
     }
 }

@@ -415,7 +415,11 @@ fn quantize_k4_common(
             max_min = mins[j];
         }
     }
-    let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
+    let inv_scale = if max_scale > 0.0 {
+        63.0 / max_scale
+    } else {
+        0.0
+    };
     let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
     let mut ls = [0u8; 8];
     let mut lm = [0u8; 8];
@@ -511,8 +515,8 @@ impl GgmlBlock for BlockQ2K {
             }
             if max_scale > 0.0 {
                 let iscale = Q4SCALE / max_scale;
-                for j in 0..QK_K / 16 {
-                    y.scales[j] = nearest_int(iscale * scales[j]) as u8;
+                for (ys, s) in y.scales.iter_mut().zip(&scales) {
+                    *ys = nearest_int(iscale * s) as u8;
                 }
                 y.d = f16::from_f32(max_scale / Q4SCALE);
             } else {
@@ -521,9 +525,9 @@ impl GgmlBlock for BlockQ2K {
             }
             if max_min > 0.0 {
                 let iscale = Q4SCALE / max_min;
-                for j in 0..QK_K / 16 {
-                    let l = nearest_int(iscale * mins[j]);
-                    y.scales[j] |= (l << 4) as u8;
+                for (ys, m) in y.scales.iter_mut().zip(&mins) {
+                    let l = nearest_int(iscale * m);
+                    *ys |= (l << 4) as u8;
                 }
                 y.dmin = f16::from_f32(max_min / Q4SCALE);
             } else {
@@ -926,8 +930,8 @@ impl GgmlBlock for BlockQ6K {
             }
             let iscale = -128.0 / max_scale;
             y.d = f16::from_f32(1.0 / iscale);
-            for ib in 0..QK_K / 16 {
-                y.scales[ib] = nearest_int(iscale * scales[ib]).min(127) as i8;
+            for (ys, s) in y.scales.iter_mut().zip(&scales) {
+                *ys = nearest_int(iscale * s).min(127) as i8;
             }
             for j in 0..QK_K / 16 {
                 let d = fp16(y.d) * y.scales[j] as f32;
@@ -1029,7 +1033,11 @@ impl GgmlBlock for BlockQ8K {
         check_len("q8_K vec_dot y", ys.len(), xs.len());
         let mut sumf = 0f32;
         for (x, y) in xs.iter().zip(ys) {
-            let sumi: i32 = x.qs.iter().zip(&y.qs).map(|(a, b)| *a as i32 * *b as i32).sum();
+            let sumi: i32 =
+                x.qs.iter()
+                    .zip(&y.qs)
+                    .map(|(a, b)| *a as i32 * *b as i32)
+                    .sum();
             sumf += x.d * y.d * sumi as f32;
         }
         sumf

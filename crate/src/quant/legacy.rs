@@ -357,7 +357,11 @@ impl GgmlBlock for BlockQ8_0 {
         check_len("q8_0 vec_dot y", ys.len(), xs.len());
         let mut sumf = 0f32;
         for (x, y) in xs.iter().zip(ys) {
-            let sumi: i32 = x.qs.iter().zip(&y.qs).map(|(a, b)| *a as i32 * *b as i32).sum();
+            let sumi: i32 =
+                x.qs.iter()
+                    .zip(&y.qs)
+                    .map(|(a, b)| *a as i32 * *b as i32)
+                    .sum();
             sumf += sumi as f32 * (fp16(x.d) * fp16(y.d));
         }
         sumf
@@ -398,7 +402,11 @@ impl GgmlBlock for BlockQ8_1 {
         check_len("q8_1 vec_dot y", ys.len(), xs.len());
         let mut sumf = 0f32;
         for (x, y) in xs.iter().zip(ys) {
-            let sumi: i32 = x.qs.iter().zip(&y.qs).map(|(a, b)| *a as i32 * *b as i32).sum();
+            let sumi: i32 =
+                x.qs.iter()
+                    .zip(&y.qs)
+                    .map(|(a, b)| *a as i32 * *b as i32)
+                    .sum();
             sumf += sumi as f32 * (fp16(x.d) * fp16(y.d));
         }
         sumf

@@ -142,7 +142,7 @@ impl GgmlBlock for bf16 {
 pub(crate) fn cast_blocks<B: Pod>(bytes: &[u8]) -> Cow<'_, [B]> {
     let size = std::mem::size_of::<B>();
     assert!(
-        bytes.len() % size == 0,
+        bytes.len() / size * size == bytes.len(),
         "{} bytes is not a whole number of {size}-byte blocks",
         bytes.len()
     );
@@ -160,7 +160,7 @@ pub(crate) fn cast_blocks<B: Pod>(bytes: &[u8]) -> Cow<'_, [B]> {
 pub(crate) fn with_blocks_mut<B: Pod, R>(bytes: &mut [u8], f: impl FnOnce(&mut [B]) -> R) -> R {
     let size = std::mem::size_of::<B>();
     assert!(
-        bytes.len() % size == 0,
+        bytes.len() / size * size == bytes.len(),
         "{} bytes is not a whole number of {size}-byte blocks",
         bytes.len()
     );

@@ -2,7 +2,15 @@ use super::*;
 
 #[test]
 fn nearest_int_is_round_half_even() {
-    for (x, want) in [(0.5f32, 0), (1.5, 2), (2.5, 2), (-0.5, 0), (-1.5, -2), (3.49, 3), (-7.6, -8)] {
+    for (x, want) in [
+        (0.5f32, 0),
+        (1.5, 2),
+        (2.5, 2),
+        (-0.5, 0),
+        (-1.5, -2),
+        (3.49, 3),
+        (-7.6, -8),
+    ] {
         assert_eq!(nearest_int(x), want, "{x}");
         assert_eq!(nearest_int(x), x.round_ties_even() as i32);
     }
@@ -30,7 +38,12 @@ fn table_covers_exactly_the_computable_types() {
 #[test]
 fn block_sizes_match_dtype() {
     fn check<B: GgmlBlock>() {
-        assert_eq!(std::mem::size_of::<B>(), B::DTYPE.type_size(), "{}", B::DTYPE);
+        assert_eq!(
+            std::mem::size_of::<B>(),
+            B::DTYPE.type_size(),
+            "{}",
+            B::DTYPE
+        );
         assert_eq!(B::BLCK, B::DTYPE.block_size(), "{}", B::DTYPE);
     }
     check::<f32>();
@@ -73,7 +86,13 @@ fn row_functions_check_lengths_and_types() {
 #[test]
 fn misaligned_bytes_are_handled() {
     let src: Vec<f32> = (0..512).map(|i| (i as f32 * 0.37).sin()).collect();
-    for t in [DType::Q4_K, DType::Q8_K, DType::F32, DType::F16, DType::Q8_0] {
+    for t in [
+        DType::Q4_K,
+        DType::Q8_K,
+        DType::F32,
+        DType::F16,
+        DType::Q8_0,
+    ] {
         let rs = t.row_size(512).unwrap();
         let mut aligned = vec![0u8; rs];
         quantize_row(t, &src, &mut aligned).unwrap();

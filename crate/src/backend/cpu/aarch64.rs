@@ -25,15 +25,26 @@ pub fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
         while i + 16 <= n {
             for (k, a) in acc.iter_mut().enumerate() {
                 let o = i + 4 * k;
-                *a = vfmaq_f32(*a, vld1q_f32(x.as_ptr().add(o)), vld1q_f32(y.as_ptr().add(o)));
+                *a = vfmaq_f32(
+                    *a,
+                    vld1q_f32(x.as_ptr().add(o)),
+                    vld1q_f32(y.as_ptr().add(o)),
+                );
             }
             i += 16;
         }
         while i + 4 <= n {
-            acc[0] = vfmaq_f32(acc[0], vld1q_f32(x.as_ptr().add(i)), vld1q_f32(y.as_ptr().add(i)));
+            acc[0] = vfmaq_f32(
+                acc[0],
+                vld1q_f32(x.as_ptr().add(i)),
+                vld1q_f32(y.as_ptr().add(i)),
+            );
             i += 4;
         }
-        sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+        sum = vaddvq_f32(vaddq_f32(
+            vaddq_f32(acc[0], acc[1]),
+            vaddq_f32(acc[2], acc[3]),
+        ));
     }
     for j in i..n {
         sum += x[j] * y[j];
@@ -50,7 +61,11 @@ pub fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]) {
     unsafe {
         let va = vdupq_n_f32(a);
         while i + 4 <= n {
-            let v = vfmaq_f32(vld1q_f32(y.as_ptr().add(i)), va, vld1q_f32(x.as_ptr().add(i)));
+            let v = vfmaq_f32(
+                vld1q_f32(y.as_ptr().add(i)),
+                va,
+                vld1q_f32(x.as_ptr().add(i)),
+            );
             vst1q_f32(y.as_mut_ptr().add(i), v);
             i += 4;
         }

@@ -285,7 +285,11 @@ mod avx2 {
             i += 32;
         }
         while i + 8 <= n {
-            acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(i)), _mm256_loadu_ps(yp.add(i)), acc[0]);
+            acc[0] = _mm256_fmadd_ps(
+                _mm256_loadu_ps(xp.add(i)),
+                _mm256_loadu_ps(yp.add(i)),
+                acc[0],
+            );
             i += 8;
         }
         let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
