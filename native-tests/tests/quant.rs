@@ -205,6 +205,8 @@ fn x86_kernels_match_reference() {
     check::<BlockQ5_0>("q5_0", &mut rng, x86::vec_dot_q5_0_q8_0);
     check::<BlockQ5_1>("q5_1", &mut rng, x86::vec_dot_q5_1_q8_1);
     check::<BlockQ8_0>("q8_0", &mut rng, x86::vec_dot_q8_0_q8_0);
+    check::<BlockQ2K>("q2_K", &mut rng, x86::vec_dot_q2_k_q8_k);
+    check::<BlockQ3K>("q3_K", &mut rng, x86::vec_dot_q3_k_q8_k);
     check::<BlockQ4K>("q4_K", &mut rng, x86::vec_dot_q4_k_q8_k);
     check::<BlockQ5K>("q5_K", &mut rng, x86::vec_dot_q5_k_q8_k);
     check::<BlockQ6K>("q6_K", &mut rng, x86::vec_dot_q6_k_q8_k);

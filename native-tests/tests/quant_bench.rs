@@ -20,8 +20,12 @@ fn cpu_seconds(wall: Instant) -> f64 {
 fn vec_dot_throughput() {
     const N: usize = 4096;
     const ROWS: usize = 1024;
-    let x: Vec<f32> = (0..N * ROWS).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
-    let y: Vec<f32> = (0..N).map(|i| ((i * 104729) % 1000) as f32 / 500.0 - 1.0).collect();
+    let x: Vec<f32> = (0..N * ROWS)
+        .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+        .collect();
+    let y: Vec<f32> = (0..N)
+        .map(|i| ((i * 104729) % 1000) as f32 / 500.0 - 1.0)
+        .collect();
     for t in [
         DType::F32,
         DType::F16,

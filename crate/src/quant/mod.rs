@@ -349,6 +349,8 @@ mod simd_x86 {
     erase_dot!(dot_q5_0, BlockQ5_0, BlockQ8_0, x86::vec_dot_q5_0_q8_0);
     erase_dot!(dot_q5_1, BlockQ5_1, BlockQ8_1, x86::vec_dot_q5_1_q8_1);
     erase_dot!(dot_q8_0, BlockQ8_0, BlockQ8_0, x86::vec_dot_q8_0_q8_0);
+    erase_dot!(dot_q2_k, BlockQ2K, BlockQ8K, x86::vec_dot_q2_k_q8_k);
+    erase_dot!(dot_q3_k, BlockQ3K, BlockQ8K, x86::vec_dot_q3_k_q8_k);
     erase_dot!(dot_q4_k, BlockQ4K, BlockQ8K, x86::vec_dot_q4_k_q8_k);
     erase_dot!(dot_q5_k, BlockQ5K, BlockQ8K, x86::vec_dot_q5_k_q8_k);
     erase_dot!(dot_q6_k, BlockQ6K, BlockQ8K, x86::vec_dot_q6_k_q8_k);
@@ -379,6 +381,8 @@ mod simd_x86 {
         set(t, DType::Q5_0, dot_q5_0);
         set(t, DType::Q5_1, dot_q5_1);
         set(t, DType::Q8_0, dot_q8_0);
+        set(t, DType::Q2_K, dot_q2_k);
+        set(t, DType::Q3_K, dot_q3_k);
         set(t, DType::Q4_K, dot_q4_k);
         set(t, DType::Q5_K, dot_q5_k);
         set(t, DType::Q6_K, dot_q6_k);

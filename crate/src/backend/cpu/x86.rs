@@ -14,8 +14,8 @@ use std::sync::OnceLock;
 
 use super::vec;
 use crate::quant::{
-    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0,
-    BlockQ8_1, GgmlBlock,
+    BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    BlockQ8K, BlockQ8_0, BlockQ8_1, GgmlBlock,
 };
 
 /// Whether this CPU has AVX2, FMA and F16C (detected once, cached).
@@ -126,6 +126,14 @@ quant_dot!(
     vec_dot_q8_0_q8_0, BlockQ8_0, BlockQ8_0
 );
 quant_dot!(
+    /// q2_K · q8_K.
+    vec_dot_q2_k_q8_k, BlockQ2K, BlockQ8K
+);
+quant_dot!(
+    /// q3_K · q8_K.
+    vec_dot_q3_k_q8_k, BlockQ3K, BlockQ8K
+);
+quant_dot!(
     /// q4_K · q8_K.
     vec_dot_q4_k_q8_k, BlockQ4K, BlockQ8K
 );
@@ -175,10 +183,10 @@ mod avx2 {
     use std::arch::x86_64::*;
 
     use crate::dtype::QK_K;
-    use crate::quant::k_quants::{q8k_bsums, scales_mins_k4};
+    use crate::quant::k_quants::{q3k_scales, q8k_bsums, scales_mins_k4};
     use crate::quant::{
-        BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
-        BlockQ8_0, BlockQ8_1,
+        BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
+        BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1,
     };
 
     #[inline]
@@ -445,6 +453,87 @@ mod avx2 {
         hsum_i32_8(_mm256_madd_epi16(b, m))
     }
 
+    /// Scale vector for a maddubs result of 32 elements: `lo` for elements 0..16, `hi` for 16..32.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn scales_16_16(lo: i16, hi: i16) -> __m256i {
+        _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+        let m3 = _mm256_set1_epi8(3);
+        let mut acc = _mm256_setzero_ps();
+        let mut acc_m = 0f32;
+        for (bx, by) in x.iter().zip(y) {
+            let d = by.d * h2f(bx.d);
+            let dmin = by.d * h2f(bx.dmin);
+            let mut mins = [0i16; 16];
+            for (m, s) in mins.iter_mut().zip(&bx.scales) {
+                *m = (s >> 4) as i16;
+            }
+            let b = _mm256_loadu_si256(by.bsums.as_ptr() as *const __m256i);
+            let m = _mm256_loadu_si256(mins.as_ptr() as *const __m256i);
+            acc_m += dmin * hsum_i32_8(_mm256_madd_epi16(b, m)) as f32;
+            let mut sumi = _mm256_setzero_si256();
+            let mut is = 0;
+            for half in 0..2 {
+                // Bits 0–1 of every byte are the next 2-bit quants (16-bit shifts only bring the
+                // neighbouring byte's bits in above them).
+                let mut q2 = _mm256_loadu_si256(bx.qs.as_ptr().add(32 * half) as *const __m256i);
+                for shift in 0..4 {
+                    let q = _mm256_and_si256(q2, m3);
+                    q2 = _mm256_srli_epi16(q2, 2);
+                    let q8 = loadu_i8x32(by.qs.as_ptr().add(128 * half + 32 * shift));
+                    let sc = scales_16_16(
+                        (bx.scales[is] & 0xF) as i16,
+                        (bx.scales[is + 1] & 0xF) as i16,
+                    );
+                    is += 2;
+                    let p = _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, q8));
+                    sumi = _mm256_add_epi32(sumi, p);
+                }
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        hsum_f32_8(acc) - acc_m
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+        let m3 = _mm256_set1_epi8(3);
+        let m1 = _mm256_set1_epi8(1);
+        let four = _mm256_set1_epi8(4);
+        let mut acc = _mm256_setzero_ps();
+        for (bx, by) in x.iter().zip(y) {
+            let d = by.d * h2f(bx.d);
+            let sc = q3k_scales(&bx.scales);
+            let mut hb = _mm256_loadu_si256(bx.hmask.as_ptr() as *const __m256i);
+            let mut sumi = _mm256_setzero_si256();
+            let mut g = 0;
+            for half in 0..2 {
+                let mut q2 = _mm256_loadu_si256(bx.qs.as_ptr().add(32 * half) as *const __m256i);
+                for shift in 0..4 {
+                    // q + 4·hbit is the unsigned quant; subtract 4·q8 afterwards.
+                    let h = _mm256_slli_epi16(_mm256_and_si256(hb, m1), 2);
+                    hb = _mm256_srli_epi16(hb, 1);
+                    let q = _mm256_or_si256(_mm256_and_si256(q2, m3), h);
+                    q2 = _mm256_srli_epi16(q2, 2);
+                    let q8 = loadu_i8x32(by.qs.as_ptr().add(128 * half + 32 * shift));
+                    let p = _mm256_sub_epi16(
+                        _mm256_maddubs_epi16(q, q8),
+                        _mm256_maddubs_epi16(four, q8),
+                    );
+                    let s = scales_16_16(sc[g] as i16, sc[g + 1] as i16);
+                    g += 2;
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p));
+                }
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        hsum_f32_8(acc)
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         let m4 = _mm256_set1_epi8(0x0F);
@@ -549,10 +638,7 @@ mod avx2 {
                         _mm256_maddubs_epi16(*qk, q8),
                         _mm256_maddubs_epi16(m32s, q8),
                     );
-                    let scv = _mm256_set_m128i(
-                        _mm_set1_epi16(sc[2 * k + 1] as i16),
-                        _mm_set1_epi16(sc[2 * k] as i16),
-                    );
+                    let scv = scales_16_16(sc[2 * k] as i16, sc[2 * k + 1] as i16);
                     sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scv, p));
                 }
             }
