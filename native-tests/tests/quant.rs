@@ -211,6 +211,36 @@ fn x86_kernels_match_reference() {
     check::<BlockQ5K>("q5_K", &mut rng, x86::vec_dot_q5_k_q8_k);
     check::<BlockQ6K>("q6_K", &mut rng, x86::vec_dot_q6_k_q8_k);
 
+    // f16 row conversions: bit-exact with `half` (round to nearest even), specials included.
+    let mut v = rng.vec(1003, 100.0);
+    v.extend([
+        0.0,
+        -0.0,
+        65504.0,
+        65520.0,
+        -1e9,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e-8,
+        -3e-5,
+        6.1e-5,
+        5.96e-8,
+        2.98e-8,
+        2.99e-8,
+        1.0 + 1.0 / 2048.0,
+        1.0 + 3.0 / 2048.0,
+    ]);
+    let mut h = vec![f16::ZERO; v.len()];
+    x86::f32_to_f16_row(&v, &mut h);
+    for (a, b) in h.iter().zip(&v) {
+        assert_eq!(a.to_bits(), f16::from_f32(*b).to_bits(), "f32→f16 of {b}");
+    }
+    let mut back = vec![0f32; v.len()];
+    x86::f16_to_f32_row(&h, &mut back);
+    for (a, b) in back.iter().zip(&h) {
+        assert_eq!(a.to_bits(), b.to_f32().to_bits());
+    }
+
     // q8 quantizers: bit-exact, including ties (x·id landing on .5) and sign ties for q8_K.
     for n in [256usize, 512, 4096] {
         let mut x = rng.vec(n, 3.0);

@@ -355,6 +355,12 @@ mod simd_x86 {
     erase_dot!(dot_q5_k, BlockQ5K, BlockQ8K, x86::vec_dot_q5_k_q8_k);
     erase_dot!(dot_q6_k, BlockQ6K, BlockQ8K, x86::vec_dot_q6_k_q8_k);
 
+    fn f16_to_f32(src: &[u8], dst: &mut [f32]) {
+        x86::f16_to_f32_row(&cast_blocks::<f16>(src), dst);
+    }
+    fn f32_to_f16(src: &[f32], dst: &mut [u8]) {
+        with_blocks_mut::<f16, ()>(dst, |ys| x86::f32_to_f16_row(src, ys));
+    }
     fn quant_q8_0(src: &[f32], dst: &mut [u8]) {
         with_blocks_mut::<BlockQ8_0, ()>(dst, |ys| x86::quantize_row_q8_0(src, ys));
     }
@@ -386,11 +392,15 @@ mod simd_x86 {
         set(t, DType::Q4_K, dot_q4_k);
         set(t, DType::Q5_K, dot_q5_k);
         set(t, DType::Q6_K, dot_q6_k);
+        if let Some(i) = index(DType::F16) {
+            t[i].to_f32 = f16_to_f32;
+        }
         let q = |t: &mut [TypeTraits; N_TRAITS], d: DType, f: fn(&[f32], &mut [u8])| {
             if let Some(i) = index(d) {
                 t[i].from_f32 = f;
             }
         };
+        q(t, DType::F16, f32_to_f16);
         q(t, DType::Q8_0, quant_q8_0);
         q(t, DType::Q8_1, quant_q8_1);
         q(t, DType::Q8_K, quant_q8_k);

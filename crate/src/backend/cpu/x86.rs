@@ -76,6 +76,33 @@ pub fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
     }
 }
 
+/// f16 → f32 conversion of a row (F16C; exact).
+pub fn f16_to_f32_row(x: &[f16], y: &mut [f32]) {
+    check("f16_to_f32_row", x.len(), y.len());
+    if available() {
+        // SAFETY: the CPU supports avx2/fma/f16c (checked above); lengths are equal.
+        unsafe { avx2::f16_to_f32_row(x, y) }
+    } else {
+        for (o, v) in y.iter_mut().zip(x) {
+            *o = v.to_f32();
+        }
+    }
+}
+
+/// f32 → f16 conversion of a row (F16C, round to nearest even: the same bits as
+/// `f16::from_f32` for every non-NaN input).
+pub fn f32_to_f16_row(x: &[f32], y: &mut [f16]) {
+    check("f32_to_f16_row", x.len(), y.len());
+    if available() {
+        // SAFETY: the CPU supports avx2/fma/f16c (checked above); lengths are equal.
+        unsafe { avx2::f32_to_f16_row(x, y) }
+    } else {
+        for (o, v) in y.iter_mut().zip(x) {
+            *o = f16::from_f32(*v);
+        }
+    }
+}
+
 /// `vec_dot`-shaped f32 dot (`n` elements).
 pub fn vec_dot_f32(n: usize, x: &[f32], y: &[f32]) -> f32 {
     check("vec_dot_f32", x.len(), n);
@@ -367,6 +394,35 @@ mod avx2 {
         }
         for j in i..n {
             y[j] += a * h2f(x[j]);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn f16_to_f32_row(x: &[f16], y: &mut [f32]) {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr() as *const __m128i, y.as_mut_ptr());
+        let mut i = 0;
+        while i + 8 <= n {
+            _mm256_storeu_ps(yp.add(i), _mm256_cvtph_ps(_mm_loadu_si128(xp.add(i / 8))));
+            i += 8;
+        }
+        for j in i..n {
+            y[j] = h2f(x[j]);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn f32_to_f16_row(x: &[f32], y: &mut [f16]) {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr() as *mut __m128i);
+        let mut i = 0;
+        while i + 8 <= n {
+            let h = _mm256_cvtps_ph(_mm256_loadu_ps(xp.add(i)), _MM_FROUND_TO_NEAREST_INT);
+            _mm_storeu_si128(yp.add(i / 8), h);
+            i += 8;
+        }
+        for j in i..n {
+            y[j] = f16::from_f32(x[j]);
         }
     }
 
