@@ -12,12 +12,10 @@
 //!   bounds per type.
 //! - q8 quantizers (SIMD) are bit-exact with the reference.
 
-use bytemuck::Zeroable;
 use ggweb::backend::cpu::vec;
 use ggweb::quant::{
     dequantize_row, quantize_row, type_traits, type_traits_scalar, BlockQ2K, BlockQ3K, BlockQ4K,
-    BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1,
-    GgmlBlock,
+    BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, GgmlBlock,
 };
 use ggweb::DType;
 use half::f16;
@@ -160,56 +158,77 @@ fn fast_vec_dot_matches_scalar_and_dequantized_dot() {
     }
 }
 
+fn blocks<B: GgmlBlock>(x: &[f32]) -> Vec<B> {
+    let mut v = vec![B::zeroed(); x.len() / B::BLCK];
+    B::from_f32(x, &mut v);
+    v
+}
+fn deq<B: GgmlBlock>(b: &[B]) -> Vec<f32> {
+    let mut v = vec![0f32; b.len() * B::BLCK];
+    B::to_f32(b, &mut v);
+    v
+}
+/// A block-typed SIMD kernel against the scalar `GgmlBlock::vec_dot`, odd block counts.
+#[allow(dead_code)]
+fn check_kernel<X: GgmlBlock>(
+    name: &str,
+    rng: &mut Rng,
+    kernel: fn(usize, &[X], &[X::VecDot]) -> f32,
+) {
+    for nb in [1usize, 3, 7, 33] {
+        let n = nb * X::BLCK;
+        let xs: Vec<X> = blocks(&rng.vec(n, 0.7));
+        let ys: Vec<X::VecDot> = blocks(&rng.vec(n, 1.3));
+        let abs: f64 = deq(&xs)
+            .iter()
+            .zip(deq(&ys))
+            .map(|(a, b)| (a * b).abs() as f64)
+            .sum();
+        let s = X::vec_dot(n, &xs, &ys) as f64;
+        let f = kernel(n, &xs, &ys) as f64;
+        assert!(
+            (f - s).abs() <= 1e-5 * abs + 1e-6,
+            "{name} nb={nb}: {f} vs {s}"
+        );
+    }
+}
+
+/// Each NEON kernel against its scalar reference (run with scripts/test-aarch64.sh on x86).
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn neon_kernels_match_reference() {
+    use ggweb::backend::cpu::aarch64 as neon;
+    let mut rng = Rng::new(5);
+    check_kernel::<BlockQ4_0>("q4_0", &mut rng, neon::vec_dot_q4_0_q8_0);
+    check_kernel::<BlockQ4_1>("q4_1", &mut rng, neon::vec_dot_q4_1_q8_1);
+    check_kernel::<BlockQ5_0>("q5_0", &mut rng, neon::vec_dot_q5_0_q8_0);
+    check_kernel::<BlockQ5_1>("q5_1", &mut rng, neon::vec_dot_q5_1_q8_1);
+    check_kernel::<BlockQ8_0>("q8_0", &mut rng, neon::vec_dot_q8_0_q8_0);
+    check_kernel::<BlockQ4K>("q4_K", &mut rng, neon::vec_dot_q4_k_q8_k);
+    check_kernel::<BlockQ5K>("q5_K", &mut rng, neon::vec_dot_q5_k_q8_k);
+    check_kernel::<BlockQ6K>("q6_K", &mut rng, neon::vec_dot_q6_k_q8_k);
+}
+
 /// Each block-typed SIMD kernel (x86) against its scalar reference, including the byte-level
 /// wrappers' fallbacks.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn x86_kernels_match_reference() {
+    use bytemuck::Zeroable;
     use ggweb::backend::cpu::x86;
+    use ggweb::quant::BlockQ8_1;
     let mut rng = Rng::new(2);
 
-    fn blocks<B: GgmlBlock>(x: &[f32]) -> Vec<B> {
-        let mut v = vec![B::zeroed(); x.len() / B::BLCK];
-        B::from_f32(x, &mut v);
-        v
-    }
-    fn deq<B: GgmlBlock>(b: &[B]) -> Vec<f32> {
-        let mut v = vec![0f32; b.len() * B::BLCK];
-        B::to_f32(b, &mut v);
-        v
-    }
-    fn check<X: GgmlBlock>(
-        name: &str,
-        rng: &mut Rng,
-        kernel: fn(usize, &[X], &[X::VecDot]) -> f32,
-    ) {
-        for nb in [1usize, 3, 7, 33] {
-            let n = nb * X::BLCK;
-            let xs: Vec<X> = blocks(&rng.vec(n, 0.7));
-            let ys: Vec<X::VecDot> = blocks(&rng.vec(n, 1.3));
-            let abs: f64 = deq(&xs)
-                .iter()
-                .zip(deq(&ys))
-                .map(|(a, b)| (a * b).abs() as f64)
-                .sum();
-            let s = X::vec_dot(n, &xs, &ys) as f64;
-            let f = kernel(n, &xs, &ys) as f64;
-            assert!(
-                (f - s).abs() <= 1e-5 * abs + 1e-6,
-                "{name} nb={nb}: {f} vs {s}"
-            );
-        }
-    }
-    check::<BlockQ4_0>("q4_0", &mut rng, x86::vec_dot_q4_0_q8_0);
-    check::<BlockQ4_1>("q4_1", &mut rng, x86::vec_dot_q4_1_q8_1);
-    check::<BlockQ5_0>("q5_0", &mut rng, x86::vec_dot_q5_0_q8_0);
-    check::<BlockQ5_1>("q5_1", &mut rng, x86::vec_dot_q5_1_q8_1);
-    check::<BlockQ8_0>("q8_0", &mut rng, x86::vec_dot_q8_0_q8_0);
-    check::<BlockQ2K>("q2_K", &mut rng, x86::vec_dot_q2_k_q8_k);
-    check::<BlockQ3K>("q3_K", &mut rng, x86::vec_dot_q3_k_q8_k);
-    check::<BlockQ4K>("q4_K", &mut rng, x86::vec_dot_q4_k_q8_k);
-    check::<BlockQ5K>("q5_K", &mut rng, x86::vec_dot_q5_k_q8_k);
-    check::<BlockQ6K>("q6_K", &mut rng, x86::vec_dot_q6_k_q8_k);
+    check_kernel::<BlockQ4_0>("q4_0", &mut rng, x86::vec_dot_q4_0_q8_0);
+    check_kernel::<BlockQ4_1>("q4_1", &mut rng, x86::vec_dot_q4_1_q8_1);
+    check_kernel::<BlockQ5_0>("q5_0", &mut rng, x86::vec_dot_q5_0_q8_0);
+    check_kernel::<BlockQ5_1>("q5_1", &mut rng, x86::vec_dot_q5_1_q8_1);
+    check_kernel::<BlockQ8_0>("q8_0", &mut rng, x86::vec_dot_q8_0_q8_0);
+    check_kernel::<BlockQ2K>("q2_K", &mut rng, x86::vec_dot_q2_k_q8_k);
+    check_kernel::<BlockQ3K>("q3_K", &mut rng, x86::vec_dot_q3_k_q8_k);
+    check_kernel::<BlockQ4K>("q4_K", &mut rng, x86::vec_dot_q4_k_q8_k);
+    check_kernel::<BlockQ5K>("q5_K", &mut rng, x86::vec_dot_q5_k_q8_k);
+    check_kernel::<BlockQ6K>("q6_K", &mut rng, x86::vec_dot_q6_k_q8_k);
 
     // f16 row conversions: bit-exact with `half` (round to nearest even), specials included.
     let mut v = rng.vec(1003, 100.0);
