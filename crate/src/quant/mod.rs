@@ -344,6 +344,7 @@ mod simd_x86 {
 
     erase_dot!(dot_f32, f32, f32, x86::vec_dot_f32);
     erase_dot!(dot_f16, f16, f16, x86::vec_dot_f16);
+    erase_dot!(dot_bf16, bf16, bf16, x86::vec_dot_bf16);
     erase_dot!(dot_q4_0, BlockQ4_0, BlockQ8_0, x86::vec_dot_q4_0_q8_0);
     erase_dot!(dot_q4_1, BlockQ4_1, BlockQ8_1, x86::vec_dot_q4_1_q8_1);
     erase_dot!(dot_q5_0, BlockQ5_0, BlockQ8_0, x86::vec_dot_q5_0_q8_0);
@@ -382,6 +383,7 @@ mod simd_x86 {
         };
         set(t, DType::F32, dot_f32);
         set(t, DType::F16, dot_f16);
+        set(t, DType::BF16, dot_bf16);
         set(t, DType::Q4_0, dot_q4_0);
         set(t, DType::Q4_1, dot_q4_1);
         set(t, DType::Q5_0, dot_q5_0);

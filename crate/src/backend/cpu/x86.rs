@@ -9,7 +9,7 @@
 //! Quantized dots compute the same integer sums as the scalar reference and differ only in the
 //! order of the f32 accumulation (8 lanes). The q8 quantizers are bit-exact with the reference.
 
-use half::f16;
+use half::{bf16, f16};
 use std::sync::OnceLock;
 
 use super::vec;
@@ -101,6 +101,27 @@ pub fn f32_to_f16_row(x: &[f32], y: &mut [f16]) {
             *o = f16::from_f32(*v);
         }
     }
+}
+
+/// Σ x·y over bf16 (exact widening to f32, f32 FMA accumulation).
+pub fn dot_bf16(x: &[bf16], y: &[bf16]) -> f32 {
+    check("dot_bf16", x.len(), y.len());
+    if available() {
+        // SAFETY: the CPU supports avx2/fma/f16c (checked above); lengths are equal.
+        unsafe { avx2::dot_bf16(x, y) }
+    } else {
+        let mut sum = 0f64;
+        for (a, b) in x.iter().zip(y) {
+            sum += (a.to_f32() * b.to_f32()) as f64;
+        }
+        sum as f32
+    }
+}
+
+/// `vec_dot`-shaped bf16 dot (`n` elements).
+pub fn vec_dot_bf16(n: usize, x: &[bf16], y: &[bf16]) -> f32 {
+    check("vec_dot_bf16", x.len(), n);
+    dot_bf16(x, y)
 }
 
 /// `vec_dot`-shaped f32 dot (`n` elements).
@@ -206,7 +227,7 @@ mod avx2 {
     //! Every function requires AVX2, FMA and F16C; callers check [`super::available`].
     #![allow(clippy::missing_safety_doc)]
 
-    use half::f16;
+    use half::{bf16, f16};
     use std::arch::x86_64::*;
 
     use crate::dtype::QK_K;
@@ -376,6 +397,39 @@ mod avx2 {
         let mut sum = hsum_f32_8(s);
         for j in i..n {
             sum += h2f(x[j]) * h2f(y[j]);
+        }
+        sum
+    }
+
+    /// 8 bf16 at `p` widened to f32 (a bf16 is the top half of an f32).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load_bf16x8(p: *const bf16) -> __m256 {
+        let w = _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i));
+        _mm256_castsi256_ps(_mm256_slli_epi32(w, 16))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_bf16(x: &[bf16], y: &[bf16]) -> f32 {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_ptr());
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 32 <= n {
+            for (k, a) in acc.iter_mut().enumerate() {
+                let o = i + 8 * k;
+                *a = _mm256_fmadd_ps(load_bf16x8(xp.add(o)), load_bf16x8(yp.add(o)), *a);
+            }
+            i += 32;
+        }
+        while i + 8 <= n {
+            acc[0] = _mm256_fmadd_ps(load_bf16x8(xp.add(i)), load_bf16x8(yp.add(i)), acc[0]);
+            i += 8;
+        }
+        let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let mut sum = hsum_f32_8(s);
+        for j in i..n {
+            sum += x[j].to_f32() * y[j].to_f32();
         }
         sum
     }
