@@ -230,6 +230,25 @@ fn x86_kernels_match_reference() {
     check_kernel::<BlockQ5K>("q5_K", &mut rng, x86::vec_dot_q5_k_q8_k);
     check_kernel::<BlockQ6K>("q6_K", &mut rng, x86::vec_dot_q6_k_q8_k);
 
+    // SIMD dequantizers: bit-exact with the scalar ones.
+    fn deq_exact<B: GgmlBlock>(rng: &mut Rng, kernel: fn(&[B], &mut [f32])) {
+        for nb in [1usize, 5, 17] {
+            let xs: Vec<B> = blocks(&rng.vec(nb * B::BLCK, 3.0));
+            let mut a = vec![0f32; nb * B::BLCK];
+            let mut b = vec![1f32; nb * B::BLCK];
+            B::to_f32(&xs, &mut a);
+            kernel(&xs, &mut b);
+            let (ab, bb): (Vec<u32>, Vec<u32>) = (
+                a.iter().map(|v| v.to_bits()).collect(),
+                b.iter().map(|v| v.to_bits()).collect(),
+            );
+            assert_eq!(ab, bb, "{}", B::DTYPE);
+        }
+    }
+    deq_exact::<BlockQ4_0>(&mut rng, x86::dequantize_row_q4_0);
+    deq_exact::<BlockQ8_0>(&mut rng, x86::dequantize_row_q8_0);
+    deq_exact::<BlockQ4K>(&mut rng, x86::dequantize_row_q4_k);
+
     // f16 row conversions: bit-exact with `half` (round to nearest even), specials included.
     let mut v = rng.vec(1003, 100.0);
     v.extend([

@@ -362,6 +362,15 @@ mod simd_x86 {
     fn f32_to_f16(src: &[f32], dst: &mut [u8]) {
         with_blocks_mut::<f16, ()>(dst, |ys| x86::f32_to_f16_row(src, ys));
     }
+    fn deq_q4_0(src: &[u8], dst: &mut [f32]) {
+        x86::dequantize_row_q4_0(&cast_blocks::<BlockQ4_0>(src), dst);
+    }
+    fn deq_q8_0(src: &[u8], dst: &mut [f32]) {
+        x86::dequantize_row_q8_0(&cast_blocks::<BlockQ8_0>(src), dst);
+    }
+    fn deq_q4_k(src: &[u8], dst: &mut [f32]) {
+        x86::dequantize_row_q4_k(&cast_blocks::<BlockQ4K>(src), dst);
+    }
     fn quant_q8_0(src: &[f32], dst: &mut [u8]) {
         with_blocks_mut::<BlockQ8_0, ()>(dst, |ys| x86::quantize_row_q8_0(src, ys));
     }
@@ -394,9 +403,15 @@ mod simd_x86 {
         set(t, DType::Q4_K, dot_q4_k);
         set(t, DType::Q5_K, dot_q5_k);
         set(t, DType::Q6_K, dot_q6_k);
-        if let Some(i) = index(DType::F16) {
-            t[i].to_f32 = f16_to_f32;
-        }
+        let deq = |t: &mut [TypeTraits; N_TRAITS], d: DType, f: fn(&[u8], &mut [f32])| {
+            if let Some(i) = index(d) {
+                t[i].to_f32 = f;
+            }
+        };
+        deq(t, DType::F16, f16_to_f32);
+        deq(t, DType::Q4_0, deq_q4_0);
+        deq(t, DType::Q8_0, deq_q8_0);
+        deq(t, DType::Q4_K, deq_q4_k);
         let q = |t: &mut [TypeTraits; N_TRAITS], d: DType, f: fn(&[f32], &mut [u8])| {
             if let Some(i) = index(d) {
                 t[i].from_f32 = f;

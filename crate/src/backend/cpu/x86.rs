@@ -223,6 +223,35 @@ quantizer!(
     quantize_row_q8_k, BlockQ8K
 );
 
+macro_rules! dequantizer {
+    ($(#[$doc:meta])* $name:ident, $b:ty) => {
+        $(#[$doc])*
+        pub fn $name(x: &[$b], y: &mut [f32]) {
+            check(stringify!($name), x.len() * <$b as GgmlBlock>::BLCK, y.len());
+            if available() {
+                // SAFETY: the CPU supports avx2/fma/f16c (checked above); y holds exactly
+                // x.len() blocks of output.
+                unsafe { avx2::$name(x, y) }
+            } else {
+                <$b as GgmlBlock>::to_f32(x, y)
+            }
+        }
+    };
+}
+
+dequantizer!(
+    /// q4_0 → f32, bit-exact with the scalar `dequantize_row_q4_0`.
+    dequantize_row_q4_0, BlockQ4_0
+);
+dequantizer!(
+    /// q8_0 → f32, bit-exact with the scalar `dequantize_row_q8_0`.
+    dequantize_row_q8_0, BlockQ8_0
+);
+dequantizer!(
+    /// q4_K → f32, bit-exact with the scalar `dequantize_row_q4_K` (multiply, then subtract).
+    dequantize_row_q4_k, BlockQ4K
+);
+
 mod avx2 {
     //! Every function requires AVX2, FMA and F16C; callers check [`super::available`].
     #![allow(clippy::missing_safety_doc)]
@@ -755,6 +784,58 @@ mod avx2 {
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
         hsum_f32_8(acc)
+    }
+
+    /// 32 signed bytes → 32 f32 times `d`, stored at `y` (32 floats).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn store_scaled_i8x32(q: __m256i, d: __m256, m: __m256, y: *mut f32) {
+        let lo = _mm256_castsi256_si128(q);
+        let hi = _mm256_extracti128_si256(q, 1);
+        let parts = [lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)];
+        for (k, p) in parts.iter().enumerate() {
+            let v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(*p));
+            _mm256_storeu_ps(y.add(8 * k), _mm256_sub_ps(_mm256_mul_ps(v, d), m));
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dequantize_row_q4_0(x: &[BlockQ4_0], y: &mut [f32]) {
+        let off = _mm256_set1_epi8(8);
+        let zero = _mm256_setzero_ps();
+        for (b, out) in x.iter().zip(y.chunks_exact_mut(32)) {
+            let q = _mm256_sub_epi8(bytes_from_nibbles_32(&b.qs), off);
+            store_scaled_i8x32(q, _mm256_set1_ps(h2f(b.d)), zero, out.as_mut_ptr());
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dequantize_row_q8_0(x: &[BlockQ8_0], y: &mut [f32]) {
+        let zero = _mm256_setzero_ps();
+        for (b, out) in x.iter().zip(y.chunks_exact_mut(32)) {
+            let q = loadu_i8x32(b.qs.as_ptr());
+            store_scaled_i8x32(q, _mm256_set1_ps(h2f(b.d)), zero, out.as_mut_ptr());
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dequantize_row_q4_k(x: &[BlockQ4K], y: &mut [f32]) {
+        let m4 = _mm256_set1_epi8(0x0F);
+        for (b, out) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
+            let d = h2f(b.d);
+            let min = h2f(b.dmin);
+            let (sc, m) = scales_mins_k4(&b.scales);
+            for j in 0..QK_K / 64 {
+                let q = _mm256_loadu_si256(b.qs.as_ptr().add(32 * j) as *const __m256i);
+                let o = out.as_mut_ptr().add(64 * j);
+                let (d1, m1) = (d * sc[2 * j] as f32, min * m[2 * j] as f32);
+                let (d2, m2) = (d * sc[2 * j + 1] as f32, min * m[2 * j + 1] as f32);
+                let lo = _mm256_and_si256(q, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                store_scaled_i8x32(lo, _mm256_set1_ps(d1), _mm256_set1_ps(m1), o);
+                store_scaled_i8x32(hi, _mm256_set1_ps(d2), _mm256_set1_ps(m2), o.add(32));
+            }
+        }
     }
 
     /// C's `roundf` (half away from zero), exactly.
