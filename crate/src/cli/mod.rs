@@ -6,7 +6,10 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use ggweb::gguf::{Array, GgufFile, Value};
+use ggweb::models::chat::ChatMessage;
+use ggweb::models::llm::Llm;
 use ggweb::models::mnist::{self, Mnist, MnistKind};
+use ggweb::models::sampler::SamplerOptions;
 use ggweb::{DType, Error, Result};
 use serde_json::json;
 
@@ -42,6 +45,75 @@ enum Cmd {
         threads: Option<usize>,
         #[arg(long)]
         json: bool,
+    },
+    /// Print the token ids of TEXT as a JSON array.
+    Tokenize {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        /// Do not add BOS/EOS even when the model's metadata asks for them.
+        #[arg(long)]
+        no_bos: bool,
+        /// Treat special-token text (e.g. `<|im_start|>`) as plain text.
+        #[arg(long)]
+        no_parse_special: bool,
+        text: String,
+    },
+    /// Generate text after a prompt.
+    Generate {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        #[arg(short = 'p', long)]
+        prompt: String,
+        #[arg(short = 'n', long, default_value_t = 64)]
+        n_predict: usize,
+        /// 0 = greedy.
+        #[arg(long, default_value_t = 0.0)]
+        temp: f32,
+        #[arg(long, default_value_t = 40)]
+        top_k: usize,
+        #[arg(long, default_value_t = 0.95)]
+        top_p: f32,
+        #[arg(long, default_value_t = 0.05)]
+        min_p: f32,
+        #[arg(long, default_value_t = 1.0)]
+        repeat_penalty: f32,
+        #[arg(long, default_value_t = 0x5eed)]
+        seed: u64,
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long, default_value_t = 2048)]
+        ctx_size: usize,
+        /// Wrap the prompt in the model's chat template as a user message.
+        #[arg(long)]
+        chat: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Evaluate a prompt and write the last position's logits (little-endian f32).
+    Eval {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        #[arg(short = 'p', long)]
+        prompt: String,
+        #[arg(long)]
+        logits_out: PathBuf,
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Chat with a model in the terminal (empty line or Ctrl-D to quit; /reset starts over).
+    Chat {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        #[arg(long, default_value_t = 0.7)]
+        temp: f32,
+        #[arg(long, default_value_t = 512)]
+        n_predict: usize,
+        #[arg(long)]
+        system: Option<String>,
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long, default_value_t = 4096)]
+        ctx_size: usize,
     },
     /// mul_mat throughput (GFLOP/s) per weight type.
     Bench {
@@ -100,6 +172,76 @@ pub fn run() -> Result<()> {
             size,
             seconds,
         } => bench(json, types, threads, n, size, seconds),
+        Cmd::Tokenize {
+            model,
+            no_bos,
+            no_parse_special,
+            text,
+        } => {
+            let file = GgufFile::open(&model)?;
+            let tok = ggweb::models::tokenizer::Tokenizer::from_gguf(file.header())?;
+            let ids = tok.tokenize(&text, !no_bos, !no_parse_special);
+            println!(
+                "{}",
+                serde_json::to_string(&ids).map_err(|e| Error::InvalidArgument(e.to_string()))?
+            );
+            Ok(())
+        }
+        Cmd::Generate {
+            model,
+            prompt,
+            n_predict,
+            temp,
+            top_k,
+            top_p,
+            min_p,
+            repeat_penalty,
+            seed,
+            threads,
+            ctx_size,
+            chat,
+            json,
+        } => {
+            let opts = SamplerOptions {
+                temperature: temp,
+                top_k,
+                top_p,
+                min_p,
+                repeat_penalty,
+                seed,
+                ..Default::default()
+            };
+            generate(
+                &model, &prompt, n_predict, opts, threads, ctx_size, chat, json,
+            )
+        }
+        Cmd::Eval {
+            model,
+            prompt,
+            logits_out,
+            threads,
+        } => {
+            let mut llm = Llm::open(&model, 4096, threads.unwrap_or_else(default_threads))?;
+            let ids = llm.tokenize(&prompt, true, true);
+            let (logits, _) = llm.eval_prompt(&ids)?;
+            let bytes: Vec<u8> = logits.iter().flat_map(|x| x.to_le_bytes()).collect();
+            std::fs::write(&logits_out, bytes)?;
+            eprintln!(
+                "{} prompt tokens, {} logits written to {}",
+                ids.len(),
+                logits.len(),
+                logits_out.display()
+            );
+            Ok(())
+        }
+        Cmd::Chat {
+            model,
+            temp,
+            n_predict,
+            system,
+            threads,
+            ctx_size,
+        } => chat(&model, temp, n_predict, system, threads, ctx_size),
     }
 }
 
@@ -352,4 +494,116 @@ fn bench(
         println!("{}", serde_json::Value::Array(rows));
     }
     Ok(())
+}
+
+fn default_threads() -> usize {
+    ggweb::backend::cpu::threadpool::default_n_threads()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn generate(
+    model: &Path,
+    prompt: &str,
+    n_predict: usize,
+    opts: SamplerOptions,
+    threads: Option<usize>,
+    ctx_size: usize,
+    chat: bool,
+    as_json: bool,
+) -> Result<()> {
+    let mut llm = Llm::open(model, ctx_size, threads.unwrap_or_else(default_threads))?;
+    let text = if chat {
+        llm.apply_chat_template(&[ChatMessage::new("user", prompt)], true)
+    } else {
+        prompt.to_string()
+    };
+    let ids = llm.tokenize(&text, true, true);
+    let t0 = Instant::now();
+    let mut t_first: Option<Instant> = None;
+    let stream = !as_json;
+    let out = llm.generate(&ids, n_predict, opts, |_, piece| {
+        t_first.get_or_insert_with(Instant::now);
+        if stream {
+            print!("{piece}");
+            let _ = std::io::stdout().flush();
+        }
+        true
+    })?;
+    let t_end = Instant::now();
+    let t_first = t_first.unwrap_or(t_end);
+    let prompt_s = (t_first - t0).as_secs_f64();
+    let gen_s = (t_end - t_first).as_secs_f64();
+    // The first generated token's evaluation is counted in the generation phase.
+    let n_gen_evals = out.ids.len().saturating_sub(1).max(1);
+    let prompt_tps = out.n_prompt_evaluated as f64 / prompt_s.max(1e-9);
+    let gen_tps = n_gen_evals as f64 / gen_s.max(1e-9);
+    if as_json {
+        println!(
+            "{}",
+            json!({"prompt_ids": out.prompt_ids, "ids": out.ids, "text": out.text,
+                   "prompt_tok_per_s": prompt_tps, "gen_tok_per_s": gen_tps, "stopped_at_eog": out.stopped_at_eog})
+        );
+    } else {
+        println!();
+        eprintln!(
+            "prompt: {} tokens, {prompt_tps:.1} tok/s; generation: {} tokens, {gen_tps:.1} tok/s",
+            ids.len(),
+            out.ids.len()
+        );
+    }
+    Ok(())
+}
+
+fn chat(
+    model: &Path,
+    temp: f32,
+    n_predict: usize,
+    system: Option<String>,
+    threads: Option<usize>,
+    ctx_size: usize,
+) -> Result<()> {
+    let mut llm = Llm::open(model, ctx_size, threads.unwrap_or_else(default_threads))?;
+    let mut messages: Vec<ChatMessage> = system
+        .iter()
+        .map(|s| ChatMessage::new("system", s))
+        .collect();
+    let stdin = std::io::stdin();
+    eprintln!(
+        "chatting with {} ({}); empty line to quit, /reset to start over",
+        model.display(),
+        llm.architecture
+    );
+    loop {
+        eprint!("> ");
+        let mut line = String::new();
+        if stdin.read_line(&mut line)? == 0 || line.trim().is_empty() {
+            return Ok(());
+        }
+        if line.trim() == "/reset" {
+            messages.retain(|m| m.role == "system");
+            llm.reset();
+            continue;
+        }
+        messages.push(ChatMessage::new("user", line.trim_end()));
+        let prompt = llm.apply_chat_template(&messages, true);
+        let ids = llm.tokenize(&prompt, true, true);
+        let opts = SamplerOptions {
+            temperature: temp,
+            seed: messages.len() as u64,
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let out = llm.generate(&ids, n_predict, opts, |_, piece| {
+            print!("{piece}");
+            let _ = std::io::stdout().flush();
+            true
+        })?;
+        println!();
+        eprintln!(
+            "[{} tokens, {:.1} tok/s]",
+            out.ids.len(),
+            out.ids.len() as f64 / t0.elapsed().as_secs_f64()
+        );
+        messages.push(ChatMessage::new("assistant", &out.text));
+    }
 }
