@@ -46,12 +46,14 @@ enum Tiled {
     Q4_0,
     /// q8_0 weights × q8_0 columns (AVX2 only).
     Q8_0,
+    /// q4_K weights × q8_K columns (AVX2 only).
+    Q4K,
 }
 
 impl Tiled {
     /// Quantized tiles use their own GEMM tile shape.
     fn is_quant(self) -> bool {
-        matches!(self, Tiled::Q4_0 | Tiled::Q8_0)
+        matches!(self, Tiled::Q4_0 | Tiled::Q8_0 | Tiled::Q4K)
     }
 }
 
@@ -126,6 +128,7 @@ fn quant_tiled(dtype: DType) -> Option<Tiled> {
             return match dtype {
                 DType::Q4_0 => Some(Tiled::Q4_0),
                 DType::Q8_0 => Some(Tiled::Q8_0),
+                DType::Q4_K => Some(Tiled::Q4K),
                 _ => None,
             };
         }
@@ -161,6 +164,7 @@ unsafe fn tile<const R: usize, const C: usize>(
                     Tiled::Bf16 => x86::tile_bf16::<R, C>(n, a, b, out),
                     Tiled::Q4_0 => x86::tile_q4_0::<R, C>(n, a, b, out),
                     Tiled::Q8_0 => x86::tile_q8_0::<R, C>(n, a, b, out),
+                    Tiled::Q4K => x86::tile_q4_k::<R, C>(n, a, b, out),
                 }
             }
             return;
@@ -214,7 +218,9 @@ unsafe fn tile_portable<const R: usize, const C: usize>(
                 Tiled::Bf16 => {
                     f32::from_bits(((p as *const u16).add(i).read_unaligned() as u32) << 16)
                 }
-                Tiled::Q4_0 | Tiled::Q8_0 => unreachable!("quantized tiles exist only with AVX2"),
+                Tiled::Q4_0 | Tiled::Q8_0 | Tiled::Q4K => {
+                    unreachable!("quantized tiles exist only with AVX2")
+                }
             }
         }
     };
@@ -394,6 +400,93 @@ mod x86 {
     qtile_impl!(tile_q8_0, 34, |qs: *const u8| _mm256_loadu_si256(
         qs as *const __m256i
     ));
+
+    /// R×C dot products of q4_K weight rows (144-byte super-blocks: f16 d, f16 dmin, 12 bytes of
+    /// packed 6-bit scales/mins, 128 bytes of nibbles) against q8_K columns (292 bytes: f32 d,
+    /// 256 i8, 16 i16 partial sums). Each weight super-block is decoded once for all C columns:
+    /// x = d·sc_j·q − dmin·m_j, so dot = d·dy·Σ_j sc_j·Σ q·y − dmin·dy·Σ_j m_j·bsum_j.
+    ///
+    /// # Safety
+    /// AVX2/FMA/F16C available; pointers address n/256 super-blocks.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn tile_q4_k<const R: usize, const C: usize>(
+        n: usize,
+        a: [*const u8; R],
+        b: [*const u8; C],
+        out: &mut [[f32; C]; R],
+    ) {
+        const XS: usize = 144;
+        const YS: usize = 292;
+        // SAFETY: block indices < n/256; features enabled by the attribute.
+        unsafe {
+            let mut acc = [[_mm256_setzero_ps(); C]; R];
+            let m4 = _mm256_set1_epi8(0x0F);
+            for blk in 0..n / 256 {
+                for r in 0..R {
+                    let xb = a[r].add(blk * XS);
+                    let d = half_at(xb);
+                    let dmin = half_at(xb.add(2));
+                    let s = &*(xb.add(4) as *const [u8; 12]);
+                    // 6-bit scales and mins of the 8 sub-blocks of 32.
+                    let mut sc = [0i16; 8];
+                    let mut mn = [0i16; 16];
+                    for j in 0..8 {
+                        let (c, m) = if j < 4 {
+                            (s[j] & 63, s[j + 4] & 63)
+                        } else {
+                            (
+                                (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4),
+                                (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
+                            )
+                        };
+                        sc[j] = c as i16;
+                        // Each min covers two 16-element bsums.
+                        mn[2 * j] = m as i16;
+                        mn[2 * j + 1] = m as i16;
+                    }
+                    let mins = _mm256_loadu_si256(mn.as_ptr() as *const __m256i);
+                    let qs = xb.add(16);
+                    let mut qx = [_mm256_setzero_si256(); 8];
+                    for g in 0..4 {
+                        let v = _mm256_loadu_si256(qs.add(32 * g) as *const __m256i);
+                        qx[2 * g] = _mm256_and_si256(v, m4);
+                        qx[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    }
+                    for c in 0..C {
+                        let yb = b[c].add(blk * YS);
+                        let dy = (yb as *const f32).read_unaligned();
+                        let qy = yb.add(4);
+                        let mut isum = _mm256_setzero_si256();
+                        for j in 0..8 {
+                            let y = _mm256_loadu_si256(qy.add(32 * j) as *const __m256i);
+                            let p = _mm256_maddubs_epi16(qx[j], y);
+                            isum = _mm256_add_epi32(
+                                isum,
+                                _mm256_madd_epi16(p, _mm256_set1_epi16(sc[j])),
+                            );
+                        }
+                        let bs = _mm256_loadu_si256(yb.add(260) as *const __m256i);
+                        let msum = _mm256_madd_epi16(bs, mins);
+                        acc[r][c] = _mm256_fmadd_ps(
+                            _mm256_set1_ps(d * dy),
+                            _mm256_cvtepi32_ps(isum),
+                            acc[r][c],
+                        );
+                        acc[r][c] = _mm256_fnmadd_ps(
+                            _mm256_set1_ps(dmin * dy),
+                            _mm256_cvtepi32_ps(msum),
+                            acc[r][c],
+                        );
+                    }
+                }
+            }
+            for r in 0..R {
+                for c in 0..C {
+                    out[r][c] = hsum(acc[r][c]);
+                }
+            }
+        }
+    }
 
     tile_impl!(
         tile_f32,
