@@ -488,6 +488,43 @@ mod x86 {
         }
     }
 
+    macro_rules! panel_impl {
+        ($name:ident, $tile:ident) => {
+            /// Every row of the panel against C columns with the tile kernel, stores inlined.
+            ///
+            /// # Safety
+            /// AVX2/FMA/F16C available; panel rows and columns hold `n` elements.
+            #[target_feature(enable = "avx2,fma,f16c")]
+            pub unsafe fn $name<const R: usize, const C: usize>(
+                n: usize,
+                pn: &super::Panel,
+                b: [*const u8; C],
+                accumulate: bool,
+            ) {
+                // SAFETY: forwarded from the caller.
+                unsafe {
+                    super::panel_generic::<R, C>(pn, accumulate, |ar, o| {
+                        $tile::<R, C>(n, ar, b, o)
+                    });
+                    let mut i = pn.nrows / R * R;
+                    while i < pn.nrows {
+                        let mut o = [[0f32; C]; 1];
+                        $tile::<1, C>(n, [pn.a0.add(i * pn.lda)], b, &mut o);
+                        super::store_tile::<1, C>(pn, i, &o, accumulate);
+                        i += 1;
+                    }
+                }
+            }
+        };
+    }
+
+    panel_impl!(panel_f32, tile_f32);
+    panel_impl!(panel_f16, tile_f16);
+    panel_impl!(panel_bf16, tile_bf16);
+    panel_impl!(panel_q4_0, tile_q4_0);
+    panel_impl!(panel_q8_0, tile_q8_0);
+    panel_impl!(panel_q4_k, tile_q4_k);
+
     tile_impl!(
         tile_f32,
         |p: *const u8, i: usize| _mm256_loadu_ps((p as *const f32).add(i)),
@@ -740,45 +777,33 @@ fn mul_mat_chunk(
                     let acc = kb > 0;
                     let off = kb * es;
                     // SAFETY: kb < k, so the offset stays inside the row.
-                    let rp = |i: usize| unsafe { row_ptr(i).add(off) };
-                    // SAFETY: as above.
                     let cp = |jj: usize| unsafe { col_ptr(jj).add(off) };
+                    let panel = |jj: usize| Panel {
+                        // SAFETY: as above.
+                        a0: unsafe { row_ptr(rows.start).add(off) },
+                        lda: a.nb[1],
+                        nrows: rows.len(),
+                        out0: out_ptr(rows.start, jj) as *mut u8,
+                        ldo: d.nb[1],
+                    };
                     let mut jj = j;
                     while jj < j + nc {
                         let left = j + nc - jj;
-                        let out_at = |jj: usize| move |i: usize, c: usize| out_ptr(i, jj + c);
+                        let pn = panel(jj);
                         if !gemv && t.is_quant() && left >= QGEMM_C {
                             let bc: [*const u8; QGEMM_C] = std::array::from_fn(|c| cp(jj + c));
-                            run_rows::<QGEMM_R, QGEMM_C>(
-                                t,
-                                kn,
-                                rows.clone(),
-                                bc,
-                                &rp,
-                                out_at(jj),
-                                acc,
-                            );
+                            run_rows::<QGEMM_R, QGEMM_C>(t, kn, &pn, bc, acc);
                             jj += QGEMM_C;
                         } else if !gemv && !t.is_quant() && left >= GEMM_C && left != 4 {
                             let bc: [*const u8; GEMM_C] = std::array::from_fn(|c| cp(jj + c));
-                            run_rows::<GEMM_R, GEMM_C>(
-                                t,
-                                kn,
-                                rows.clone(),
-                                bc,
-                                &rp,
-                                out_at(jj),
-                                acc,
-                            );
+                            run_rows::<GEMM_R, GEMM_C>(t, kn, &pn, bc, acc);
                             jj += GEMM_C;
                         } else if !gemv && !t.is_quant() && left >= 2 {
                             // 4 = 2 + 2 and 2 use two-column tiles rather than a lone column.
-                            let bc = [cp(jj), cp(jj + 1)];
-                            run_rows::<GEMM_R, 2>(t, kn, rows.clone(), bc, &rp, out_at(jj), acc);
+                            run_rows::<GEMM_R, 2>(t, kn, &pn, [cp(jj), cp(jj + 1)], acc);
                             jj += 2;
                         } else {
-                            let bc = [cp(jj)];
-                            run_rows::<GEMV_R, 1>(t, kn, rows.clone(), bc, &rp, out_at(jj), acc);
+                            run_rows::<GEMV_R, 1>(t, kn, &pn, [cp(jj)], acc);
                             jj += 1;
                         }
                     }
@@ -804,48 +829,109 @@ fn mul_mat_chunk(
     }
 }
 
-/// All rows of `rows` against the C columns `bc`, R rows at a time (then one at a time).
+/// A block of weight rows and where their results go.
+#[derive(Clone, Copy)]
+struct Panel {
+    /// First weight row (already offset to the current k-block).
+    a0: *const u8,
+    /// Bytes between weight rows.
+    lda: usize,
+    nrows: usize,
+    /// dst element of the first row and first column.
+    out0: *mut u8,
+    /// Bytes between dst columns (dst rows are contiguous f32).
+    ldo: usize,
+}
+
+/// All rows of the panel against the C columns `bc`, R rows at a time (then one at a time);
+/// results are stored, or added when `accumulate`.
 #[inline]
 fn run_rows<const R: usize, const C: usize>(
     t: Tiled,
     k: usize,
-    rows: std::ops::Range<usize>,
+    pn: &Panel,
     bc: [*const u8; C],
-    row_ptr: &impl Fn(usize) -> *const u8,
-    out: impl Fn(usize, usize) -> *mut f32,
     accumulate: bool,
 ) {
-    let put = |p: *mut f32, v: f32| {
-        // SAFETY: output element inside dst, owned by this chunk.
-        unsafe {
-            if accumulate {
-                *p += v
-            } else {
-                *p = v
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx2() {
+            // SAFETY: AVX2/FMA/F16C present; the panel and columns are inside their tensors.
+            unsafe {
+                match t {
+                    Tiled::F32 => x86::panel_f32::<R, C>(k, pn, bc, accumulate),
+                    Tiled::F16 => x86::panel_f16::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Bf16 => x86::panel_bf16::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q4_0 => x86::panel_q4_0::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q8_0 => x86::panel_q8_0::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q4K => x86::panel_q4_k::<R, C>(k, pn, bc, accumulate),
+                }
             }
+            return;
         }
-    };
-    let mut i = rows.start;
-    while i + R <= rows.end {
-        let ar: [*const u8; R] = std::array::from_fn(|r| row_ptr(i + r));
-        let mut o = [[0f32; C]; R];
-        // SAFETY: rows and columns hold k elements each.
-        unsafe { tile::<R, C>(t, k, ar, bc, &mut o) };
-        for (r, orow) in o.iter().enumerate() {
-            for (c, v) in orow.iter().enumerate() {
-                put(out(i + r, c), *v);
-            }
-        }
-        i += R;
     }
-    while i < rows.end {
-        let mut o = [[0f32; C]; 1];
-        // SAFETY: as above.
-        unsafe { tile::<1, C>(t, k, [row_ptr(i)], bc, &mut o) };
-        for (c, v) in o[0].iter().enumerate() {
-            put(out(i, c), *v);
+    // SAFETY: the panel and columns are inside their tensors (caller).
+    unsafe {
+        panel_generic::<R, C>(
+            pn,
+            accumulate,
+            |ar: [*const u8; R], o: &mut [[f32; C]; R]| tile::<R, C>(t, k, ar, bc, o),
+        );
+        let mut i = pn.nrows / R * R;
+        while i < pn.nrows {
+            let mut o = [[0f32; C]; 1];
+            tile::<1, C>(t, k, [pn.a0.add(i * pn.lda)], bc, &mut o);
+            store_tile::<1, C>(pn, i, &o, accumulate);
+            i += 1;
         }
-        i += 1;
+    }
+}
+
+/// Write (or add) an R×C result tile for rows i.. of the panel.
+///
+/// # Safety
+/// Rows i..i+R and the C columns are inside dst.
+#[inline(always)]
+unsafe fn store_tile<const R: usize, const C: usize>(
+    pn: &Panel,
+    i: usize,
+    o: &[[f32; C]; R],
+    accumulate: bool,
+) {
+    for (r, orow) in o.iter().enumerate() {
+        for (c, v) in orow.iter().enumerate() {
+            // SAFETY: caller.
+            unsafe {
+                let p = pn.out0.add(c * pn.ldo + (i + r) * 4) as *mut f32;
+                if accumulate {
+                    *p += *v
+                } else {
+                    *p = *v
+                }
+            }
+        }
+    }
+}
+
+/// The full R-row tiles of a panel (the remainder rows are left to the caller).
+///
+/// # Safety
+/// As [`store_tile`]; `tile` must be safe to call on the panel's rows.
+#[inline(always)]
+unsafe fn panel_generic<const R: usize, const C: usize>(
+    pn: &Panel,
+    accumulate: bool,
+    mut tile: impl FnMut([*const u8; R], &mut [[f32; C]; R]),
+) {
+    let mut i = 0;
+    while i + R <= pn.nrows {
+        // SAFETY: rows i..i+R are inside the panel.
+        let ar: [*const u8; R] = std::array::from_fn(|r| unsafe { pn.a0.add((i + r) * pn.lda) });
+        let mut o = [[0f32; C]; R];
+        tile(ar, &mut o);
+        // SAFETY: caller.
+        unsafe { store_tile::<R, C>(pn, i, &o, accumulate) };
+        i += R;
     }
 }
 
