@@ -38,6 +38,7 @@ struct MatKernel {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 enum Tiled {
     F32,
     F16,
