@@ -362,22 +362,23 @@ mod x86 {
                 unsafe {
                     let mut acc = [[_mm256_setzero_ps(); C]; R];
                     for blk in 0..n / 32 {
-                        let mut dy = [0f32; C];
+                        // Scales broadcast once per block (vector multiplies below, no
+                        // per-element scalar products and broadcasts).
+                        let mut dy = [_mm256_setzero_ps(); C];
                         let mut qy = [_mm256_setzero_si256(); C];
                         for c in 0..C {
                             let yb = b[c].add(blk * YS);
-                            dy[c] = half_at(yb);
+                            dy[c] = _mm256_set1_ps(half_at(yb));
                             qy[c] = _mm256_loadu_si256(yb.add(2) as *const __m256i);
                         }
                         for r in 0..R {
                             let xb = a[r].add(blk * $xsize);
-                            let dx = half_at(xb);
+                            let dx = _mm256_set1_ps(half_at(xb));
                             let qx: __m256i = decode(xb.add(2));
                             let ax = _mm256_sign_epi8(qx, qx);
                             for c in 0..C {
-                                let p = dot_i8_pairs(ax, qx, qy[c]);
-                                acc[r][c] =
-                                    _mm256_fmadd_ps(_mm256_set1_ps(dx * dy[c]), p, acc[r][c]);
+                                let p = _mm256_mul_ps(dot_i8_pairs(ax, qx, qy[c]), dy[c]);
+                                acc[r][c] = _mm256_fmadd_ps(dx, p, acc[r][c]);
                             }
                         }
                     }
