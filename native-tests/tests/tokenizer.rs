@@ -190,12 +190,8 @@ fn smollm2_path() -> Option<PathBuf> {
 
 #[test]
 fn smollm2_reference_tokenization() {
-    let Some(path) = smollm2_path() else {
-        println!(
-            "SKIPPED: SmolLM2 GGUF not found (run scripts/fetch-models.sh or set GGWEB_SMOLLM2)"
-        );
-        return;
-    };
+    let path = smollm2_path()
+        .expect("SmolLM2 GGUF not found: run scripts/fetch-models.sh or set GGWEB_SMOLLM2");
     let file = GgufFile::open(&path).expect("open SmolLM2 gguf");
     let spec = TokenizerSpec::from_gguf(file.header()).expect("spec");
     assert_eq!(spec.pre.as_deref(), Some("smollm"));
