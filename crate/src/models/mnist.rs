@@ -202,7 +202,7 @@ impl Mnist {
 
     /// Logits for `images` (n × 784 pixels in [0, 1]), n × 10 values.
     pub fn logits(&mut self, images: &[f32]) -> Result<Vec<f32>> {
-        if images.len() % IMAGE_PIXELS != 0 {
+        if !images.len().is_multiple_of(IMAGE_PIXELS) {
             return Err(Error::Shape(format!(
                 "{} pixels is not a whole number of 28x28 images",
                 images.len()

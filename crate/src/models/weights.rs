@@ -31,7 +31,7 @@ impl Weights {
             )));
         }
         let len = file.len() - start;
-        let aligned = (file.as_ptr() as usize + start) % 32 == 0;
+        let aligned = (file.as_ptr() as usize + start).is_multiple_of(32);
         let buffer: Arc<dyn Buffer> = if aligned {
             Arc::new(CpuBuffer::from_host_bytes(bytes.clone(), start, len)?)
         } else {
