@@ -22,3 +22,5 @@ pub use tensor::{Op, Tensor, TensorId};
 pub mod alloc;
 mod ops;
 mod tensor_io;
+#[cfg(target_arch = "wasm32")]
+pub mod wasm;
