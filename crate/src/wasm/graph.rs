@@ -16,8 +16,8 @@ use super::gguf::GgufStream;
 use super::js::set;
 use super::js_err;
 use crate::backend::cpu::{cpu_buffer_type, tensor_ptr, CpuBackend, CpuBuffer, HostBytes};
-use crate::backend::{Buffer, BufferType, BufferUsage};
-use crate::tensor::TensorData;
+use crate::backend::{Buffer, BufferUsage};
+use crate::tensor::{PoolOp, TensorData};
 use crate::{Context, DType, Error, Graph, Result, TensorId};
 
 #[wasm_bindgen]
@@ -72,11 +72,85 @@ impl GraphCore {
     fn build_op(&mut self, name: &str, s: &[u32], p: &[f64]) -> Result<TensorId> {
         let a = || self.src(s, 0, name);
         let b = || self.src(s, 1, name);
-        let ctx = &mut self.ctx;
         Ok(match name {
-            "add" => {
+            "add" | "sub" | "mul" | "div" | "mul_mat" | "get_rows" | "repeat" => {
                 let (a, b) = (a()?, b()?);
-                self.ctx.add(a, b)?
+                match name {
+                    "add" => self.ctx.add(a, b)?,
+                    "sub" => self.ctx.sub(a, b)?,
+                    "mul" => self.ctx.mul(a, b)?,
+                    "div" => self.ctx.div(a, b)?,
+                    "mul_mat" => self.ctx.mul_mat(a, b)?,
+                    "get_rows" => self.ctx.get_rows(a, b)?,
+                    _ => self.ctx.repeat(a, b)?,
+                }
+            }
+            "concat" => {
+                let (a, b) = (a()?, b()?);
+                let dim = usize_param(p, 0, "dim")?;
+                self.ctx.concat(a, b, dim)?
+            }
+            "scale" => {
+                let a = a()?;
+                self.ctx
+                    .scale_bias(a, f32_param(p, 0, 1.0), f32_param(p, 1, 0.0))?
+            }
+            "relu" | "gelu" | "gelu_erf" | "silu" | "tanh" | "sigmoid" | "exp" | "neg" | "abs"
+            | "sqr" | "sqrt" | "log" | "sum" | "sum_rows" | "mean" | "argmax" => {
+                let a = a()?;
+                let c = &mut self.ctx;
+                match name {
+                    "relu" => c.relu(a)?,
+                    "gelu" => c.gelu(a)?,
+                    "gelu_erf" => c.gelu_erf(a)?,
+                    "silu" => c.silu(a)?,
+                    "tanh" => c.tanh(a)?,
+                    "sigmoid" => c.sigmoid(a)?,
+                    "exp" => c.exp(a)?,
+                    "neg" => c.neg(a)?,
+                    "abs" => c.abs(a)?,
+                    "sqr" => c.sqr(a)?,
+                    "sqrt" => c.sqrt(a)?,
+                    "log" => c.log(a)?,
+                    "sum" => c.sum(a)?,
+                    "sum_rows" => c.sum_rows(a)?,
+                    "mean" => c.mean(a)?,
+                    _ => c.argmax(a)?,
+                }
+            }
+            "norm" => {
+                let a = a()?;
+                self.ctx.norm(a, f32_param(p, 0, 1e-5))?
+            }
+            "rms_norm" => {
+                let a = a()?;
+                self.ctx.rms_norm(a, f32_param(p, 0, 1e-6))?
+            }
+            "soft_max" => {
+                let a = a()?;
+                let mask = if s.len() > 1 { Some(b()?) } else { None };
+                self.ctx
+                    .soft_max_ext(a, mask, f32_param(p, 0, 1.0), f32_param(p, 1, 0.0))?
+            }
+            "cast" => {
+                let a = a()?;
+                let id = usize_param(p, 0, "type id")?;
+                let dt = DType::from_id(id as u32)?;
+                self.ctx.cast(a, dt)?
+            }
+            "conv_2d" => {
+                // p = [s0, s1, p0, p1, d0, d1]
+                let (k, x) = (a()?, b()?);
+                let q = |i| usize_param(p, i, "conv_2d parameter");
+                self.ctx.conv_2d(k, x, q(0)?, q(1)?, q(2)?, q(3)?, q(4)?, q(5)?)?
+            }
+            "pool_2d" => {
+                // p = [max(0)|avg(1), k0, k1, s0, s1, p0, p1]
+                let a = a()?;
+                let q = |i| usize_param(p, i, "pool_2d parameter");
+                let op = if q(0)? == 0 { PoolOp::Max } else { PoolOp::Avg };
+                self.ctx
+                    .pool_2d(a, op, q(1)?, q(2)?, q(3)?, q(4)?, q(5)?, q(6)?)?
             }
             "reshape" => {
                 let a = a()?;
@@ -130,8 +204,6 @@ impl GraphCore {
                 self.ctx.cpy(a, b)?
             }
             _ => {
-                let _ = ctx;
-                let _ = f32_param;
                 return Err(Error::UnsupportedOp(format!(
                     "'{name}' is not available in this build"
                 )));
