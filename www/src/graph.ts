@@ -277,6 +277,22 @@ export class Graph {
   mulMat(a: Tensor, b: Tensor): Tensor { return this.#op('mul_mat', [a, b]); }
   /** Rows of `a` picked by the i32 indices in `rows` (embedding lookup). */
   getRows(a: Tensor, rows: Tensor): Tensor { return this.#op('get_rows', [a, rows]); }
+  /** `a` and `b` joined along `dim`. */
+  concat(a: Tensor, b: Tensor, dim: number): Tensor { return this.#op('concat', [a, b], [dim]); }
+  /**
+   * 2D convolution (ggml_conv_2d): kernel [KW, KH, IC, OC], input [W, H, IC, N] → [OW, OH, OC, N].
+   */
+  conv2d(kernel: Tensor, input: Tensor, opts: { stride?: [number, number]; padding?: [number, number]; dilation?: [number, number] } = {}): Tensor {
+    const [s0, s1] = opts.stride ?? [1, 1], [p0, p1] = opts.padding ?? [0, 0], [d0, d1] = opts.dilation ?? [1, 1];
+    return this.#op('conv_2d', [kernel, input], [s0, s1, p0, p1, d0, d1]);
+  }
+  /** 2D pooling over dims 0-1 (ggml_pool_2d). */
+  pool2d(a: Tensor, op: 'max' | 'avg', kernel: [number, number], opts: { stride?: [number, number]; padding?: [number, number] } = {}): Tensor {
+    const [s0, s1] = opts.stride ?? kernel, [p0, p1] = opts.padding ?? [0, 0];
+    return this.#op('pool_2d', [a], [op === 'max' ? 0 : 1, kernel[0], kernel[1], s0, s1, p0, p1]);
+  }
+  /** GELU, exact erf form. */
+  geluErf(a: Tensor): Tensor { return this.#op('gelu_erf', [a]); }
   /** `a` repeated (tiled) to the shape of `like`. */
   repeat(a: Tensor, like: Tensor): Tensor { return this.#op('repeat', [a, like]); }
 
