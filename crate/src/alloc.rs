@@ -1225,4 +1225,68 @@ mod tests {
             .alloc_graph(&mut ctx, &g)
             .is_err());
     }
+
+    #[test]
+    fn flag_or_layout_changes_plan_again() {
+        let mut ctx = Context::new();
+        let mark = ctx.mark();
+        let mut ga = GraphAllocator::new(cpu_buffer_type());
+        for (step, replay) in [(0, false), (1, true), (2, false), (3, false), (4, true)] {
+            ctx.reset_to(mark);
+            let x = ctx.new_tensor_2d(DType::F32, 4, 4).unwrap();
+            ctx.set_input(x);
+            let a = ctx.cont(x).unwrap();
+            // From step 2 the unary op's source is a transposed view (same size, other layout),
+            // so the in-place plan of steps 0-1 is no longer valid.
+            let src = if step >= 2 {
+                ctx.transpose(a).unwrap()
+            } else {
+                ctx.reshape(a, &[4, 4]).unwrap()
+            };
+            let b = ctx
+                .new_op(Op::Unary(UnaryOp::Neg), DType::F32, [4, 4, 1, 1], &[src])
+                .unwrap();
+            if step >= 3 {
+                ctx.set_output(a);
+            }
+            let g = Graph::build(&ctx, &[b]);
+            ga.alloc_graph(&mut ctx, &g).unwrap();
+            assert_eq!(ga.last_was_replay(), replay, "step {step}");
+            check_graph_allocation(&ctx, &g).unwrap();
+            let off = |t: TensorId| ctx.tensor(t).data.as_ref().map(|d| d.offset);
+            assert_eq!(off(a) == off(b), step < 2, "step {step}");
+        }
+    }
+
+    #[test]
+    fn planning_is_linear_enough() {
+        let mut ctx = Context::new();
+        let x = ctx.new_tensor_1d(DType::F32, 16).unwrap();
+        ctx.set_input(x);
+        // 50k nodes, each reading two earlier ones: a wide live set and a busy free list.
+        let mut pool = vec![x];
+        let mut rng = Rng(7);
+        for i in 0..50_000 {
+            let a = pool[pool.len() - 1 - rng.below(pool.len().min(64))];
+            let b = pool[pool.len() - 1 - rng.below(pool.len().min(64))];
+            let ne = [16 * (1 + i % 5), 1, 1, 1];
+            let r = ctx.new_op(Op::MulMat, DType::F32, ne, &[a, b]).unwrap();
+            pool.push(r);
+        }
+        let g = Graph::build(&ctx, &[*pool.last().unwrap()]);
+        let t0 = std::time::Instant::now();
+        let mut ga = GraphAllocator::new(cpu_buffer_type());
+        ga.alloc_graph(&mut ctx, &g).unwrap();
+        let plan = t0.elapsed();
+        let t0 = std::time::Instant::now();
+        ga.alloc_graph(&mut ctx, &g).unwrap();
+        let replay = t0.elapsed();
+        assert!(ga.last_was_replay());
+        check_graph_allocation(&ctx, &g).unwrap();
+        eprintln!(
+            "50k nodes: plan {plan:?}, replay {replay:?}, peak {}",
+            ga.peak()
+        );
+        assert!(plan.as_secs_f64() < 5.0);
+    }
 }

@@ -11,6 +11,7 @@ pub mod dtype;
 pub mod error;
 pub mod gguf;
 pub mod graph;
+pub mod models;
 mod ops;
 pub mod quant;
 pub mod tensor;

@@ -4,7 +4,7 @@
 //! can never make sense; whether a backend implements a particular type combination is decided
 //! later by the backend (`supports_op`), which gives a clean `Error::UnsupportedOp` at compute.
 
-use crate::tensor::{Op, RopeParams, RopeMode, UnaryOp};
+use crate::tensor::{Op, RopeMode, RopeParams, UnaryOp};
 use crate::{Context, DType, Error, Result, TensorId};
 
 mod nn;

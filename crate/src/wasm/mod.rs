@@ -10,9 +10,11 @@ use wasm_bindgen::prelude::*;
 mod gguf;
 mod graph;
 mod js;
+mod mnist;
 
 pub use gguf::GgufStream;
 pub use graph::GraphCore;
+pub use mnist::MnistCore;
 
 #[wasm_bindgen(start)]
 fn start() {

@@ -60,8 +60,7 @@ pub fn supported(node: &NodeRef) -> bool {
         }
         Op::GetRows => {
             s1 == Some(DType::I32)
-                && ((s0 == DType::I32 && d == DType::I32)
-                    || (convertible(s0) && d == DType::F32))
+                && ((s0 == DType::I32 && d == DType::I32) || (convertible(s0) && d == DType::F32))
         }
         Op::Dup | Op::Cont | Op::Cpy => {
             let s = node.src0();
@@ -238,7 +237,11 @@ fn binary(p: &ComputeParams, node: &NodeRef, f: impl Fn(f32, f32) -> f32) {
         && b.nb[0] == 4
         && b.ne[0] == ne0;
     let mut buf_a = if fast { Vec::new() } else { vec![0f32; ne0] };
-    let mut buf_b = if fast { Vec::new() } else { vec![0f32; b.ne[0]] };
+    let mut buf_b = if fast {
+        Vec::new()
+    } else {
+        vec![0f32; b.ne[0]]
+    };
     for ir in thread_range(d.nrows(), p.ith, p.nth) {
         let (i1, i2, i3) = row_index(ir, &d.ne);
         let (j1, j2, j3) = (i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]);
@@ -319,8 +322,7 @@ fn erf(x: f64) -> f64 {
                     + t * (-0.186_288_06
                         + t * (0.278_868_07
                             + t * (-1.135_203_98
-                                + t * (1.488_515_87
-                                    + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
     let erfc = t * poly.exp();
     if x >= 0.0 {
         1.0 - erfc
