@@ -69,7 +69,7 @@ test('malformed GGUF rejects with a message', async () => {
   });
   const bytes = fs.readFileSync(asset('mnist-fc-f32.gguf'));
   await assert.rejects(loadGGUF(bytes.subarray(0, 100)), (e) => e instanceof Error && /truncated|GGUF/i.test(e.message));
-  await assert.rejects(loadGGUF(bytes.subarray(0, bytes.length - 10)), (e) => e instanceof Error && e.message.length > 0);
+  await assert.rejects(loadGGUF(bytes.subarray(0, bytes.length - 4000)), (e) => e instanceof Error && e.message.length > 0);
   await assert.rejects(loadGGUF('/nonexistent/file.gguf'), (e) => e instanceof Error && /ENOENT/.test(e.message));
 });
 
