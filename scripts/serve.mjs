@@ -61,6 +61,6 @@ const server = http.createServer((req, res) => {
 });
 
 server.listen(PORT, HOST, () => {
-  console.log(`ggweb demo: http://localhost:${PORT}/demo/  (serving ${ROOT})`);
+  console.log(`ggweb demo: http://localhost:${server.address().port}/demo/  (serving ${ROOT})`);
 });
 export default server;

@@ -58,10 +58,15 @@ async function* once(bytes: Uint8Array): AsyncGenerator<Uint8Array, void, undefi
   yield bytes;
 }
 
+/** Blob slices growing from 64 KiB to 4 MiB: a header-only read touches little of a big file. */
 async function* blobChunks(blob: Blob, signal?: AbortSignal): AsyncGenerator<Uint8Array, void, undefined> {
-  for (let at = 0; at < blob.size; at += CHUNK) {
+  let size = 64 << 10;
+  for (let at = 0; at < blob.size; ) {
     signal?.throwIfAborted();
-    yield new Uint8Array(await blob.slice(at, Math.min(blob.size, at + CHUNK)).arrayBuffer());
+    const end = Math.min(blob.size, at + size);
+    yield new Uint8Array(await blob.slice(at, end).arrayBuffer());
+    at = end;
+    size = Math.min(size * 2, CHUNK * 4);
   }
 }
 
@@ -71,9 +76,11 @@ async function openPath(path: string, signal?: AbortSignal): Promise<OpenSource>
   const total = (await fh.stat()).size;
   async function* gen(): AsyncGenerator<Uint8Array, void, undefined> {
     try {
+      let size = 64 << 10;
       for (let at = 0; at < total; ) {
         signal?.throwIfAborted();
-        const buf = new Uint8Array(Math.min(CHUNK * 4, total - at));
+        const buf = new Uint8Array(Math.min(size, total - at));
+        size = Math.min(size * 2, CHUNK * 4);
         const { bytesRead } = await fh.read(buf, 0, buf.length, at);
         if (bytesRead === 0) break;
         at += bytesRead;

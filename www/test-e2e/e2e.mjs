@@ -75,7 +75,7 @@ try {
   }
 
   for (const kind of ['fc', 'cnn']) {
-    await page.click(`input[value=${kind}]`);
+    await page.click(`label:has(input[value=${kind}])`);
     let correct = 0;
     const N = 10;
     for (let i = 0; i < N; i++) {
@@ -90,7 +90,7 @@ try {
 
   // ---- MNIST: test-set evaluation in the worker ----
   async function evaluate(kind, build) {
-    await page.click(`input[value=${kind}]`);
+    await page.click(`label:has(input[value=${kind}])`);
     await page.select('#build', build);
     await page.click('#evaluate');
     await page.waitForFunction(() => window.__mnist.evaluation !== null, { timeout: 300000 });
