@@ -56,7 +56,7 @@ for v in $VARIANTS; do
   if [ -z "${NO_OPT:-}" ]; then
     # Keep every feature rustc emits (bulk memory, sign-ext, non-trapping f2i, mutable globals,
     # reference types, multivalue) and SIMD for the SIMD build; -O3 for speed.
-    "$WASM_OPT" -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+    "$WASM_OPT" -O3 --strip-debug --strip-producers --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
       --enable-mutable-globals --enable-reference-types --enable-multivalue $OPT_FEATURES \
       "$OUT/ggweb_bg.wasm" -o "$OUT/ggweb_bg.wasm.opt"
     mv "$OUT/ggweb_bg.wasm.opt" "$OUT/ggweb_bg.wasm"

@@ -28,7 +28,11 @@ fn mul_mat_add_relu() {
             let dot: f32 = (0..k).map(|t| av[i * k + t] * bv[j * k + t]).sum();
             let want = (dot + cv[i]).max(0.0);
             let d = (got[j * m + i] - want).abs();
-            assert!(d <= 1e-4 * want.abs().max(1.0), "[{i},{j}] {} vs {want}", got[j * m + i]);
+            assert!(
+                d <= 1e-4 * want.abs().max(1.0),
+                "[{i},{j}] {} vs {want}",
+                got[j * m + i]
+            );
         }
     }
 }

@@ -12,7 +12,11 @@ use wasm_bindgen_test::*;
 #[wasm_bindgen_test]
 fn build_reports_kernels() {
     let name = ggweb::backend::cpu::ops::simd_name();
-    assert_eq!(name == "wasm32 simd128", cfg!(target_feature = "simd128"), "{name}");
+    assert_eq!(
+        name == "wasm32 simd128",
+        cfg!(target_feature = "simd128"),
+        "{name}"
+    );
 }
 
 #[wasm_bindgen_test]

@@ -233,7 +233,9 @@ pub(crate) fn header_to_js(g: &Gguf, file_len: Option<u64>) -> JsValue {
     set(
         &o,
         "fileSize",
-        file_len.map(|n| JsValue::from(n as f64)).unwrap_or(JsValue::UNDEFINED),
+        file_len
+            .map(|n| JsValue::from(n as f64))
+            .unwrap_or(JsValue::UNDEFINED),
     );
     set(
         &o,

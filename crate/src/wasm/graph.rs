@@ -142,7 +142,8 @@ impl GraphCore {
                 // p = [s0, s1, p0, p1, d0, d1]
                 let (k, x) = (a()?, b()?);
                 let q = |i| usize_param(p, i, "conv_2d parameter");
-                self.ctx.conv_2d(k, x, q(0)?, q(1)?, q(2)?, q(3)?, q(4)?, q(5)?)?
+                self.ctx
+                    .conv_2d(k, x, q(0)?, q(1)?, q(2)?, q(3)?, q(4)?, q(5)?)?
             }
             "pool_2d" => {
                 // p = [max(0)|avg(1), k0, k1, s0, s1, p0, p1]
@@ -220,10 +221,7 @@ impl GraphCore {
     }
 
     fn do_compute(&mut self, outputs: &[u32]) -> Result<()> {
-        let ids: Vec<TensorId> = outputs
-            .iter()
-            .map(|&i| self.id(i))
-            .collect::<Result<_>>()?;
+        let ids: Vec<TensorId> = outputs.iter().map(|&i| self.id(i)).collect::<Result<_>>()?;
         let graph = Graph::build(&self.ctx, &ids);
         for &l in &graph.leafs {
             let t = self.ctx.tensor(l);

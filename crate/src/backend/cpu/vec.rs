@@ -60,7 +60,11 @@ pub fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
     {
         super::wasm32::dot_f32(x, y)
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", all(target_arch = "wasm32", target_feature = "simd128"))))]
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     {
         dot_f32_ref(x, y)
     }
@@ -80,7 +84,11 @@ pub fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]) {
     {
         super::wasm32::axpy_f32(a, x, y)
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", all(target_arch = "wasm32", target_feature = "simd128"))))]
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     {
         axpy_f32_ref(a, x, y)
     }
@@ -96,7 +104,10 @@ pub fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
     {
         super::wasm32::dot_f16(x, y)
     }
-    #[cfg(not(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128"))))]
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     {
         dot_f16_ref(x, y)
     }
@@ -112,7 +123,10 @@ pub fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
     {
         super::wasm32::axpy_f16(a, x, y)
     }
-    #[cfg(not(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128"))))]
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     {
         axpy_f16_ref(a, x, y)
     }

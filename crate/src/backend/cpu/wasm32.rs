@@ -268,7 +268,10 @@ pub fn vec_dot_q5_1_q8_1(n: usize, x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
             let (lo, hi) = nibbles(load16(bx.qs.as_ptr()));
             let y0 = load16(by.qs.as_ptr() as *const u8);
             let y1 = load16(by.qs.as_ptr().add(16) as *const u8);
-            i32x4_add(dot_i8x16(v128_or(lo, h0), y0), dot_i8x16(v128_or(hi, h1), y1))
+            i32x4_add(
+                dot_i8x16(v128_or(lo, h0), y0),
+                dot_i8x16(v128_or(hi, h1), y1),
+            )
         };
         let d = bx.d.to_f32() * by.d.to_f32();
         acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(sumi), f32x4_splat(d)));
@@ -419,7 +422,10 @@ pub fn vec_dot_q6_k_q8_k(n: usize, x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
                             v128_and(ql_b, m4),
                             u8x16_shl(v128_and(u8x16_shr(qh, 2), m3), 4),
                         ),
-                        v128_or(u8x16_shr(ql_a, 4), u8x16_shl(v128_and(u8x16_shr(qh, 4), m3), 4)),
+                        v128_or(
+                            u8x16_shr(ql_a, 4),
+                            u8x16_shl(v128_and(u8x16_shr(qh, 4), m3), 4),
+                        ),
                         v128_or(u8x16_shr(ql_b, 4), u8x16_shl(u8x16_shr(qh, 6), 4)),
                     ];
                     for (k, v) in vals.iter().enumerate() {
