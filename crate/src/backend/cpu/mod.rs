@@ -10,9 +10,15 @@ use crate::graph::Graph;
 use crate::tensor::{Op, TensorId, MAX_SRC};
 use crate::{Context, DType, Error, Result};
 
+#[cfg(target_arch = "aarch64")]
+pub mod aarch64;
 pub mod buffer;
 pub mod ops;
+pub mod reference;
 pub mod threadpool;
+pub mod vec;
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
 
 pub use buffer::{cpu_buffer_type, CpuBuffer, CpuBufferType, HostBytes, CPU_ALIGNMENT};
 use threadpool::Barrier;

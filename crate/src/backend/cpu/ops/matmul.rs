@@ -1,16 +1,855 @@
 //! mul_mat (src1 converted once to the vec_dot type, chunked across threads), im2col, pool_2d,
 //! argmax and cross-entropy loss.
+//!
+//! mul_mat follows ggml's CPU path: every thread converts its share of src1 into the work buffer
+//! in the weight type's `vec_dot_type`, thread 0 resets the chunk counter, all meet at a barrier,
+//! then the output (weight rows × src1 columns) is cut into chunks (16×16, 64 along the long side
+//! for GEMV) that threads take dynamically. Inside a chunk, f32/f16/bf16 weights go through
+//! register-tiled kernels that compute an R×C block of dot products at once (each weight row load
+//! serves C columns, each column load R rows); other types call their `vec_dot` per element.
 
-use crate::backend::cpu::{ComputeParams, NodeRef};
+use std::sync::atomic::Ordering;
 
-pub fn supported(_node: &NodeRef) -> bool {
-    false
+use half::{bf16, f16};
+
+use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
+use crate::tensor::{Op, PoolOp};
+use crate::DType;
+
+// ---------------------------------------------------------------------------------------------
+// Per-type mul_mat kernels
+// ---------------------------------------------------------------------------------------------
+
+/// Convert f32 values into a row of some type (whole blocks).
+type FromF32 = fn(&[f32], &mut [u8]);
+/// Dot product of `n` elements: a weight row and a row of the vec_dot type.
+type VecDot = fn(usize, &[u8], &[u8]) -> f32;
+
+/// How a weight type is multiplied.
+#[derive(Clone, Copy)]
+struct MatKernel {
+    /// The type src1 is converted to.
+    vec_dot_type: DType,
+    /// f32 → vec_dot_type.
+    from_f32: FromF32,
+    vec_dot: VecDot,
+    /// Register-tiled fast path (f32, f16, bf16).
+    tiled: Option<Tiled>,
 }
 
-pub fn work_size(_node: &NodeRef, _nth: usize) -> usize {
-    0
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tiled {
+    F32,
+    F16,
+    Bf16,
 }
 
-pub fn forward(_p: &ComputeParams, _node: &NodeRef) {
-    unreachable!("checked by supported")
+fn f32_from_f32(src: &[f32], dst: &mut [u8]) {
+    dst[..src.len() * 4].copy_from_slice(bytemuck::cast_slice(src));
+}
+
+fn f16_from_f32(src: &[f32], dst: &mut [u8]) {
+    for (x, d) in src.iter().zip(dst.chunks_exact_mut(2)) {
+        d.copy_from_slice(&f16::from_f32(*x).to_bits().to_le_bytes());
+    }
+}
+
+fn bf16_from_f32(src: &[f32], dst: &mut [u8]) {
+    for (x, d) in src.iter().zip(dst.chunks_exact_mut(2)) {
+        d.copy_from_slice(&bf16::from_f32(*x).to_bits().to_le_bytes());
+    }
+}
+
+fn vec_dot_f32(n: usize, a: &[u8], b: &[u8]) -> f32 {
+    let mut out = [[0f32; 1]; 1];
+    // SAFETY: both slices hold at least n f32 values (checked by the callers' shapes).
+    unsafe { tile::<1, 1>(Tiled::F32, n, [a.as_ptr()], [b.as_ptr()], &mut out) };
+    out[0][0]
+}
+
+fn vec_dot_f16(n: usize, a: &[u8], b: &[u8]) -> f32 {
+    let mut out = [[0f32; 1]; 1];
+    // SAFETY: both slices hold at least n f16 values.
+    unsafe { tile::<1, 1>(Tiled::F16, n, [a.as_ptr()], [b.as_ptr()], &mut out) };
+    out[0][0]
+}
+
+fn vec_dot_bf16(n: usize, a: &[u8], b: &[u8]) -> f32 {
+    let mut out = [[0f32; 1]; 1];
+    // SAFETY: both slices hold at least n bf16 values.
+    unsafe { tile::<1, 1>(Tiled::Bf16, n, [a.as_ptr()], [b.as_ptr()], &mut out) };
+    out[0][0]
+}
+
+fn kernel_for(dtype: DType) -> Option<MatKernel> {
+    // f32/f16/bf16 weights use the register-tiled kernels (and their own conversion of src1);
+    // every other computable type goes through the quant crate's traits (SIMD where available).
+    let own = |vec_dot_type, from_f32, vec_dot, t| MatKernel {
+        vec_dot_type,
+        from_f32,
+        vec_dot,
+        tiled: Some(t),
+    };
+    match dtype {
+        DType::F32 => Some(own(DType::F32, f32_from_f32, vec_dot_f32, Tiled::F32)),
+        DType::F16 => Some(own(DType::F16, f16_from_f32, vec_dot_f16, Tiled::F16)),
+        DType::BF16 => Some(own(DType::BF16, bf16_from_f32, vec_dot_bf16, Tiled::Bf16)),
+        _ => {
+            let tt = crate::quant::type_traits(dtype)?;
+            let vt = crate::quant::type_traits(tt.vec_dot_type)?;
+            Some(MatKernel {
+                vec_dot_type: tt.vec_dot_type,
+                from_f32: vt.from_f32,
+                vec_dot: tt.vec_dot,
+                tiled: None,
+            })
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tiled dot products: out[r][c] = dot(a[r], b[c]) over n elements
+// ---------------------------------------------------------------------------------------------
+
+/// R×C dot products of length `n` between weight rows `a` and columns `b` of type `t`.
+///
+/// # Safety
+/// Every pointer must address at least `n` elements of `t`.
+#[inline]
+unsafe fn tile<const R: usize, const C: usize>(
+    t: Tiled,
+    n: usize,
+    a: [*const u8; R],
+    b: [*const u8; C],
+    out: &mut [[f32; C]; R],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx2() {
+            // SAFETY: the CPU has AVX2/FMA/F16C (checked); pointer validity from the caller.
+            unsafe {
+                match t {
+                    Tiled::F32 => x86::tile_f32::<R, C>(n, a, b, out),
+                    Tiled::F16 => x86::tile_f16::<R, C>(n, a, b, out),
+                    Tiled::Bf16 => x86::tile_bf16::<R, C>(n, a, b, out),
+                }
+            }
+            return;
+        }
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { tile_portable::<R, C>(t, n, a, b, out) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    })
+}
+
+/// Name of the mul_mat SIMD path in use.
+pub fn simd_name() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx2() {
+            return "avx2+fma+f16c";
+        }
+    }
+    "portable"
+}
+
+/// Portable tile: 8 partial sums per dot product (vectorizes where the target allows).
+///
+/// # Safety
+/// As [`tile`].
+unsafe fn tile_portable<const R: usize, const C: usize>(
+    t: Tiled,
+    n: usize,
+    a: [*const u8; R],
+    b: [*const u8; C],
+    out: &mut [[f32; C]; R],
+) {
+    const L: usize = 8;
+    let load = |p: *const u8, i: usize| -> f32 {
+        // SAFETY: i < n and the caller guarantees n elements behind p.
+        unsafe {
+            match t {
+                Tiled::F32 => (p as *const f32).add(i).read_unaligned(),
+                Tiled::F16 => f16::from_bits((p as *const u16).add(i).read_unaligned()).to_f32(),
+                Tiled::Bf16 => {
+                    f32::from_bits(((p as *const u16).add(i).read_unaligned() as u32) << 16)
+                }
+            }
+        }
+    };
+    let mut acc = [[[0f32; L]; C]; R];
+    let nl = n / L * L;
+    let mut i = 0;
+    while i < nl {
+        let mut bv = [[0f32; L]; C];
+        for c in 0..C {
+            for l in 0..L {
+                bv[c][l] = load(b[c], i + l);
+            }
+        }
+        for r in 0..R {
+            let mut av = [0f32; L];
+            for (l, v) in av.iter_mut().enumerate() {
+                *v = load(a[r], i + l);
+            }
+            for c in 0..C {
+                for l in 0..L {
+                    acc[r][c][l] += av[l] * bv[c][l];
+                }
+            }
+        }
+        i += L;
+    }
+    for r in 0..R {
+        for c in 0..C {
+            let mut s: f32 = acc[r][c].iter().sum();
+            for j in nl..n {
+                s += load(a[r], j) * load(b[c], j);
+            }
+            out[r][c] = s;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    #[inline(always)]
+    unsafe fn hsum(v: __m256) -> f32 {
+        // SAFETY: AVX is enabled in the calling function.
+        unsafe {
+            let lo = _mm256_castps256_ps128(v);
+            let hi = _mm256_extractf128_ps(v, 1);
+            let s = _mm_add_ps(lo, hi);
+            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+            _mm_cvtss_f32(s)
+        }
+    }
+
+    macro_rules! tile_impl {
+        ($name:ident, $load:expr, $scalar:expr) => {
+            /// # Safety
+            /// AVX2/FMA/F16C must be available; pointers address `n` elements.
+            #[target_feature(enable = "avx2,fma,f16c")]
+            pub unsafe fn $name<const R: usize, const C: usize>(
+                n: usize,
+                a: [*const u8; R],
+                b: [*const u8; C],
+                out: &mut [[f32; C]; R],
+            ) {
+                let load = $load;
+                let scalar = $scalar;
+                // SAFETY: i + 8 <= n in the loop; features enabled by the attribute.
+                unsafe {
+                    let mut acc = [[_mm256_setzero_ps(); C]; R];
+                    let n8 = n & !7;
+                    let mut i = 0;
+                    while i < n8 {
+                        let mut bv = [_mm256_setzero_ps(); C];
+                        for c in 0..C {
+                            bv[c] = load(b[c], i);
+                        }
+                        for r in 0..R {
+                            let av = load(a[r], i);
+                            for c in 0..C {
+                                acc[r][c] = _mm256_fmadd_ps(av, bv[c], acc[r][c]);
+                            }
+                        }
+                        i += 8;
+                    }
+                    for r in 0..R {
+                        for c in 0..C {
+                            let mut s = hsum(acc[r][c]);
+                            for j in n8..n {
+                                s += scalar(a[r], j) * scalar(b[c], j);
+                            }
+                            out[r][c] = s;
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    tile_impl!(
+        tile_f32,
+        |p: *const u8, i: usize| _mm256_loadu_ps((p as *const f32).add(i)),
+        |p: *const u8, i: usize| (p as *const f32).add(i).read_unaligned()
+    );
+    tile_impl!(
+        tile_f16,
+        |p: *const u8, i: usize| _mm256_cvtph_ps(_mm_loadu_si128(
+            (p as *const u16).add(i) as *const __m128i
+        )),
+        |p: *const u8, i: usize| half::f16::from_bits((p as *const u16).add(i).read_unaligned())
+            .to_f32()
+    );
+    tile_impl!(
+        tile_bf16,
+        |p: *const u8, i: usize| _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((p as *const u16).add(i) as *const __m128i)),
+            16
+        )),
+        |p: *const u8, i: usize| f32::from_bits(
+            ((p as *const u16).add(i).read_unaligned() as u32) << 16
+        )
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// mul_mat
+// ---------------------------------------------------------------------------------------------
+
+/// How a mul_mat node runs: its kernel and whether src1 goes through the work buffer.
+struct MulMatPlan {
+    kernel: MatKernel,
+    /// src1 must be converted (different type, or rows not contiguous).
+    convert: bool,
+    /// Bytes of one converted src1 row.
+    row_bytes: usize,
+}
+
+fn plan_mul_mat(node: &NodeRef) -> Option<MulMatPlan> {
+    let (a, b) = (node.src[0]?, node.src[1]?);
+    let kernel = kernel_for(a.dtype)?;
+    let vdt = kernel.vec_dot_type;
+    let convert = b.dtype != vdt || b.nb[0] != b.dtype.type_size();
+    let row_bytes = vdt.row_size(b.ne[0]).ok()?;
+    Some(MulMatPlan {
+        kernel,
+        convert,
+        row_bytes,
+    })
+}
+
+fn mul_mat_supported(node: &NodeRef) -> bool {
+    let (Some(a), Some(b)) = (node.src[0], node.src[1]) else {
+        return false;
+    };
+    let d = &node.dst;
+    plan_mul_mat(node).is_some()
+        && matches!(b.dtype, DType::F32 | DType::F16)
+        && d.dtype == DType::F32
+        && a.nb[0] == a.dtype.type_size()
+        && d.nb[0] == 4
+        && a.ne[0] == b.ne[0]
+        && a.ne[2] > 0
+        && a.ne[3] > 0
+        && b.ne[2] % a.ne[2] == 0
+        && b.ne[3] % a.ne[3] == 0
+        && d.ne == [a.ne[1], b.ne[1], b.ne[2], b.ne[3]]
+}
+
+/// Read `len` elements of src1 row (i1, i2, i3) starting at element `start` as f32.
+///
+/// # Safety
+/// The row indices and element range must be inside `b`.
+unsafe fn load_row_f32(
+    b: &TensorRef,
+    i1: usize,
+    i2: usize,
+    i3: usize,
+    start: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: indices inside b (caller).
+    unsafe {
+        let base = b.at(0, i1, i2, i3);
+        for (j, o) in out.iter_mut().enumerate() {
+            let p = base.add((start + j) * b.nb[0]);
+            *o = match b.dtype {
+                DType::F32 => (p as *const f32).read_unaligned(),
+                _ => f16::from_bits((p as *const u16).read_unaligned()).to_f32(),
+            };
+        }
+    }
+}
+
+/// Convert src1 into `wdata` (rows of `row_bytes` in vec_dot_type, one per src1 row in order).
+fn convert_src1(p: &ComputeParams, b: &TensorRef, plan: &MulMatPlan) {
+    let k = b.ne[0];
+    let vdt = plan.kernel.vec_dot_type;
+    let bs = vdt.block_size();
+    let nblocks = k / bs;
+    let nrows = b.nrows();
+    let mut tmp: Vec<f32> = Vec::new();
+    let mut convert = |row: usize, blk: std::ops::Range<usize>| {
+        if blk.is_empty() {
+            return;
+        }
+        let i1 = row % b.ne[1];
+        let i2 = (row / b.ne[1]) % b.ne[2];
+        let i3 = row / (b.ne[1] * b.ne[2]);
+        let (e0, e1) = (blk.start * bs, blk.end * bs);
+        let (o0, o1) = (blk.start * vdt.type_size(), blk.end * vdt.type_size());
+        // SAFETY: the work buffer holds nrows * row_bytes bytes (work_size); rows and block
+        // ranges of different threads are disjoint.
+        let dst = unsafe {
+            std::slice::from_raw_parts_mut(p.wdata.add(row * plan.row_bytes + o0), o1 - o0)
+        };
+        if b.dtype == DType::F32 && b.nb[0] == 4 {
+            // SAFETY: row inside b, elements e0..e1 contiguous.
+            let src = unsafe {
+                std::slice::from_raw_parts(b.at(0, i1, i2, i3).add(e0 * 4) as *const f32, e1 - e0)
+            };
+            (plan.kernel.from_f32)(src, dst);
+        } else {
+            tmp.resize(e1 - e0, 0.0);
+            // SAFETY: row and element range inside b.
+            unsafe { load_row_f32(b, i1, i2, i3, e0, &mut tmp) };
+            (plan.kernel.from_f32)(&tmp, dst);
+        }
+    };
+    if nrows >= p.nth {
+        for row in thread_range(nrows, p.ith, p.nth) {
+            convert(row, 0..nblocks);
+        }
+    } else {
+        let blk = thread_range(nblocks, p.ith, p.nth);
+        for row in 0..nrows {
+            convert(row, blk.clone());
+        }
+    }
+}
+
+fn mul_mat_work_size(node: &NodeRef) -> usize {
+    match plan_mul_mat(node) {
+        Some(plan) if plan.convert => plan.row_bytes * node.src1().nrows() + 64,
+        _ => 0,
+    }
+}
+
+/// Tile shape of the register-blocked kernels for GEMM (rows × columns) and GEMV.
+const GEMM_R: usize = 4;
+const GEMM_C: usize = 3;
+const GEMV_R: usize = 4;
+
+fn mul_mat(p: &ComputeParams, node: &NodeRef) {
+    let (a, b) = (node.src0(), node.src1());
+    let Some(plan) = plan_mul_mat(node) else {
+        unreachable!("checked by supported")
+    };
+    if plan.convert {
+        convert_src1(p, b, &plan);
+    }
+    if p.ith == 0 {
+        p.chunk.store(p.nth, Ordering::Relaxed);
+    }
+    p.barrier.wait();
+
+    let nr0 = a.ne[1];
+    let nr1 = b.nrows();
+    if nr0 == 0 || nr1 == 0 {
+        return;
+    }
+    let cs = if nr0 == 1 || nr1 == 1 { 64 } else { 16 };
+    let (mut nchunk0, mut nchunk1) = (nr0.div_ceil(cs), nr1.div_ceil(cs));
+    if nchunk0 * nchunk1 < 4 * p.nth {
+        // Too few chunks to balance: one piece per thread along the longer side.
+        if nr0 > nr1 {
+            (nchunk0, nchunk1) = (p.nth, 1);
+        } else {
+            (nchunk0, nchunk1) = (1, p.nth);
+        }
+    }
+    let dr0 = nr0.div_ceil(nchunk0);
+    let dr1 = nr1.div_ceil(nchunk1);
+    let total = nchunk0 * nchunk1;
+    let mut current = p.ith;
+    while current < total {
+        let c0 = current % nchunk0;
+        let c1 = current / nchunk0;
+        let rows = (c0 * dr0).min(nr0)..((c0 + 1) * dr0).min(nr0);
+        let cols = (c1 * dr1).min(nr1)..((c1 + 1) * dr1).min(nr1);
+        mul_mat_chunk(node, &plan, p, rows, cols);
+        current = p.chunk.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn mul_mat_chunk(
+    node: &NodeRef,
+    plan: &MulMatPlan,
+    p: &ComputeParams,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+) {
+    let (a, b, d) = (node.src0(), node.src1(), &node.dst);
+    let k = a.ne[0];
+    let r2 = b.ne[2] / a.ne[2];
+    let r3 = b.ne[3] / a.ne[3];
+    let wrow = a.dtype.row_size(k).unwrap_or(0);
+    let brow = plan.row_bytes;
+    let gemv = cols.len() == 1;
+    let mut j = cols.start;
+    while j < cols.end {
+        let i11 = j % b.ne[1];
+        let i12 = (j / b.ne[1]) % b.ne[2];
+        let i13 = j / (b.ne[1] * b.ne[2]);
+        // Columns j..j+nc share a batch, hence one weight matrix.
+        let nc = (cols.end - j).min(b.ne[1] - i11);
+        let (i02, i03) = (i12 / r2, i13 / r3);
+        let col_ptr = |jj: usize| -> *const u8 {
+            if plan.convert {
+                // SAFETY: jj < nrows of src1, the work buffer holds them all.
+                unsafe { p.wdata.add(jj * brow) as *const u8 }
+            } else {
+                // SAFETY: (i11 + jj - j, i12, i13) inside b.
+                unsafe { b.at(0, i11 + (jj - j), i12, i13) as *const u8 }
+            }
+        };
+        // SAFETY: row index inside a.
+        let row_ptr = |i: usize| -> *const u8 { unsafe { a.at(0, i, i02, i03) as *const u8 } };
+        // SAFETY: dst element inside d.
+        let out_ptr = |i: usize, jj: usize| -> *mut f32 {
+            unsafe { d.at(i, i11 + (jj - j), i12, i13) as *mut f32 }
+        };
+        match plan.kernel.tiled {
+            Some(t) => {
+                let mut jj = j;
+                while jj < j + nc {
+                    let left = j + nc - jj;
+                    if left >= GEMM_C && !gemv {
+                        let bc: [*const u8; GEMM_C] = std::array::from_fn(|c| col_ptr(jj + c));
+                        run_rows::<GEMM_C>(t, k, rows.clone(), bc, &row_ptr, |i, c| {
+                            out_ptr(i, jj + c)
+                        });
+                        jj += GEMM_C;
+                    } else {
+                        let bc = [col_ptr(jj)];
+                        run_rows::<1>(t, k, rows.clone(), bc, &row_ptr, |i, _| out_ptr(i, jj));
+                        jj += 1;
+                    }
+                }
+            }
+            None => {
+                for jj in j..j + nc {
+                    let bp = col_ptr(jj);
+                    // SAFETY: one converted row of brow bytes.
+                    let bs = unsafe { std::slice::from_raw_parts(bp, brow) };
+                    for i in rows.clone() {
+                        // SAFETY: one weight row of wrow bytes.
+                        let asl = unsafe { std::slice::from_raw_parts(row_ptr(i), wrow) };
+                        let v = (plan.kernel.vec_dot)(k, asl, bs);
+                        // SAFETY: output element inside dst; written by this thread only.
+                        unsafe { *out_ptr(i, jj) = v };
+                    }
+                }
+            }
+        }
+        j += nc;
+    }
+}
+
+/// All rows of `rows` against the C columns `bc`, R rows at a time.
+#[inline]
+fn run_rows<const C: usize>(
+    t: Tiled,
+    k: usize,
+    rows: std::ops::Range<usize>,
+    bc: [*const u8; C],
+    row_ptr: &impl Fn(usize) -> *const u8,
+    out: impl Fn(usize, usize) -> *mut f32,
+) {
+    const R: usize = if GEMM_R > GEMV_R { GEMM_R } else { GEMV_R };
+    let mut i = rows.start;
+    while i + R <= rows.end {
+        let ar: [*const u8; R] = std::array::from_fn(|r| row_ptr(i + r));
+        let mut o = [[0f32; C]; R];
+        // SAFETY: rows and columns hold k elements each.
+        unsafe { tile::<R, C>(t, k, ar, bc, &mut o) };
+        for (r, orow) in o.iter().enumerate() {
+            for (c, v) in orow.iter().enumerate() {
+                // SAFETY: output element inside dst, owned by this chunk.
+                unsafe { *out(i + r, c) = *v };
+            }
+        }
+        i += R;
+    }
+    while i < rows.end {
+        let mut o = [[0f32; C]; 1];
+        // SAFETY: as above.
+        unsafe { tile::<1, C>(t, k, [row_ptr(i)], bc, &mut o) };
+        for (c, v) in o[0].iter().enumerate() {
+            // SAFETY: as above.
+            unsafe { *out(i, c) = *v };
+        }
+        i += 1;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// im2col, pool_2d, argmax, cross-entropy loss
+// ---------------------------------------------------------------------------------------------
+
+/// Read element (i0, i1, i2, i3) of an f32 or f16 tensor.
+///
+/// # Safety
+/// Indices inside `t`.
+#[inline]
+unsafe fn read_f(t: &TensorRef, i0: usize, i1: usize, i2: usize, i3: usize) -> f32 {
+    // SAFETY: caller keeps indices inside t.
+    unsafe {
+        let p = t.at(i0, i1, i2, i3);
+        match t.dtype {
+            DType::F32 => (p as *const f32).read_unaligned(),
+            _ => f16::from_bits((p as *const u16).read_unaligned()).to_f32(),
+        }
+    }
+}
+
+/// Write element `p` of type `dtype` (f32 or f16).
+///
+/// # Safety
+/// `p` addresses one element of `dtype`.
+#[inline]
+unsafe fn write_f(dtype: DType, p: *mut u8, v: f32) {
+    // SAFETY: caller.
+    unsafe {
+        match dtype {
+            DType::F32 => (p as *mut f32).write_unaligned(v),
+            _ => (p as *mut u16).write_unaligned(f16::from_f32(v).to_bits()),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn im2col(
+    p: &ComputeParams,
+    node: &NodeRef,
+    s: [usize; 2],
+    pd: [usize; 2],
+    dl: [usize; 2],
+    is_2d: bool,
+) {
+    let (k, x, d) = (node.src0(), node.src1(), &node.dst);
+    // 1D is 2D with one input row and one kernel row.
+    let (iw, ih, ic) = if is_2d {
+        (x.ne[0], x.ne[1], x.ne[2])
+    } else {
+        (x.ne[0], 1, x.ne[1])
+    };
+    let (kw, kh) = if is_2d {
+        (k.ne[0], k.ne[1])
+    } else {
+        (k.ne[0], 1)
+    };
+    let (ow, oh, n) = if is_2d {
+        (d.ne[1], d.ne[2], d.ne[3])
+    } else {
+        (d.ne[1], 1, d.ne[2])
+    };
+    // One output column (patch) per (ow, oh, n); split them across threads.
+    for patch in thread_range(ow * oh * n, p.ith, p.nth) {
+        let ox = patch % ow;
+        let oy = (patch / ow) % oh;
+        let b = patch / (ow * oh);
+        let (d1, d2, d3) = if is_2d { (ox, oy, b) } else { (ox, b, 0) };
+        for c in 0..ic {
+            for ky in 0..kh {
+                let sy = (oy * s[1] + ky * dl[1]) as isize - pd[1] as isize;
+                for kx in 0..kw {
+                    let sx = (ox * s[0] + kx * dl[0]) as isize - pd[0] as isize;
+                    let v = if sx < 0 || sy < 0 || sx as usize >= iw || sy as usize >= ih {
+                        0.0
+                    } else if is_2d {
+                        // SAFETY: (sx, sy, c, b) inside the input.
+                        unsafe { read_f(x, sx as usize, sy as usize, c, b) }
+                    } else {
+                        // SAFETY: (sx, c, b) inside the input.
+                        unsafe { read_f(x, sx as usize, c, b, 0) }
+                    };
+                    let i0 = c * kh * kw + ky * kw + kx;
+                    // SAFETY: (i0, d1, d2, d3) inside dst, one patch per thread.
+                    unsafe { write_f(d.dtype, d.at(i0, d1, d2, d3), v) };
+                }
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pool_2d(
+    p: &ComputeParams,
+    node: &NodeRef,
+    op: PoolOp,
+    k: [usize; 2],
+    s: [usize; 2],
+    pd: [usize; 2],
+) {
+    let (x, d) = (node.src0(), &node.dst);
+    let area = (k[0] * k[1]) as f32;
+    // One output row per (oy, i2, i3).
+    for row in thread_range(d.nrows(), p.ith, p.nth) {
+        let oy = row % d.ne[1];
+        let i2 = (row / d.ne[1]) % d.ne[2];
+        let i3 = row / (d.ne[1] * d.ne[2]);
+        let y0 = (oy * s[1]) as isize - pd[1] as isize;
+        for ox in 0..d.ne[0] {
+            let x0 = (ox * s[0]) as isize - pd[0] as isize;
+            let mut acc = match op {
+                PoolOp::Max => -f32::MAX,
+                PoolOp::Avg => 0.0,
+            };
+            for ky in 0..k[1] as isize {
+                let y = y0 + ky;
+                if y < 0 || y as usize >= x.ne[1] {
+                    continue;
+                }
+                for kx in 0..k[0] as isize {
+                    let xx = x0 + kx;
+                    if xx < 0 || xx as usize >= x.ne[0] {
+                        continue;
+                    }
+                    // SAFETY: (xx, y, i2, i3) inside the input.
+                    let v = unsafe { read_f(x, xx as usize, y as usize, i2, i3) };
+                    match op {
+                        PoolOp::Max => {
+                            if v > acc {
+                                acc = v
+                            }
+                        }
+                        PoolOp::Avg => acc += v,
+                    }
+                }
+            }
+            if op == PoolOp::Avg {
+                acc /= area;
+            }
+            // SAFETY: output element inside dst; rows split across threads.
+            unsafe { *(d.at(ox, oy, i2, i3) as *mut f32) = acc };
+        }
+    }
+}
+
+fn argmax(p: &ComputeParams, node: &NodeRef) {
+    let (x, d) = (node.src0(), &node.dst);
+    for r in thread_range(x.ne[1], p.ith, p.nth) {
+        let mut best = f32::NEG_INFINITY;
+        let mut idx = 0usize;
+        for i in 0..x.ne[0] {
+            // SAFETY: (i, r) inside the f32 input.
+            let v = unsafe { *(x.at(i, r, 0, 0) as *const f32) };
+            // ggml: running max, the index of the last element equal to it.
+            best = best.max(v);
+            if v == best {
+                idx = i;
+            }
+        }
+        // SAFETY: element r of the i32 result.
+        unsafe { *(d.at(r, 0, 0, 0) as *mut i32) = idx as i32 };
+    }
+}
+
+/// Per-thread slots of f64 partial sums in the work buffer, one cache line apart.
+const SLOT: usize = 64;
+
+fn cross_entropy_loss(p: &ComputeParams, node: &NodeRef) {
+    let (x, y, d) = (node.src0(), node.src1(), &node.dst);
+    let nc = x.ne[0];
+    let nr = x.nrows();
+    let mut total = 0f64;
+    for r in thread_range(nr, p.ith, p.nth) {
+        let (i1, i2, i3) = (
+            r % x.ne[1],
+            (r / x.ne[1]) % x.ne[2],
+            r / (x.ne[1] * x.ne[2]),
+        );
+        // SAFETY: row r of both f32 tensors holds nc elements at stride nb[0].
+        let xv = |i: usize| unsafe { *(x.at(i, i1, i2, i3) as *const f32) } as f64;
+        // SAFETY: as above.
+        let yv = |i: usize| unsafe { *(y.at(i, i1, i2, i3) as *const f32) } as f64;
+        let max = (0..nc).map(xv).fold(f64::NEG_INFINITY, f64::max);
+        let sum: f64 = (0..nc).map(|i| (xv(i) - max).exp()).sum();
+        let lse = sum.ln() + max;
+        total += (0..nc).map(|i| yv(i) * (xv(i) - lse)).sum::<f64>();
+    }
+    // SAFETY: the work buffer has nth slots (work_size); each thread writes its own.
+    unsafe { *(p.wdata.add(p.ith * SLOT) as *mut f64) = total };
+    p.barrier.wait();
+    if p.ith == 0 {
+        let mut s = 0f64;
+        for t in 0..p.nth {
+            // SAFETY: written by thread t before the barrier.
+            s += unsafe { *(p.wdata.add(t * SLOT) as *const f64) };
+        }
+        // SAFETY: the one-element f32 result.
+        unsafe { *(d.ptr as *mut f32) = (-s / nr as f64) as f32 };
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch
+// ---------------------------------------------------------------------------------------------
+
+fn is_f32_or_f16(t: &TensorRef) -> bool {
+    matches!(t.dtype, DType::F32 | DType::F16)
+}
+
+pub fn supported(node: &NodeRef) -> bool {
+    let d = &node.dst;
+    match node.op {
+        Op::MulMat => mul_mat_supported(node),
+        Op::Im2Col { .. } => {
+            node.src[0].is_some()
+                && node.src[1].is_some_and(|x| is_f32_or_f16(&x))
+                && is_f32_or_f16(d)
+        }
+        Op::Pool2d { .. } => {
+            node.src[0].is_some_and(|x| is_f32_or_f16(&x)) && d.dtype == DType::F32
+        }
+        Op::Argmax => node.src[0].is_some_and(|x| x.dtype == DType::F32) && d.dtype == DType::I32,
+        Op::CrossEntropyLoss => {
+            matches!((node.src[0], node.src[1]), (Some(x), Some(y))
+                if x.dtype == DType::F32 && y.dtype == DType::F32 && x.ne == y.ne)
+                && d.dtype == DType::F32
+        }
+        _ => false,
+    }
+}
+
+pub fn work_size(node: &NodeRef, nth: usize) -> usize {
+    match node.op {
+        Op::MulMat => mul_mat_work_size(node),
+        Op::CrossEntropyLoss => nth * SLOT,
+        _ => 0,
+    }
+}
+
+pub fn forward(p: &ComputeParams, node: &NodeRef) {
+    match node.op {
+        Op::MulMat => mul_mat(p, node),
+        Op::Im2Col {
+            s0,
+            s1,
+            p0,
+            p1,
+            d0,
+            d1,
+            is_2d,
+        } => im2col(p, node, [s0, s1], [p0, p1], [d0, d1], is_2d),
+        Op::Pool2d {
+            op,
+            k0,
+            k1,
+            s0,
+            s1,
+            p0,
+            p1,
+        } => pool_2d(p, node, op, [k0, k1], [s0, s1], [p0, p1]),
+        Op::Argmax => argmax(p, node),
+        Op::CrossEntropyLoss => cross_entropy_loss(p, node),
+        _ => unreachable!("checked by supported"),
+    }
 }

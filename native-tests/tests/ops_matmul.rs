@@ -1,0 +1,557 @@
+//! mul_mat, im2col, conv_2d, pool_2d, argmax and cross-entropy loss on the CPU backend against the
+//! scalar references in `ggweb::backend::cpu::reference::matmul`, on seeded random data.
+//!
+//! Tolerances (the reference is computed in f64 on the values the tensors actually hold, with the
+//! f32 src1, so the error measured includes the conversion of src1 to the vec_dot type):
+//! - f32 weights: max |err| <= 1e-4 * max |ref|
+//! - f16 weights (src1 rounded to f16): max |err| <= 1e-3 * max |ref|
+//! - bf16 weights (src1 rounded to bf16, 8-bit mantissa): max |err| <= 1e-2 * max |ref|
+//! - quantized weights (src1 quantized to q8_0 / q8_1 / q8_K): NMSE < 5e-4 (as ggml's
+//!   test-backend-ops), reference on the dequantized weights and the f32 src1.
+
+mod support;
+
+use ggweb::backend::cpu::reference::matmul as reference;
+use ggweb::tensor::PoolOp;
+use ggweb::{Context, DType, Error};
+use support::matmul::*;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Layout {
+    /// src1 dense.
+    Contiguous,
+    /// src1 a permuted view (dims 1 and 2 swapped): rows contiguous, higher strides not.
+    Permuted,
+    /// src1 a transposed view: elements of a row are ne1 apart.
+    Transposed,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    wt: DType,
+    bt: DType,
+    k: usize,
+    m: usize,
+    n: usize,
+    /// [ne02, ne03, ne12, ne13]
+    batch: [usize; 4],
+    layout: Layout,
+    threads: usize,
+}
+
+/// Run one mul_mat and return (got, want).
+fn run_case(c: Case, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    let mut rng = rng(seed);
+    let [ne02, ne03, ne12, ne13] = c.batch;
+    let ane = [c.k, c.m, ne02, ne03];
+    let bne = [c.k, c.n, ne12, ne13];
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(c.wt, &ane).unwrap();
+    let (s, sne) = match c.layout {
+        Layout::Contiguous => {
+            let s = ctx.new_tensor(c.bt, &bne).unwrap();
+            (s, bne)
+        }
+        Layout::Permuted => {
+            let sne = [c.k, ne12, c.n, ne13];
+            (ctx.new_tensor(c.bt, &sne).unwrap(), sne)
+        }
+        Layout::Transposed => {
+            let sne = [c.n, c.k, ne12, ne13];
+            (ctx.new_tensor(c.bt, &sne).unwrap(), sne)
+        }
+    };
+    let b = match c.layout {
+        Layout::Contiguous => s,
+        Layout::Permuted => ctx.permute(s, [0, 2, 1, 3]).unwrap(),
+        Layout::Transposed => ctx.transpose(s).unwrap(),
+    };
+    assert_eq!(ctx.tensor(b).ne, bne);
+    let out = ctx.mul_mat(a, b).unwrap();
+    assert_eq!(ctx.tensor(out).ne, [c.m, c.n, ne12, ne13]);
+    alloc_all(&mut ctx);
+    let av = set_values(&ctx, a, &rand_vec(&mut rng, ane.iter().product())).unwrap();
+    let sv = set_values(&ctx, s, &rand_vec(&mut rng, sne.iter().product())).unwrap();
+    let mut bv = vec![0f32; bne.iter().product()];
+    for i3 in 0..ne13 {
+        for i2 in 0..ne12 {
+            for j in 0..c.n {
+                for kk in 0..c.k {
+                    let src = match c.layout {
+                        Layout::Contiguous => idx(sne, kk, j, i2, i3),
+                        Layout::Permuted => idx(sne, kk, i2, j, i3),
+                        Layout::Transposed => idx(sne, j, kk, i2, i3),
+                    };
+                    bv[idx(bne, kk, j, i2, i3)] = sv[src];
+                }
+            }
+        }
+    }
+    compute(&ctx, &[out], c.threads).unwrap();
+    let got = ctx.get_f32(out).unwrap();
+    let want = reference::mul_mat(&av, ane, &bv, bne);
+    (got, want)
+}
+
+fn check(c: Case, seed: u64) {
+    let (got, want) = run_case(c, seed);
+    assert!(
+        got.iter().all(|v| v.is_finite()),
+        "{c:?}: non-finite output"
+    );
+    match c.wt {
+        DType::F32 | DType::F16 | DType::BF16 => {
+            let tol = match c.wt {
+                DType::F32 => 1e-4,
+                DType::F16 => 1e-3,
+                _ => 1e-2,
+            };
+            let e = max_rel_err(&got, &want);
+            assert!(e <= tol, "{c:?}: max rel err {e:e} > {tol:e}");
+        }
+        _ => {
+            let e = nmse(&got, &want);
+            assert!(e < 5e-4, "{c:?}: NMSE {e:e} >= 5e-4");
+        }
+    }
+}
+
+/// Shapes covering GEMV, GEMM, odd sizes, batch broadcast and each src1 layout.
+fn shape_cases(wt: DType, bt: DType) -> Vec<Case> {
+    let bs = wt.block_size();
+    // k: a multiple of the block size; for plain types also an odd length (SIMD tails).
+    let ks: Vec<usize> = if bs == 1 {
+        vec![37, 64]
+    } else {
+        vec![bs, 3 * bs]
+    };
+    let mut v = Vec::new();
+    let mut t = 0;
+    for &k in &ks {
+        for (m, n) in [(7, 1), (13, 13), (1, 5), (16, 9)] {
+            for batch in [[1, 1, 1, 1], [1, 2, 3, 4], [3, 1, 3, 2]] {
+                for layout in [Layout::Contiguous, Layout::Permuted] {
+                    t += 1;
+                    v.push(Case {
+                        wt,
+                        bt,
+                        k,
+                        m,
+                        n,
+                        batch,
+                        layout,
+                        threads: 1 + t % 3,
+                    });
+                }
+            }
+        }
+        v.push(Case {
+            wt,
+            bt,
+            k,
+            m: 9,
+            n: 6,
+            batch: [1, 1, 2, 1],
+            layout: Layout::Transposed,
+            threads: 2,
+        });
+    }
+    v
+}
+
+fn check_type(wt: DType) {
+    for bt in [DType::F32, DType::F16] {
+        for (i, c) in shape_cases(wt, bt).into_iter().enumerate() {
+            check(c, 1000 + i as u64);
+        }
+    }
+}
+
+#[test]
+fn mul_mat_f32() {
+    check_type(DType::F32);
+}
+
+#[test]
+fn mul_mat_f16() {
+    check_type(DType::F16);
+}
+
+#[test]
+fn mul_mat_bf16() {
+    check_type(DType::BF16);
+}
+
+/// Every computable quantized weight type (src1 quantized to the type's vec_dot type).
+#[test]
+fn mul_mat_quantized_all_types() {
+    let types: Vec<DType> = DType::ALL
+        .iter()
+        .copied()
+        .filter(|t| t.is_computable() && t.is_quantized())
+        .collect();
+    assert!(types.len() >= 12, "{types:?}");
+    for wt in types {
+        check_type(wt);
+    }
+}
+
+/// Enough output chunks that threads take several each from the shared counter.
+#[test]
+fn mul_mat_many_chunks_all_thread_counts() {
+    for wt in [DType::F32, DType::F16] {
+        for threads in [1, 2, 3] {
+            for (m, n) in [(200, 1), (1, 150), (70, 45)] {
+                let c = Case {
+                    wt,
+                    bt: DType::F32,
+                    k: 96,
+                    m,
+                    n,
+                    batch: [1, 1, 1, 1],
+                    layout: Layout::Contiguous,
+                    threads,
+                };
+                check(c, 7 + m as u64 * 31 + n as u64);
+            }
+        }
+    }
+}
+
+/// Two mul_mats in one graph (the chunk counter is reset per node), the second consuming the
+/// first's output.
+#[test]
+fn mul_mat_chained_in_one_graph() {
+    let mut rng = rng(42);
+    let mut ctx = Context::new();
+    let (k, m, n, p) = (40, 33, 17, 21);
+    let w1 = ctx.new_tensor(DType::F32, &[k, m]).unwrap();
+    let x = ctx.new_tensor(DType::F32, &[k, n]).unwrap();
+    let w2 = ctx.new_tensor(DType::F16, &[m, p]).unwrap();
+    let h = ctx.mul_mat(w1, x).unwrap(); // [m, n]
+    let y = ctx.mul_mat(w2, h).unwrap(); // [p, n]
+    alloc_all(&mut ctx);
+    let w1v = set_values(&ctx, w1, &rand_vec(&mut rng, k * m)).unwrap();
+    let xv = set_values(&ctx, x, &rand_vec(&mut rng, k * n)).unwrap();
+    let w2v = set_values(&ctx, w2, &rand_vec(&mut rng, m * p)).unwrap();
+    for threads in [1, 2, 3] {
+        compute(&ctx, &[y], threads).unwrap();
+        let hv = reference::mul_mat(&w1v, [k, m, 1, 1], &xv, [k, n, 1, 1]);
+        let want = reference::mul_mat(&w2v, [m, p, 1, 1], &hv, [m, n, 1, 1]);
+        let got = ctx.get_f32(y).unwrap();
+        let e = max_rel_err(&got, &want);
+        assert!(e <= 1e-3, "threads {threads}: err {e:e}");
+    }
+}
+
+#[test]
+fn mul_mat_shape_errors() {
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(DType::F32, &[8, 4, 2]).unwrap();
+    let b_bad_k = ctx.new_tensor(DType::F32, &[9, 3]).unwrap();
+    assert!(matches!(ctx.mul_mat(a, b_bad_k), Err(Error::Shape(_))));
+    let b_bad_batch = ctx.new_tensor(DType::F32, &[8, 3, 3]).unwrap();
+    assert!(matches!(ctx.mul_mat(a, b_bad_batch), Err(Error::Shape(_))));
+    let b_i32 = ctx.new_tensor(DType::I32, &[8, 3, 2]).unwrap();
+    assert!(ctx.mul_mat(a, b_i32).is_err());
+    // src0 rows must be contiguous.
+    let sq = ctx.new_tensor(DType::F32, &[8, 8]).unwrap();
+    let at = ctx.transpose(sq).unwrap();
+    let b = ctx.new_tensor(DType::F32, &[8, 3]).unwrap();
+    assert!(matches!(ctx.mul_mat(at, b), Err(Error::Shape(_))));
+    // Non-computable weights.
+    let q = ctx.new_tensor(DType::IQ2_XXS, &[256, 2]).unwrap();
+    let bq = ctx.new_tensor(DType::F32, &[256, 2]).unwrap();
+    assert!(ctx.mul_mat(q, bq).is_err());
+    // A good one still works.
+    let b_ok = ctx.new_tensor(DType::F32, &[8, 3, 4]).unwrap();
+    let c = ctx.mul_mat(a, b_ok).unwrap();
+    assert_eq!(ctx.tensor(c).ne, [4, 3, 4, 1]);
+    assert_eq!(ctx.tensor(c).dtype, DType::F32);
+}
+
+// ------------------------------------------------------------------------------------------------
+// im2col / conv_2d
+// ------------------------------------------------------------------------------------------------
+
+#[allow(clippy::too_many_arguments)]
+fn check_im2col(
+    ine: [usize; 4],
+    kne: [usize; 4],
+    s: [usize; 2],
+    p: [usize; 2],
+    d: [usize; 2],
+    is_2d: bool,
+    in_t: DType,
+    dst_t: DType,
+    threads: usize,
+) {
+    let mut rng = rng(5 + ine[0] as u64);
+    let mut ctx = Context::new();
+    let x = ctx.new_tensor(in_t, &ine).unwrap();
+    let k = ctx.new_tensor(DType::F16, &kne).unwrap();
+    let out = ctx
+        .im2col(k, x, s[0], s[1], p[0], p[1], d[0], d[1], is_2d, dst_t)
+        .unwrap();
+    alloc_all(&mut ctx);
+    let xv = set_values(&ctx, x, &rand_vec(&mut rng, ine.iter().product())).unwrap();
+    compute(&ctx, &[out], threads).unwrap();
+    let (want, wne) = reference::im2col(&xv, ine, kne, s[0], s[1], p[0], p[1], d[0], d[1], is_2d);
+    assert_eq!(ctx.tensor(out).ne, wne);
+    let got = get_values(&ctx, out);
+    let tol = if dst_t == DType::F16 { 1e-3 } else { 0.0 };
+    let e = max_rel_err(&got, &want);
+    assert!(e <= tol, "im2col {ine:?} {kne:?}: err {e:e}");
+}
+
+#[test]
+fn im2col_2d_and_1d() {
+    // 2D, with padding, stride and dilation.
+    check_im2col(
+        [9, 7, 3, 2],
+        [3, 3, 3, 4],
+        [1, 1],
+        [1, 1],
+        [1, 1],
+        true,
+        DType::F32,
+        DType::F32,
+        2,
+    );
+    check_im2col(
+        [11, 8, 2, 1],
+        [3, 2, 2, 5],
+        [2, 3],
+        [2, 1],
+        [2, 1],
+        true,
+        DType::F32,
+        DType::F16,
+        3,
+    );
+    check_im2col(
+        [6, 5, 1, 3],
+        [2, 2, 1, 1],
+        [2, 2],
+        [0, 0],
+        [1, 1],
+        true,
+        DType::F16,
+        DType::F32,
+        1,
+    );
+    // 1D: input [IW, IC, N], kernel [KW, IC, OC].
+    check_im2col(
+        [13, 3, 2, 1],
+        [4, 3, 2, 1],
+        [2, 1],
+        [1, 0],
+        [2, 1],
+        false,
+        DType::F32,
+        DType::F32,
+        2,
+    );
+}
+
+#[test]
+fn im2col_shape_errors() {
+    let mut ctx = Context::new();
+    let x = ctx.new_tensor(DType::F32, &[5, 5, 3, 1]).unwrap();
+    let k_bad_c = ctx.new_tensor(DType::F32, &[3, 3, 2, 4]).unwrap();
+    assert!(ctx
+        .im2col(k_bad_c, x, 1, 1, 0, 0, 1, 1, true, DType::F32)
+        .is_err());
+    let k_big = ctx.new_tensor(DType::F32, &[7, 3, 3, 4]).unwrap();
+    assert!(matches!(
+        ctx.im2col(k_big, x, 1, 1, 0, 0, 1, 1, true, DType::F32),
+        Err(Error::Shape(_))
+    ));
+    let k = ctx.new_tensor(DType::F32, &[3, 3, 3, 4]).unwrap();
+    assert!(ctx
+        .im2col(k, x, 0, 1, 0, 0, 1, 1, true, DType::F32)
+        .is_err());
+    assert!(ctx
+        .im2col(k, x, 1, 1, 0, 0, 1, 1, true, DType::Q8_0)
+        .is_err());
+    assert!(ctx.conv_2d(k_bad_c, x, 1, 1, 0, 0, 1, 1).is_err());
+}
+
+/// conv_2d builds im2col → mul_mat → permute → cont. The graph up to the permuted view runs here
+/// and its values (read through the view's strides) are checked against a direct convolution;
+/// the full graph is checked too when the backend computes CONT.
+#[test]
+fn conv_2d_matches_direct_convolution() {
+    for (kt, ine, kne, s, p, d) in [
+        (
+            DType::F32,
+            [10, 8, 3, 2],
+            [3, 3, 3, 4],
+            [1, 1],
+            [1, 1],
+            [1, 1],
+        ),
+        (
+            DType::F16,
+            [9, 9, 2, 1],
+            [3, 2, 2, 3],
+            [2, 1],
+            [0, 2],
+            [1, 2],
+        ),
+    ] {
+        let mut rng = rng(77);
+        let mut ctx = Context::new();
+        let x = ctx.new_tensor(DType::F32, &ine).unwrap();
+        let k = ctx.new_tensor(kt, &kne).unwrap();
+        let y = ctx
+            .conv_2d(k, x, s[0], s[1], p[0], p[1], d[0], d[1])
+            .unwrap();
+        let perm = ctx.tensor(y).src[0].unwrap();
+        let mm = ctx.tensor(perm).src[0].unwrap(); // the reshape of the mul_mat result
+        alloc_all(&mut ctx);
+        let xv = set_values(&ctx, x, &rand_vec(&mut rng, ine.iter().product())).unwrap();
+        let kv = set_values(&ctx, k, &rand_vec(&mut rng, kne.iter().product())).unwrap();
+        let (want, wne) =
+            reference::conv_2d(&kv, kne, &xv, ine, s[0], s[1], p[0], p[1], d[0], d[1]);
+        assert_eq!(ctx.tensor(y).ne, wne);
+        let tol = if kt == DType::F16 { 2e-3 } else { 1e-4 };
+        compute(&ctx, &[mm], 2).unwrap();
+        // mm is [OW, OH, N, OC]; the result is its (0, 1, 3, 2) permutation.
+        let mv = ctx.get_f32(mm).unwrap();
+        let mne = ctx.tensor(mm).ne;
+        let mut got = vec![0f32; want.len()];
+        for n in 0..wne[3] {
+            for o in 0..wne[2] {
+                for yy in 0..wne[1] {
+                    for xx in 0..wne[0] {
+                        got[idx(wne, xx, yy, o, n)] = mv[idx(mne, xx, yy, n, o)];
+                    }
+                }
+            }
+        }
+        let e = max_rel_err(&got, &want);
+        assert!(e <= tol, "conv_2d {ine:?} {kne:?}: err {e:e}");
+        match compute(&ctx, &[y], 2) {
+            Ok(()) => {
+                let e = max_rel_err(&ctx.get_f32(y).unwrap(), &want);
+                assert!(e <= tol, "conv_2d (cont) {ine:?} {kne:?}: err {e:e}");
+            }
+            // CONT lives in the elementwise kernels (another branch); until they land the full
+            // graph reports it as unsupported rather than computing anything wrong.
+            Err(Error::UnsupportedOp(m)) => assert!(m.contains("CONT"), "{m}"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// pool_2d, argmax, cross-entropy
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn pool_2d_max_avg_with_padding() {
+    let cases = [
+        ([8, 6, 3, 2], [2, 2], [2, 2], [0, 0]),
+        ([7, 5, 2, 1], [3, 3], [2, 2], [1, 1]),
+        ([9, 4, 1, 3], [3, 2], [1, 2], [2, 1]), // padding as large as the kernel: empty windows
+        ([5, 5, 1, 1], [5, 5], [1, 1], [0, 0]),
+    ];
+    for (ci, (ne, k, s, p)) in cases.into_iter().enumerate() {
+        for op in [PoolOp::Max, PoolOp::Avg] {
+            for in_t in [DType::F32, DType::F16] {
+                let mut rng = rng(ci as u64);
+                let mut ctx = Context::new();
+                let a = ctx.new_tensor(in_t, &ne).unwrap();
+                let out = ctx
+                    .pool_2d(a, op, k[0], k[1], s[0], s[1], p[0], p[1])
+                    .unwrap();
+                alloc_all(&mut ctx);
+                let av = set_values(&ctx, a, &rand_vec(&mut rng, ne.iter().product())).unwrap();
+                compute(&ctx, &[out], 1 + ci % 3).unwrap();
+                let (want, wne) =
+                    reference::pool_2d(&av, ne, op, k[0], k[1], s[0], s[1], p[0], p[1]);
+                assert_eq!(ctx.tensor(out).ne, wne);
+                let got = ctx.get_f32(out).unwrap();
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() <= 1e-6 * w.abs().max(1.0),
+                        "{op:?} {ne:?}: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(DType::F32, &[3, 3]).unwrap();
+    assert!(matches!(
+        ctx.pool_2d(a, PoolOp::Max, 4, 2, 1, 1, 0, 0),
+        Err(Error::Shape(_))
+    ));
+    assert!(ctx.pool_2d(a, PoolOp::Max, 2, 2, 0, 1, 0, 0).is_err());
+    let q = ctx.new_tensor(DType::Q8_0, &[32, 3]).unwrap();
+    assert!(ctx.pool_2d(q, PoolOp::Avg, 2, 2, 1, 1, 0, 0).is_err());
+}
+
+#[test]
+fn argmax_rows_and_ties() {
+    let mut rng = rng(3);
+    let (nc, nr) = (37, 11);
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(DType::F32, &[nc, nr]).unwrap();
+    let out = ctx.argmax(a).unwrap();
+    assert_eq!(ctx.tensor(out).ne, [nr, 1, 1, 1]);
+    assert_eq!(ctx.tensor(out).dtype, DType::I32);
+    alloc_all(&mut ctx);
+    let mut v = rand_vec(&mut rng, nc * nr);
+    // Row 0: a tie between elements 3 and 20 (ggml picks the last).
+    v[3] = 5.0;
+    v[20] = 5.0;
+    ctx.set_f32(a, &v).unwrap();
+    for threads in [1, 2, 3] {
+        compute(&ctx, &[out], threads).unwrap();
+        let got = ctx.get_i32(out).unwrap();
+        assert_eq!(got, reference::argmax(&v, [nc, nr, 1, 1]));
+        assert_eq!(got[0], 20);
+    }
+    let c3 = ctx.new_tensor(DType::F32, &[4, 3, 2]).unwrap();
+    assert!(matches!(ctx.argmax(c3), Err(Error::Shape(_))));
+}
+
+#[test]
+fn cross_entropy_loss_matches_definition() {
+    let mut rng = rng(9);
+    for (ne, threads) in [([10, 7, 1, 1], 1), ([33, 5, 3, 1], 2), ([4, 1, 1, 1], 3)] {
+        let n: usize = ne.iter().product();
+        let mut ctx = Context::new();
+        let x = ctx.new_tensor(DType::F32, &ne).unwrap();
+        let y = ctx.new_tensor(DType::F32, &ne).unwrap();
+        let l = ctx.cross_entropy_loss(x, y).unwrap();
+        assert_eq!(ctx.tensor(l).ne, [1, 1, 1, 1]);
+        alloc_all(&mut ctx);
+        let xv: Vec<f32> = rand_vec(&mut rng, n).iter().map(|v| v * 4.0).collect();
+        // Labels: a probability distribution per row.
+        let mut yv: Vec<f32> = rand_vec(&mut rng, n)
+            .iter()
+            .map(|v| v.abs() + 0.01)
+            .collect();
+        for row in yv.chunks_mut(ne[0]) {
+            let s: f32 = row.iter().sum();
+            row.iter_mut().for_each(|v| *v /= s);
+        }
+        ctx.set_f32(x, &xv).unwrap();
+        ctx.set_f32(y, &yv).unwrap();
+        compute(&ctx, &[l], threads).unwrap();
+        let got = ctx.get_f32(l).unwrap()[0];
+        let want = reference::cross_entropy_loss(&xv, &yv, ne);
+        assert!(
+            (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+            "{got} vs {want}"
+        );
+        assert!(got > 0.0);
+    }
+    let mut ctx = Context::new();
+    let x = ctx.new_tensor(DType::F32, &[4, 3]).unwrap();
+    let y = ctx.new_tensor(DType::F32, &[4, 2]).unwrap();
+    assert!(matches!(ctx.cross_entropy_loss(x, y), Err(Error::Shape(_))));
+}
