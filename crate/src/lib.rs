@@ -5,6 +5,7 @@
 //! a backend computes it → outputs are read back.
 
 pub mod alloc;
+pub mod bench;
 pub mod backend;
 pub mod context;
 pub mod dtype;
