@@ -1,4 +1,4 @@
-// Row reductions, one workgroup per row: op 0 sum_rows, 1 mean, 2 argmax (i32, first maximum),
+// Row reductions, one workgroup per row: op 0 sum_rows, 1 mean, 2 argmax (i32, last maximum, as ggml),
 // 3 sum of all elements (one workgroup). Scalars: rows, op.
 var<workgroup> rv: array<f32, 256>;
 var<workgroup> ri: array<u32, 256>;
@@ -26,7 +26,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             x = bitcast<f32>(src0[t_at(1u, c) + i * t_nb(1u, 0u)]);
         }
         acc = acc + x;
-        if (x > best || besti == 0xFFFFFFFFu) { best = x; besti = i; }
+        if (x >= best || besti == 0xFFFFFFFFu) { best = x; besti = i; }
     }
     rv[lid] = select(acc, best, op == 2u);
     ri[lid] = besti;
@@ -35,7 +35,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (lid < s) {
             if (op == 2u) {
                 let o = lid + s;
-                if (ri[o] != 0xFFFFFFFFu && (ri[lid] == 0xFFFFFFFFu || rv[o] > rv[lid] || (rv[o] == rv[lid] && ri[o] < ri[lid]))) {
+                if (ri[o] != 0xFFFFFFFFu && (ri[lid] == 0xFFFFFFFFu || rv[o] > rv[lid] || (rv[o] == rv[lid] && ri[o] > ri[lid]))) {
                     rv[lid] = rv[o];
                     ri[lid] = ri[o];
                 }

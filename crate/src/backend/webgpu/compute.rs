@@ -130,7 +130,7 @@ pub fn bench_mul_mat_on(
     k: usize,
     min_seconds: f64,
 ) -> Result<f64> {
-    use crate::backend::{Backend, Device};
+    use crate::backend::Device;
     let mut ctx = Context::new();
     let w = ctx.new_tensor_2d(dtype, k, m)?;
     let x = ctx.new_tensor_2d(crate::DType::F32, k, n)?;

@@ -457,13 +457,15 @@ pub(crate) fn plan<'a>(
                     if pairs { "main_pairs" } else { "main" },
                     grid(if pairs { n.div_ceil(2) } else { n }, WG as usize, maxd),
                     Box::new(move |f16| {
+                        let (single, pairs_src) = CPY.split_once("// @@PAIRS@@").unwrap_or((CPY, ""));
                         format!(
-                            "{}{}{}{}{}{CPY}",
+                            "{}{}{}{}{}{}",
                             header(f16),
                             decl(1, "dst", elem(d, f16)),
                             decl(2, "src0", elem(s0, f16)),
                             reader("read_src", "src0", s0, f16),
                             writer(d, f16),
+                            if pairs { pairs_src } else { single },
                         )
                     }),
                 )

@@ -26,7 +26,7 @@ mod compute;
 mod kernels;
 pub mod util;
 
-pub use buffer::{WebGpuBuffer, WebGpuBufferType};
+pub use buffer::{read_tensor_async, WebGpuBuffer, WebGpuBufferType};
 pub use compute::bench_mul_mat_webgpu;
 pub use util::block_on;
 
@@ -212,6 +212,8 @@ impl WebGpuDevice {
                     power_preference: wgpu::PowerPreference::HighPerformance,
                     force_fallback_adapter: false,
                     compatible_surface: None,
+                    // The real limits (128 MiB storage bindings on lavapipe), not buckets.
+                    apply_limit_buckets: false,
                 })
                 .await
                 .map_err(|e| Error::Backend(format!("no WebGPU adapter: {e}")))?,
