@@ -9,7 +9,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     write_dst(t_at(0u, t_coords(0u, i)), v);
 }
 
-// @@PAIRS@@ (the rest is compiled only for the pairs variant)
+// The rest is compiled only for the pairs variant.
+// @@PAIRS@@
 // f16 destination without shader-f16: dst is contiguous and bound as u32 words; each invocation
 // writes one word (two halves).
 @compute @workgroup_size(256)

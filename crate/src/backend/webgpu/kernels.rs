@@ -457,7 +457,7 @@ pub(crate) fn plan<'a>(
                     if pairs { "main_pairs" } else { "main" },
                     grid(if pairs { n.div_ceil(2) } else { n }, WG as usize, maxd),
                     Box::new(move |f16| {
-                        let (single, pairs_src) = CPY.split_once("// @@PAIRS@@").unwrap_or((CPY, ""));
+                        let (single, pairs_src) = CPY.split_once("// @@PAIRS@@\n").unwrap_or((CPY, ""));
                         format!(
                             "{}{}{}{}{}{}",
                             header(f16),
