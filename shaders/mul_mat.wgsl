@@ -100,3 +100,28 @@ fn mat_mat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         }
     }
 }
+
+// n == 1 without workgroup memory: each invocation computes a whole output row (fits CPU
+// emulations such as lavapipe, where barriers are expensive; chosen by the host per adapter).
+@compute @workgroup_size(64)
+fn mat_vec_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32) {
+    let g = wg_index(wid, nwg) * 64u + lid;
+    let M = t_ne(1u, 1u);
+    let K = t_ne(1u, 0u);
+    let ne12 = t_ne(2u, 2u);
+    let nb = ne12 * t_ne(2u, 3u);
+    if (g >= M * nb) { return; }
+    let i = g % M;
+    let bidx = g / M;
+    let i12 = bidx % ne12;
+    let i13 = bidx / ne12;
+    let abase = a_row(i, i12, i13);
+    let bbase = t_off(2u) + i12 * t_nb(2u, 2u) + i13 * t_nb(2u, 3u);
+    let nb10 = t_nb(2u, 0u);
+    var acc = 0.0;
+    for (var k = 0u; k < K; k = k + 1u) {
+        acc = acc + load_a(abase, k) * bitcast<f32>(src1[bbase + k * nb10]);
+    }
+    dst[t_off(0u) + i * t_nb(0u, 0u) + i12 * t_nb(0u, 2u) + i13 * t_nb(0u, 3u)] = bitcast<u32>(acc);
+}

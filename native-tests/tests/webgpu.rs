@@ -17,14 +17,19 @@ fn devices() -> &'static [(String, Arc<WebGpuDevice>)] {
     static DEVS: OnceLock<Vec<(String, Arc<WebGpuDevice>)>> = OnceLock::new();
     DEVS.get_or_init(|| {
         let mut v = Vec::new();
-        match WebGpuDevice::new_blocking(&WebGpuOptions::default()) {
+        // GGWEB_WEBGPU_ADAPTER picks the adapter, GGWEB_WEBGPU_F32=1 forces the f32 path.
+        match WebGpuDevice::new_blocking(&WebGpuOptions::from_env()) {
             Ok(d) => {
                 eprintln!("WebGPU adapter: {}", d.adapter());
                 if d.uses_f16() {
+                    let rows = d.matvec_rows();
                     v.push(("f16 path".to_string(), d));
+                    // The f32 path also takes the other n = 1 mul_mat kernel than the default
+                    // chosen for this adapter, so both are tested.
                     let opts = WebGpuOptions {
                         force_f32: true,
-                        ..Default::default()
+                        matvec_rows: Some(!rows),
+                        ..WebGpuOptions::from_env()
                     };
                     if let Ok(d32) = WebGpuDevice::new_blocking(&opts) {
                         v.push(("f32 path".to_string(), d32));
@@ -648,6 +653,41 @@ fn mnist_fc_and_cnn_match_cpu() {
             assert!((acc - expect).abs() < 1e-9, "accuracy {acc} != {expect}");
             let e = nmse(&logits, &ref_logits);
             assert!(e < F32_TOL, "logits NMSE {e:.3e}");
+        }
+    }
+}
+
+/// mul_mat GFLOP/s on the default adapter (lavapipe here: a CPU emulation). Run with
+/// `cargo test -p ggweb-native-tests --test webgpu bench -- --ignored --nocapture`;
+/// `GGWEB_BENCH_SIZES="m,n,k;..."` overrides the shapes.
+#[test]
+#[ignore]
+fn bench_mul_mat_webgpu_table() {
+    if devices().is_empty() {
+        eprintln!("no adapter");
+        return;
+    }
+    let sizes: Vec<(usize, usize, usize)> = std::env::var("GGWEB_BENCH_SIZES")
+        .ok()
+        .map(|s| {
+            s.split(';')
+                .filter_map(|t| {
+                    let v: Vec<usize> = t.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+                    (v.len() == 3).then(|| (v[0], v[1], v[2]))
+                })
+                .collect()
+        })
+        .unwrap_or_else(|| vec![(4096, 1, 4096), (4096, 512, 4096)]);
+    for (path, dev) in devices() {
+        for &(m, n, k) in &sizes {
+            for t in [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K] {
+                let g = ggweb::backend::webgpu::bench_mul_mat_on(dev, t, m, n, k, 1.0)
+                    .expect("bench");
+                println!(
+                    "webgpu [{}; {path}] mul_mat {t:>5} m={m} n={n} k={k}: {g:8.2} GFLOP/s",
+                    dev.adapter().name
+                );
+            }
         }
     }
 }

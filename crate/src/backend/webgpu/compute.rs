@@ -1,8 +1,6 @@
 //! Graph encoding: one command encoder and one compute pass per graph, one dispatch per node, the
 //! parameters of all dispatches in one uniform buffer (256 bytes each).
 
-use std::sync::Arc;
-
 use super::kernels::{self, Dispatch};
 use super::Shared;
 use crate::graph::Graph;
@@ -123,7 +121,7 @@ pub fn bench_mul_mat_webgpu(
 /// As [`bench_mul_mat_webgpu`] on a given device.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn bench_mul_mat_on(
-    dev: &Arc<super::WebGpuDevice>,
+    dev: &std::sync::Arc<super::WebGpuDevice>,
     dtype: crate::DType,
     m: usize,
     n: usize,

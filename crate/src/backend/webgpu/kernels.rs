@@ -524,7 +524,10 @@ pub(crate) fn plan<'a>(
                 p.u(0, (b.ne[2] / a.ne[2].max(1)) as u32);
                 p.u(1, (b.ne[3] / a.ne[3].max(1)) as u32);
                 let vec = nn == 1;
-                let groups = if vec {
+                let rows = vec && shared.matvec_rows;
+                let groups = if rows {
+                    grid(m * batch, 64, maxd)
+                } else if vec {
                     grid(m * batch, 1, maxd)
                 } else {
                     [
@@ -541,7 +544,13 @@ pub(crate) fn plan<'a>(
                 }
                 (
                     format!("mul_mat_{}", tname(s0)),
-                    if vec { "mat_vec" } else { "mat_mat" },
+                    if rows {
+                        "mat_vec_rows"
+                    } else if vec {
+                        "mat_vec"
+                    } else {
+                        "mat_mat"
+                    },
                     groups,
                     Box::new(move |f16| {
                         format!(

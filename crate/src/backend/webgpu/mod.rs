@@ -28,6 +28,8 @@ pub mod util;
 
 pub use buffer::{read_tensor_async, WebGpuBuffer, WebGpuBufferType};
 pub use compute::bench_mul_mat_webgpu;
+#[cfg(not(target_arch = "wasm32"))]
+pub use compute::bench_mul_mat_on;
 pub use util::block_on;
 
 /// Options for opening a device.
@@ -38,17 +40,28 @@ pub struct WebGpuOptions {
     /// Pick the first adapter whose name contains this (case-insensitive); default: the
     /// high-performance adapter wgpu recommends.
     pub adapter_name: Option<String>,
+    /// mul_mat with n = 1: `Some(true)` one invocation per output row, `Some(false)` one
+    /// workgroup per row with a reduction in workgroup memory; `None` picks per-row on CPU
+    /// adapters (lavapipe, SwiftShader) and the reduction elsewhere. Env: `GGWEB_WEBGPU_MATVEC`
+    /// = `rows` | `reduce`.
+    pub matvec_rows: Option<bool>,
 }
 
 impl WebGpuOptions {
     /// Defaults plus the environment: `GGWEB_WEBGPU_F32=1` forces the f32 path,
     /// `GGWEB_WEBGPU_ADAPTER=<substring>` picks an adapter by name.
     pub fn from_env() -> Self {
+        #[allow(unused_mut)]
         let mut o = WebGpuOptions::default();
         #[cfg(not(target_arch = "wasm32"))]
         {
             if let Ok(v) = std::env::var("GGWEB_WEBGPU_F32") {
                 o.force_f32 = !(v.is_empty() || v == "0");
+            }
+            match std::env::var("GGWEB_WEBGPU_MATVEC").ok().as_deref() {
+                Some("rows") => o.matvec_rows = Some(true),
+                Some("reduce") => o.matvec_rows = Some(false),
+                _ => {}
             }
             if let Ok(v) = std::env::var("GGWEB_WEBGPU_ADAPTER") {
                 if !v.is_empty() {
@@ -158,6 +171,9 @@ pub(crate) struct Shared {
     pub(crate) limits: wgpu::Limits,
     /// `shader-f16` is enabled on the device and used by the kernels.
     pub(crate) use_f16: bool,
+    /// n = 1 mul_mat with one invocation per row (no workgroup reduction): faster on CPU
+    /// emulations (lavapipe, SwiftShader), where barriers are costly.
+    pub(crate) matvec_rows: bool,
     pub(crate) pipelines: Mutex<HashMap<String, Arc<kernels::Pipeline>>>,
     pub(crate) layouts: Mutex<HashMap<usize, Arc<(wgpu::BindGroupLayout, wgpu::PipelineLayout)>>>,
     /// The first uncaptured wgpu error since the last check (validation errors are reported as
@@ -248,12 +264,16 @@ impl WebGpuDevice {
         let limits = device.limits();
         let rep = report(&adapter.get_info(), device.features(), &limits);
         let name = format!("WebGPU ({})", rep.name);
+        let matvec_rows = opts
+            .matvec_rows
+            .unwrap_or(rep.device_type == format!("{:?}", wgpu::DeviceType::Cpu));
         let shared = Arc::new(Shared {
             device,
             queue,
             report: rep,
             limits,
             use_f16,
+            matvec_rows,
             pipelines: Mutex::new(HashMap::new()),
             layouts: Mutex::new(HashMap::new()),
             error,
@@ -279,6 +299,11 @@ impl WebGpuDevice {
     /// True when kernels use `shader-f16` (false on the f32 path).
     pub fn uses_f16(&self) -> bool {
         self.shared.use_f16
+    }
+
+    /// True when n = 1 mul_mat uses one invocation per row (see [`WebGpuOptions::matvec_rows`]).
+    pub fn matvec_rows(&self) -> bool {
+        self.shared.matvec_rows
     }
 
     /// The buffer type, concretely typed.

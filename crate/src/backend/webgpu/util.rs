@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Waker};
 
 use super::Shared;
-use crate::{Error, Result};
+use crate::Result;
 
 /// Run a future to completion on this thread (native; wgpu's native futures are ready at once or
 /// driven by `device.poll`).
@@ -71,6 +71,7 @@ impl<T> OneshotSender<T> {
 
 impl<T> OneshotReceiver<T> {
     /// The value if it was sent already (native polling path).
+    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn try_take(&self) -> Option<T> {
         self.0.lock().ok().and_then(|mut g| g.value.take())
     }
@@ -101,7 +102,7 @@ pub(crate) fn wait_idle(shared: &Shared) -> Result<()> {
         shared
             .device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Backend(format!("WebGPU poll: {e}")))?;
+            .map_err(|e| crate::Error::Backend(format!("WebGPU poll: {e}")))?;
     }
     shared.take_error()
 }
