@@ -121,3 +121,37 @@ impl Context {
         Ok(bytemuck::pod_collect_to_vec(&self.get_bytes(id)?))
     }
 }
+
+impl Context {
+    /// The bytes of any tensor (views with strides included), gathered into contiguous order.
+    pub fn read_bytes(&self, id: TensorId) -> Result<Vec<u8>> {
+        let t = self.get(id)?;
+        if t.is_contiguous() {
+            return self.get_bytes(id);
+        }
+        // Read the whole span once (one transfer for device buffers), then gather on the host.
+        let (d, off) = self.data_location(id)?;
+        let mut span = vec![0u8; t.nbytes()];
+        d.buffer.get(off, &mut span)?;
+        let ts = t.dtype.type_size();
+        let bs = t.dtype.block_size();
+        let row_bytes = t.ne[0] / bs * ts;
+        let mut out = Vec::with_capacity(row_bytes * t.nrows());
+        for i3 in 0..t.ne[3] {
+            for i2 in 0..t.ne[2] {
+                for i1 in 0..t.ne[1] {
+                    let base = i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
+                    if t.nb[0] == ts {
+                        out.extend_from_slice(&span[base..base + row_bytes]);
+                    } else {
+                        for i0 in 0..t.ne[0] / bs {
+                            let p = base + i0 * t.nb[0];
+                            out.extend_from_slice(&span[p..p + ts]);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -14,7 +14,13 @@ const SHAPE: [usize; 4] = [7, 5, 3, 2];
 
 #[test]
 fn binary_ops() {
-    let b_shapes: [[usize; 4]; 5] = [SHAPE, [7, 1, 3, 1], [1, 5, 1, 2], [7, 1, 1, 1], [1, 1, 1, 1]];
+    let b_shapes: [[usize; 4]; 5] = [
+        SHAPE,
+        [7, 1, 3, 1],
+        [1, 5, 1, 2],
+        [7, 1, 1, 1],
+        [1, 1, 1, 1],
+    ];
     let mut seed = 0;
     for op in ["add", "sub", "mul", "div"] {
         for ta in FLOATS {
@@ -203,14 +209,19 @@ fn norms() {
         for shape in [SHAPE, [64, 3, 1, 1], [1, 4, 1, 1]] {
             for rms in [false, true] {
                 seed += 1;
-                check(&format!("norm rms={rms} {shape:?} {l:?}"), seed, None, |h| {
-                    let a = h.input_fill(DType::F32, shape, l, Fill::Uniform(-3.0, 2.0));
-                    if rms {
-                        h.ctx.rms_norm(a, 1e-6).unwrap()
-                    } else {
-                        h.ctx.norm(a, 1e-5).unwrap()
-                    }
-                });
+                check(
+                    &format!("norm rms={rms} {shape:?} {l:?}"),
+                    seed,
+                    None,
+                    |h| {
+                        let a = h.input_fill(DType::F32, shape, l, Fill::Uniform(-3.0, 2.0));
+                        if rms {
+                            h.ctx.rms_norm(a, 1e-6).unwrap()
+                        } else {
+                            h.ctx.norm(a, 1e-5).unwrap()
+                        }
+                    },
+                );
             }
         }
     }
@@ -525,14 +536,23 @@ fn build_time_shape_errors() {
     assert!(matches!(c.concat(a, b, 1), Err(Error::Shape(_))));
     assert!(c.concat(a, b, 0).is_ok());
     assert!(matches!(c.concat(a, b, 4), Err(Error::Shape(_))));
-    assert!(matches!(c.concat(a, i, 0), Err(Error::UnsupportedType { .. })));
+    assert!(matches!(
+        c.concat(a, i, 0),
+        Err(Error::UnsupportedType { .. })
+    ));
     // soft_max masks
     let m_bad0 = c.new_tensor(DType::F32, &[6, 5]).unwrap();
     let m_short = c.new_tensor(DType::F32, &[7, 4]).unwrap();
     let m_i32 = c.new_tensor(DType::I32, &[7, 5]).unwrap();
     let m_ok = c.new_tensor(DType::F16, &[7, 8]).unwrap();
-    assert!(matches!(c.soft_max_ext(a, Some(m_bad0), 1.0, 0.0), Err(Error::Shape(_))));
-    assert!(matches!(c.soft_max_ext(a, Some(m_short), 1.0, 0.0), Err(Error::Shape(_))));
+    assert!(matches!(
+        c.soft_max_ext(a, Some(m_bad0), 1.0, 0.0),
+        Err(Error::Shape(_))
+    ));
+    assert!(matches!(
+        c.soft_max_ext(a, Some(m_short), 1.0, 0.0),
+        Err(Error::Shape(_))
+    ));
     assert!(matches!(
         c.soft_max_ext(a, Some(m_i32), 1.0, 0.0),
         Err(Error::UnsupportedType { .. })
@@ -546,7 +566,10 @@ fn build_time_shape_errors() {
     let pos_f = c.new_tensor(DType::F32, &[6]).unwrap();
     let p = RopeParams::new(16, RopeMode::Neox, 10000.0);
     assert!(c.rope_ext(x, pos, None, p).is_ok());
-    assert!(matches!(c.rope_ext(x, pos_bad, None, p), Err(Error::Shape(_))));
+    assert!(matches!(
+        c.rope_ext(x, pos_bad, None, p),
+        Err(Error::Shape(_))
+    ));
     assert!(matches!(
         c.rope_ext(x, pos_f, None, p),
         Err(Error::UnsupportedType { .. })
@@ -556,7 +579,10 @@ fn build_time_shape_errors() {
         assert!(matches!(c.rope_ext(x, pos, None, p), Err(Error::Shape(_))));
     }
     let ff_short = c.new_tensor(DType::F32, &[7]).unwrap();
-    assert!(matches!(c.rope_ext(x, pos, Some(ff_short), p), Err(Error::Shape(_))));
+    assert!(matches!(
+        c.rope_ext(x, pos, Some(ff_short), p),
+        Err(Error::Shape(_))
+    ));
     // get_rows
     let w = c.new_tensor(DType::Q4_0, &[64, 10]).unwrap();
     let r = c.new_tensor(DType::I32, &[3]).unwrap();
@@ -564,7 +590,10 @@ fn build_time_shape_errors() {
     let r_bad = c.new_tensor(DType::I32, &[3, 2]).unwrap();
     let g = c.get_rows(w, r).unwrap();
     assert_eq!(c.tensor(g).ne, [64, 3, 1, 1]);
-    assert!(matches!(c.get_rows(w, r_f), Err(Error::UnsupportedType { .. })));
+    assert!(matches!(
+        c.get_rows(w, r_f),
+        Err(Error::UnsupportedType { .. })
+    ));
     assert!(matches!(c.get_rows(w, r_bad), Err(Error::Shape(_))));
     // shapes of reductions
     let s = c.sum(a).unwrap();
@@ -577,7 +606,8 @@ fn build_time_shape_errors() {
 
 #[test]
 fn unsupported_type_combinations_fail_at_compute() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Harness) -> ggweb::TensorId>)> = vec![
+    type Build = Box<dyn Fn(&mut Harness) -> ggweb::TensorId>;
+    let cases: Vec<(&str, Build)> = vec![
         (
             "norm f16",
             Box::new(|h| {
@@ -623,5 +653,73 @@ fn unsupported_type_combinations_fail_at_compute() {
             Err(Error::UnsupportedOp(msg)) => assert!(!msg.is_empty(), "{label}"),
             other => panic!("{label}: expected UnsupportedOp, got {other:?}"),
         }
+    }
+}
+
+/// In-place execution (the graph allocator may give an elementwise result its src0's memory):
+/// the kernels must read each row before writing it.
+#[test]
+fn in_place_results() {
+    let mut seed = 10_000;
+    for t in [DType::F32, DType::F16] {
+        for which in [
+            "add", "mul", "scale", "silu", "rms_norm", "soft_max", "rope",
+        ] {
+            if t != DType::F32 && matches!(which, "rms_norm" | "soft_max") {
+                continue;
+            }
+            seed += 1;
+            let mut h = Harness::new(seed);
+            let shape = [16, 5, 3, 1];
+            let a = h.input(t, shape, Layout::Contig);
+            let b = h.input(DType::F32, [16, 1, 3, 1], Layout::Contig);
+            let pos = h.leaf_fill(DType::I32, &[3], Fill::Int(0, 50));
+            let c = &mut h.ctx;
+            let out = match which {
+                "add" => c.add(a, b),
+                "mul" => c.mul(a, b),
+                "scale" => c.scale_bias(a, 2.0, -1.0),
+                "silu" => c.silu(a),
+                "rms_norm" => c.rms_norm(a, 1e-6),
+                "soft_max" => c.soft_max_ext(a, None, 0.5, 0.0),
+                _ => c.rope_ext(a, pos, None, RopeParams::new(16, RopeMode::Neox, 10000.0)),
+            }
+            .unwrap();
+            h.finish();
+            let want = h.reference(out);
+            let want = support_basic::round_to(t, &want.data, shape[0]);
+            let data = h.ctx.tensor(a).data.clone().unwrap();
+            h.ctx.set_data(out, data);
+            h.compute(out, 3).unwrap();
+            let got = h.ctx.get_f32(out).unwrap();
+            let tol = if which == "rope" && t == DType::F32 {
+                Tol {
+                    abs: 1e-4,
+                    rel: 1e-4,
+                }
+            } else {
+                support_basic::tol_for(t)
+            };
+            support_basic::assert_close(&format!("in-place {which} {t}"), &got, &want, tol);
+        }
+    }
+}
+
+/// A quantized tensor copied into another shape of the same type keeps its bytes.
+#[test]
+fn quantized_reshaping_copy_keeps_bytes() {
+    for t in [DType::Q8_0, DType::Q4_K] {
+        let ne0 = t.block_size() * 2;
+        let mut h = Harness::new(11);
+        let a = h.leaf_fill(t, &[ne0, 3], Fill::Uniform(-1.0, 1.0));
+        let b = h.ctx.new_tensor(t, &[ne0 / 2, 6]).unwrap();
+        let out = h.ctx.cpy(a, b).unwrap();
+        h.finish();
+        h.compute(out, 3).unwrap();
+        assert_eq!(
+            h.ctx.get_bytes(a).unwrap(),
+            h.ctx.get_bytes(b).unwrap(),
+            "{t}"
+        );
     }
 }

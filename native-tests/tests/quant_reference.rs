@@ -3,9 +3,11 @@
 //! - dequantization must equal gguf-py's `gguf.quants.dequantize` **bit for bit** (same f32
 //!   operations in the same order), for real tensors of SmolLM2/gemma-3 GGUF files, for gguf-py-
 //!   and ggml-quantized random data, and for random block bytes;
+//!   (q8_1/q8_K, which gguf-py lacks: numpy's d·q);
 //! - where a fixture carries its source values, quantizing them must reproduce the fixture's bytes
-//!   exactly (gguf-py's `quantize`, or ggml's C `quantize_row_*_ref`), with both the fast and the
-//!   scalar table entries.
+//!   exactly (gguf-py's `quantize`, or ggml's C `quantize_row_*_ref` on random data and on edge
+//!   cases: constant, all-negative, 1e-20-small, ±ties, .5 grid points, outliers), with both the
+//!   fast and the scalar table entries.
 
 use std::path::{Path, PathBuf};
 
@@ -77,11 +79,24 @@ fn fixtures_cover_every_quantized_weight_type() {
         DType::Q4_K,
         DType::Q5_K,
         DType::Q6_K,
+        DType::Q8_1,
+        DType::Q8_K,
     ] {
         assert!(fx.iter().any(|f| f.dtype == t), "no fixture for {t}");
+        // Quantization is checked against an external reference for every type.
+        assert!(
+            fx.iter().any(|f| f.dtype == t && f.src.is_some()),
+            "no reference quantization for {t}"
+        );
     }
     // Real tensors from the GGUF files.
-    for name in ["q4_1_smollm2", "q8_0_smollm2", "q4_k_gemma", "q5_0_gemma", "q6_k_gemma"] {
+    for name in [
+        "q4_1_smollm2",
+        "q8_0_smollm2",
+        "q4_k_gemma",
+        "q5_0_gemma",
+        "q6_k_gemma",
+    ] {
         assert!(fx.iter().any(|f| f.name == format!("{name}.bin")), "{name}");
     }
 }
@@ -109,7 +124,7 @@ fn dequantize_matches_gguf_py_bit_exactly() {
         assert_eq!(y, z, "{} (misaligned)", f.name);
         count += 1;
     }
-    assert!(count >= 20, "only {count} fixtures");
+    assert!(count >= 40, "only {count} fixtures");
 }
 
 #[test]
@@ -135,5 +150,5 @@ fn quantize_matches_reference_bytes() {
         assert_eq!(qs, f.raw, "{} (scalar)", f.name);
         count += 1;
     }
-    assert!(count >= 15, "only {count} fixtures with source data");
+    assert!(count >= 29, "only {count} fixtures with source data");
 }

@@ -11,6 +11,7 @@ use crate::{Context, Result, TensorId};
 pub mod cpu;
 #[cfg(feature = "webgpu")]
 pub mod webgpu;
+pub mod sched;
 
 /// What a buffer is used for; the scheduler keeps ops next to their weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

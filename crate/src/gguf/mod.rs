@@ -21,7 +21,7 @@ mod writer;
 
 pub use file::GgufFile;
 pub use value::{Array, Value};
-pub use writer::GgufWriter;
+pub use writer::{n_dims, GgufWriter};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -92,7 +92,7 @@ pub(crate) fn tensor_nbytes(
             .ok_or_else(|| format!("tensor '{name}': element count {ne:?} overflows i64"))?;
     }
     let bs = dtype.block_size() as u64;
-    if ne[0] % bs != 0 {
+    if ne[0].checked_rem(bs) != Some(0) {
         return Err(format!(
             "tensor '{name}': ne[0] = {} is not a multiple of {}'s block size {bs}",
             ne[0],
@@ -221,5 +221,75 @@ impl Gguf {
             .map(|t| t.offset.saturating_add(t.size))
             .max()
             .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn n_dims_drops_trailing_ones() {
+        assert_eq!(writer::n_dims(&[1, 1, 1, 1]), 1);
+        assert_eq!(writer::n_dims(&[5, 1, 1, 1]), 1);
+        assert_eq!(writer::n_dims(&[1, 1, 8, 1]), 3);
+        assert_eq!(writer::n_dims(&[2, 3, 4, 5]), 4);
+    }
+
+    #[test]
+    fn tensor_sizes() {
+        assert_eq!(tensor_nbytes("t", DType::Q4_0, &[64, 3, 1, 1]), Ok(108));
+        assert_eq!(tensor_nbytes("t", DType::F32, &[0, 7, 1, 1]), Ok(0));
+        assert!(tensor_nbytes("t", DType::Q4_K, &[128, 1, 1, 1]).is_err());
+        assert!(tensor_nbytes("t", DType::F32, &[1 << 40, 1 << 30, 1, 1]).is_err());
+        assert!(
+            tensor_nbytes("t", DType::F64, &[1 << 61, 1, 1, 1]).is_err(),
+            "bytes overflow i64"
+        );
+    }
+
+    #[test]
+    fn streaming_prefixes() {
+        let mut w = GgufWriter::new();
+        w.set("general.architecture", "x");
+        w.add_tensor("t", DType::F32, &[2], &[0; 8]).unwrap();
+        let bytes = w.to_bytes().unwrap();
+        assert_eq!(Gguf::parse_header(&[]).unwrap(), HeaderParse::NeedMore(4));
+        assert_eq!(
+            Gguf::parse_header(b"GGUF").unwrap(),
+            HeaderParse::NeedMore(8)
+        );
+        assert!(Gguf::parse_header(b"GGML").is_err());
+        // The key's length is known after 32 bytes: 20 bytes of key follow.
+        assert_eq!(
+            Gguf::parse_header(&bytes[..32]).unwrap(),
+            HeaderParse::NeedMore(52)
+        );
+        let g = Gguf::parse(&bytes).unwrap();
+        let HeaderParse::Complete(h) =
+            Gguf::parse_header(&bytes[..g.data_offset as usize]).unwrap()
+        else {
+            panic!("header incomplete")
+        };
+        assert_eq!(h, g);
+        // The data is not there yet.
+        assert!(h.check_file_len(g.data_offset).is_err());
+        assert!(h.check_file_len(bytes.len() as u64).is_ok());
+        assert!(Gguf::parse(&bytes[..g.data_offset as usize + 7]).is_err());
+        assert!(
+            Gguf::parse(&bytes[..g.data_offset as usize + 8]).is_ok(),
+            "final padding is optional"
+        );
+        assert!(Gguf::parse_header_with_len(&bytes, 40).is_err());
+    }
+
+    #[test]
+    fn writer_set_replaces_in_place() {
+        let mut w = GgufWriter::new();
+        w.set("a", 1u32).set("b", 2u32).set("a", "x");
+        let g = Gguf::parse(&w.to_bytes().unwrap()).unwrap();
+        assert_eq!(g.metadata[0], ("a".to_string(), Value::from("x")));
+        assert_eq!(g.get("b").and_then(Value::as_u32), Some(2));
+        assert_eq!(g.data_offset, g.data_offset.div_ceil(32) * 32);
     }
 }

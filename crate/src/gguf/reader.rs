@@ -409,7 +409,7 @@ pub(super) fn check_data_layout(g: &Gguf, total: Option<u64>) -> std::result::Re
     if align == 0 || !align.is_power_of_two() {
         return Err(format!("alignment {align} is not a non-zero power of two"));
     }
-    if g.data_offset % align != 0 {
+    if g.data_offset.checked_rem(align) != Some(0) {
         return Err(format!(
             "data section offset {} is not aligned to {align}",
             g.data_offset
@@ -426,7 +426,7 @@ pub(super) fn check_data_layout(g: &Gguf, total: Option<u64>) -> std::result::Re
     }
     let mut spans: Vec<(u64, u64, usize)> = Vec::with_capacity(g.tensors.len());
     for (i, t) in g.tensors.iter().enumerate() {
-        if t.offset % align != 0 {
+        if t.offset.checked_rem(align) != Some(0) {
             return Err(format!(
                 "tensor '{}': offset {} is not a multiple of the alignment {align}",
                 t.name, t.offset

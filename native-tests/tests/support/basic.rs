@@ -124,9 +124,9 @@ impl Harness {
                 let v: Vec<f32> = match fill {
                     Fill::Uniform(lo, hi) => (0..n).map(|_| self.rng.gen_range(lo..hi)).collect(),
                     Fill::Values(v) => v,
-                    Fill::Int(lo, hi) => (0..n)
-                        .map(|_| self.rng.gen_range(lo..hi) as f32)
-                        .collect(),
+                    Fill::Int(lo, hi) => {
+                        (0..n).map(|_| self.rng.gen_range(lo..hi) as f32).collect()
+                    }
                 };
                 self.ctx.set_f32(id, &v).expect("set f32");
             }
@@ -248,7 +248,7 @@ pub fn assert_close(label: &str, got: &[f32], want: &[f32], tol: Tol) {
         }
         let err = (g - w).abs();
         let bound = tol.abs + tol.rel * w.abs();
-        if !(err <= bound) {
+        if err.is_nan() || err > bound {
             panic!(
                 "{label}: element {i}: got {g}, want {w} (err {err:e} > {bound:e}); nmse {:e}",
                 nmse(got, want)

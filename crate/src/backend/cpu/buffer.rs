@@ -206,3 +206,9 @@ pub fn cpu_buffer_type() -> Arc<dyn BufferType> {
     static BUFT: OnceLock<Arc<CpuBufferType>> = OnceLock::new();
     BUFT.get_or_init(|| Arc::new(CpuBufferType)).clone()
 }
+
+impl HostBytes for &'static [u8] {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}

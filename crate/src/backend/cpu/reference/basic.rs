@@ -14,7 +14,11 @@ pub struct Dense {
 
 impl Dense {
     pub fn new(ne: [usize; 4], data: Vec<f32>) -> Dense {
-        assert_eq!(ne.iter().product::<usize>(), data.len(), "Dense shape/data mismatch");
+        assert_eq!(
+            ne.iter().product::<usize>(),
+            data.len(),
+            "Dense shape/data mismatch"
+        );
         Dense { ne, data }
     }
 
@@ -222,7 +226,9 @@ pub fn compute(op: &Op, srcs: &[Option<&Dense>], dst_ne: [usize; 4]) -> Result<D
         Op::Norm { eps } | Op::RmsNorm { eps } => {
             let n = a.ne[0];
             for r in indices([1, dst_ne[1], dst_ne[2], dst_ne[3]]) {
-                let row: Vec<f64> = (0..n).map(|k| a.get([k, r[1], r[2], r[3]]) as f64).collect();
+                let row: Vec<f64> = (0..n)
+                    .map(|k| a.get([k, r[1], r[2], r[3]]) as f64)
+                    .collect();
                 let mean = if matches!(op, Op::Norm { .. }) {
                     row.iter().sum::<f64>() / n as f64
                 } else {
@@ -245,8 +251,7 @@ pub fn compute(op: &Op, srcs: &[Option<&Dense>], dst_ne: [usize; 4]) -> Result<D
                         let x = a.get([k, r[1], r[2], r[3]]) as f64 * scale as f64;
                         match mask {
                             Some(m) => {
-                                x + slope
-                                    * m.get([k, r[1], r[2] % m.ne[2], r[3] % m.ne[3]]) as f64
+                                x + slope * m.get([k, r[1], r[2] % m.ne[2], r[3] % m.ne[3]]) as f64
                             }
                             None => x,
                         }

@@ -1,0 +1,340 @@
+//! The multi-backend scheduler (ggml_backend_sched): assigns every node of a graph to a backend,
+//! splits the graph into runs of consecutive nodes on the same backend, inserts copies of the
+//! inputs that cross a split boundary, plans memory for all backends at once and computes the
+//! splits in order.
+//!
+//! Placement, in order: a node whose weight lives in a backend's buffer runs there if that
+//! backend supports the op; otherwise the highest-priority backend (GPU before CPU) that supports
+//! it. Leafs without data go to the backend of their first consumer. `GGWEB_SCHED_DEBUG=1` (or
+//! [`Scheduler::set_debug`]) prints the splits and the reason for each placement.
+
+use std::sync::Arc;
+
+use crate::alloc::GraphAllocator;
+use crate::backend::{Backend, BufferType, BufferUsage, Device};
+use crate::graph::Graph;
+use crate::tensor::{Flags, Op, TensorId};
+use crate::{Context, Error, Result};
+
+/// One run of consecutive nodes on one backend, with the copies it needs first.
+#[derive(Debug, Clone)]
+pub struct Split {
+    pub backend: usize,
+    pub nodes: Vec<TensorId>,
+    /// (source on another backend, its copy on this one)
+    pub inputs: Vec<(TensorId, TensorId)>,
+}
+
+/// Why a node went where it went.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    pub node: TensorId,
+    pub backend: usize,
+    pub reason: String,
+}
+
+pub struct Scheduler {
+    backends: Vec<Box<dyn Backend>>,
+    devices: Vec<Arc<dyn Device>>,
+    bufts: Vec<Arc<dyn BufferType>>,
+    galloc: GraphAllocator,
+    debug: bool,
+    /// The splits and placements of the last graph.
+    pub splits: Vec<Split>,
+    pub placements: Vec<Placement>,
+}
+
+impl Scheduler {
+    /// `backends` in priority order (index 0 first); the last one should be the CPU, which
+    /// supports every op.
+    pub fn new(backends: Vec<Box<dyn Backend>>) -> Result<Scheduler> {
+        if backends.is_empty() {
+            return Err(Error::InvalidArgument(
+                "scheduler needs at least one backend".into(),
+            ));
+        }
+        let devices: Vec<_> = backends.iter().map(|b| b.device()).collect();
+        let bufts: Vec<_> = devices.iter().map(|d| d.buffer_type()).collect();
+        let debug = std::env::var("GGWEB_SCHED_DEBUG").is_ok_and(|v| !v.is_empty() && v != "0");
+        Ok(Scheduler {
+            galloc: GraphAllocator::new_n(bufts.clone()),
+            backends,
+            devices,
+            bufts,
+            debug,
+            splits: Vec::new(),
+            placements: Vec::new(),
+        })
+    }
+
+    pub fn set_debug(&mut self, on: bool) {
+        self.debug = on;
+    }
+
+    pub fn n_backends(&self) -> usize {
+        self.backends.len()
+    }
+
+    pub fn backend_mut(&mut self, i: usize) -> &mut dyn Backend {
+        self.backends[i].as_mut()
+    }
+
+    pub fn device(&self, i: usize) -> &Arc<dyn Device> {
+        &self.devices[i]
+    }
+
+    /// Bytes of compute buffer per backend after the last allocation.
+    pub fn buffer_sizes(&self) -> Vec<usize> {
+        (0..self.bufts.len())
+            .map(|i| self.galloc.buffer_size(i))
+            .collect()
+    }
+
+    /// The backend whose device can read the buffer that holds `t`'s data, if `t` has data.
+    fn data_backend(&self, ctx: &Context, t: TensorId) -> Option<usize> {
+        let tensor = ctx.tensor(t);
+        let data = tensor
+            .data
+            .as_ref()
+            .or_else(|| tensor.view_src.and_then(|v| ctx.tensor(v).data.as_ref()))?;
+        let buft = data.buffer.buffer_type();
+        (0..self.devices.len())
+            .find(|&i| self.bufts[i].id() == buft.id())
+            .or_else(|| {
+                (0..self.devices.len()).find(|&i| self.devices[i].supports_buft(buft.as_ref()))
+            })
+    }
+
+    fn is_weight(ctx: &Context, t: TensorId) -> bool {
+        let tensor = ctx.tensor(t);
+        let data = tensor
+            .data
+            .as_ref()
+            .or_else(|| tensor.view_src.and_then(|v| ctx.tensor(v).data.as_ref()));
+        data.is_some_and(|d| d.buffer.usage() == BufferUsage::Weights)
+    }
+
+    /// Assign each node, split the graph, insert copies (rewriting sources in `ctx`), allocate.
+    /// Returns the graph to compute (with the copies as leafs).
+    pub fn plan(&mut self, ctx: &mut Context, graph: &Graph) -> Result<Graph> {
+        let n = ctx.len();
+        let mut assign: Vec<Option<usize>> = vec![None; n];
+        self.placements.clear();
+        // Tensors with data stay where their data is.
+        for id in ctx.ids() {
+            if let Some(b) = self.data_backend(ctx, id) {
+                assign[id.index()] = Some(b);
+            }
+        }
+        for &node in &graph.nodes {
+            let t = ctx.tensor(node);
+            let (backend, reason) = if t.op.is_view() || t.op == Op::Cpy {
+                // Views run nowhere; they follow their source (or the destination for cpy).
+                let src = if t.op == Op::Cpy { t.src[1] } else { t.src[0] };
+                let b = src
+                    .and_then(|s| assign[s.index()])
+                    .or_else(|| t.view_src.and_then(|v| assign[v.index()]));
+                match (t.op, b) {
+                    (Op::Cpy, Some(b)) if self.devices[b].supports_op(ctx, node) => {
+                        (b, "cpy into its destination's backend".to_string())
+                    }
+                    (Op::Cpy, _) => self.first_supporting(ctx, node)?,
+                    (_, Some(b)) => (b, "view of a tensor there".to_string()),
+                    (_, None) => self.first_supporting(ctx, node)?,
+                }
+            } else if let Some((b, w)) = t
+                .srcs()
+                .filter(|&s| Self::is_weight(ctx, s))
+                .find_map(|s| assign[s.index()].map(|b| (b, s)))
+                .filter(|&(b, _)| self.devices[b].supports_op(ctx, node))
+            {
+                (b, format!("weight '{}' lives there", ctx.tensor(w).name))
+            } else {
+                self.first_supporting(ctx, node)?
+            };
+            assign[node.index()] = Some(backend);
+            self.placements.push(Placement {
+                node,
+                backend,
+                reason,
+            });
+        }
+        // Leafs without data: the backend of their first consumer.
+        for &node in &graph.nodes {
+            let b = assign[node.index()];
+            for s in ctx.tensor(node).srcs().collect::<Vec<_>>() {
+                if assign[s.index()].is_none() {
+                    assign[s.index()] = b;
+                }
+            }
+        }
+        // Splits and copies.
+        let mut splits: Vec<Split> = Vec::new();
+        let mut outputs: Vec<TensorId> = Vec::new();
+        for &node in &graph.nodes {
+            let b = assign[node.index()].unwrap_or(self.backends.len() - 1);
+            if ctx.tensor(node).op.is_view() {
+                if let Some(last) = splits.last_mut() {
+                    last.nodes.push(node);
+                }
+                continue;
+            }
+            if splits.last().is_none_or(|s| s.backend != b) {
+                splits.push(Split {
+                    backend: b,
+                    nodes: Vec::new(),
+                    inputs: Vec::new(),
+                });
+            }
+            let srcs: Vec<(usize, TensorId)> = ctx
+                .tensor(node)
+                .src
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| s.map(|s| (i, s)))
+                .collect();
+            for (slot, s) in srcs {
+                let sb = assign[s.index()].unwrap_or(b);
+                if sb == b {
+                    continue;
+                }
+                let readable = {
+                    let st = ctx.tensor(s);
+                    let data = st
+                        .data
+                        .as_ref()
+                        .or_else(|| st.view_src.and_then(|v| ctx.tensor(v).data.as_ref()));
+                    match data {
+                        Some(d) => self.devices[b].supports_buft(d.buffer.buffer_type().as_ref()),
+                        None => self.bufts[sb].is_host() && self.bufts[b].is_host(),
+                    }
+                };
+                if readable && ctx.tensor(s).data.is_some() {
+                    continue;
+                }
+                let split = splits.last_mut().expect("a split exists");
+                let copy = match split.inputs.iter().find(|(o, _)| *o == s) {
+                    Some(&(_, c)) => c,
+                    None => {
+                        let st = ctx.tensor(s);
+                        let (dtype, ne, name) = (st.dtype, st.ne, st.name.clone());
+                        let c = ctx.new_tensor(dtype, &ne)?;
+                        let cname: String = format!("{}#{}", self.backends[b].name(), name)
+                            .chars()
+                            .take(63)
+                            .collect();
+                        ctx.set_name(c, &cname)?;
+                        ctx.tensor_mut(c).flags.insert(Flags::INPUT);
+                        assign.resize(ctx.len(), None);
+                        assign[c.index()] = Some(b);
+                        split.inputs.push((s, c));
+                        // The source must stay alive until the copy is made.
+                        ctx.tensor_mut(s).flags.insert(Flags::OUTPUT);
+                        outputs.push(s);
+                        c
+                    }
+                };
+                ctx.tensor_mut(node).src[slot] = Some(copy);
+            }
+            splits.last_mut().expect("a split exists").nodes.push(node);
+        }
+        // The graph to allocate: every original node (with rewritten sources) plus the copies.
+        let mut g = Graph::new();
+        for s in &splits {
+            for &(orig, _) in &s.inputs {
+                g.build_forward_expand(ctx, orig);
+            }
+            for &node in &s.nodes {
+                g.build_forward_expand(ctx, node);
+            }
+        }
+        for o in outputs {
+            g.build_forward_expand(ctx, o);
+        }
+        assign.resize(ctx.len(), None);
+        let last = self.backends.len() - 1;
+        let buffer_of = |t: TensorId| assign.get(t.index()).copied().flatten().unwrap_or(last);
+        self.galloc.alloc_graph_n(ctx, &g, &buffer_of)?;
+        if self.debug {
+            self.print(ctx, &splits);
+        }
+        self.splits = splits;
+        Ok(g)
+    }
+
+    fn first_supporting(&self, ctx: &Context, node: TensorId) -> Result<(usize, String)> {
+        let mut refused = Vec::new();
+        for (i, d) in self.devices.iter().enumerate() {
+            if d.supports_op(ctx, node) {
+                let reason = if refused.is_empty() {
+                    "highest-priority backend supporting the op".to_string()
+                } else {
+                    format!("not supported by {}", refused.join(", "))
+                };
+                return Ok((i, reason));
+            }
+            refused.push(d.name().to_string());
+        }
+        let t = ctx.tensor(node);
+        Err(Error::UnsupportedOp(format!(
+            "no backend supports {} on '{}' ({})",
+            t.op.name(),
+            t.name,
+            t.dtype
+        )))
+    }
+
+    fn print(&self, ctx: &Context, splits: &[Split]) {
+        eprintln!(
+            "ggweb sched: {} splits over {} backends",
+            splits.len(),
+            self.backends.len()
+        );
+        for (i, s) in splits.iter().enumerate() {
+            let inputs: Vec<String> = s
+                .inputs
+                .iter()
+                .map(|(o, _)| ctx.tensor(*o).name.clone())
+                .collect();
+            eprintln!(
+                "  split {i}: {} ({} nodes), inputs copied: [{}]",
+                self.backends[s.backend].name(),
+                s.nodes.len(),
+                inputs.join(", ")
+            );
+        }
+        for p in &self.placements {
+            let t = ctx.tensor(p.node);
+            eprintln!(
+                "    {:<24} {:<10} -> {:<8} ({})",
+                t.name,
+                t.op.name(),
+                self.backends[p.backend].name(),
+                p.reason
+            );
+        }
+    }
+
+    /// Plan and compute `graph`. The sources of nodes that cross backends are rewritten in `ctx`
+    /// to their copies: build a fresh graph for each compute (as with ggml_backend_sched_reset).
+    pub fn compute(&mut self, ctx: &mut Context, graph: &Graph) -> Result<()> {
+        self.plan(ctx, graph)?;
+        let splits = std::mem::take(&mut self.splits);
+        let result = (|| {
+            for s in &splits {
+                for &(orig, copy) in &s.inputs {
+                    let bytes = ctx.read_bytes(orig)?;
+                    ctx.set_bytes(copy, &bytes)?;
+                }
+                let mut g = Graph::new();
+                for &n in &s.nodes {
+                    g.nodes.push(n);
+                }
+                self.backends[s.backend].graph_compute(ctx, &g)?;
+            }
+            Ok(())
+        })();
+        self.splits = splits;
+        result
+    }
+}

@@ -1,0 +1,609 @@
+//! Subcommands of the `ggweb` binary.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use ggweb::gguf::{Array, GgufFile, Value};
+use ggweb::models::chat::ChatMessage;
+use ggweb::models::llm::Llm;
+use ggweb::models::mnist::{self, Mnist, MnistKind};
+use ggweb::models::sampler::SamplerOptions;
+use ggweb::{DType, Error, Result};
+use serde_json::json;
+
+#[derive(Parser)]
+#[command(
+    name = "ggweb",
+    version,
+    about = "GGUF tools and models on the ggweb tensor library"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Show a GGUF file's version, metadata and tensors.
+    Info {
+        file: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Evaluate an MNIST model on the 10,000 t10k test images.
+    Mnist {
+        /// `fc`, `cnn` (embedded defaults) or a GGUF file.
+        #[arg(long, default_value = "fc")]
+        model: String,
+        /// Directory with t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz] (default: embedded).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the token ids of TEXT as a JSON array.
+    Tokenize {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        /// Do not add BOS/EOS even when the model's metadata asks for them.
+        #[arg(long)]
+        no_bos: bool,
+        /// Treat special-token text (e.g. `<|im_start|>`) as plain text.
+        #[arg(long)]
+        no_parse_special: bool,
+        text: String,
+    },
+    /// Generate text after a prompt.
+    Generate {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        #[arg(short = 'p', long)]
+        prompt: String,
+        #[arg(short = 'n', long, default_value_t = 64)]
+        n_predict: usize,
+        /// 0 = greedy.
+        #[arg(long, default_value_t = 0.0)]
+        temp: f32,
+        #[arg(long, default_value_t = 40)]
+        top_k: usize,
+        #[arg(long, default_value_t = 0.95)]
+        top_p: f32,
+        #[arg(long, default_value_t = 0.05)]
+        min_p: f32,
+        #[arg(long, default_value_t = 1.0)]
+        repeat_penalty: f32,
+        #[arg(long, default_value_t = 0x5eed)]
+        seed: u64,
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long, default_value_t = 2048)]
+        ctx_size: usize,
+        /// Wrap the prompt in the model's chat template as a user message.
+        #[arg(long)]
+        chat: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Evaluate a prompt and write the last position's logits (little-endian f32).
+    Eval {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        #[arg(short = 'p', long)]
+        prompt: String,
+        #[arg(long)]
+        logits_out: PathBuf,
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Chat with a model in the terminal (empty line or Ctrl-D to quit; /reset starts over).
+    Chat {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        #[arg(long, default_value_t = 0.7)]
+        temp: f32,
+        #[arg(long, default_value_t = 512)]
+        n_predict: usize,
+        #[arg(long)]
+        system: Option<String>,
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long, default_value_t = 4096)]
+        ctx_size: usize,
+    },
+    /// mul_mat throughput (GFLOP/s) per weight type.
+    Bench {
+        #[arg(long)]
+        json: bool,
+        /// Weight types (comma-separated); default f32,f16,q4_0,q8_0,q4_K.
+        #[arg(long)]
+        types: Option<String>,
+        /// Thread counts (comma-separated); default 1,2.
+        #[arg(long)]
+        threads: Option<String>,
+        /// Batch sizes n (comma-separated); default 1,512.
+        #[arg(long)]
+        n: Option<String>,
+        /// m = k (default 4096).
+        #[arg(long, default_value_t = 4096)]
+        size: usize,
+        /// Minimum seconds per measurement.
+        #[arg(long, default_value_t = 1.0)]
+        seconds: f64,
+    },
+}
+
+pub fn run() -> Result<()> {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // --help and --version are not errors.
+            if !e.use_stderr() {
+                print!("{e}");
+                return Ok(());
+            }
+            return Err(Error::InvalidArgument(
+                e.to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ")
+                    .to_string(),
+            ));
+        }
+    };
+    match cli.cmd {
+        Cmd::Info { file, json } => info(&file, json),
+        Cmd::Mnist {
+            model,
+            data,
+            threads,
+            json,
+        } => mnist_cmd(&model, data.as_deref(), threads, json),
+        Cmd::Bench {
+            json,
+            types,
+            threads,
+            n,
+            size,
+            seconds,
+        } => bench(json, types, threads, n, size, seconds),
+        Cmd::Tokenize {
+            model,
+            no_bos,
+            no_parse_special,
+            text,
+        } => {
+            let file = GgufFile::open(&model)?;
+            let tok = ggweb::models::tokenizer::Tokenizer::from_gguf(file.header())?;
+            let ids = tok.tokenize(&text, !no_bos, !no_parse_special);
+            println!(
+                "{}",
+                serde_json::to_string(&ids).map_err(|e| Error::InvalidArgument(e.to_string()))?
+            );
+            Ok(())
+        }
+        Cmd::Generate {
+            model,
+            prompt,
+            n_predict,
+            temp,
+            top_k,
+            top_p,
+            min_p,
+            repeat_penalty,
+            seed,
+            threads,
+            ctx_size,
+            chat,
+            json,
+        } => {
+            let opts = SamplerOptions {
+                temperature: temp,
+                top_k,
+                top_p,
+                min_p,
+                repeat_penalty,
+                seed,
+                ..Default::default()
+            };
+            generate(
+                &model, &prompt, n_predict, opts, threads, ctx_size, chat, json,
+            )
+        }
+        Cmd::Eval {
+            model,
+            prompt,
+            logits_out,
+            threads,
+        } => {
+            let mut llm = Llm::open(&model, 4096, threads.unwrap_or_else(default_threads))?;
+            let ids = llm.tokenize(&prompt, true, true);
+            let (logits, _) = llm.eval_prompt(&ids)?;
+            let bytes: Vec<u8> = logits.iter().flat_map(|x| x.to_le_bytes()).collect();
+            std::fs::write(&logits_out, bytes)?;
+            eprintln!(
+                "{} prompt tokens, {} logits written to {}",
+                ids.len(),
+                logits.len(),
+                logits_out.display()
+            );
+            Ok(())
+        }
+        Cmd::Chat {
+            model,
+            temp,
+            n_predict,
+            system,
+            threads,
+            ctx_size,
+        } => chat(&model, temp, n_predict, system, threads, ctx_size),
+    }
+}
+
+fn value_json(v: &Value) -> serde_json::Value {
+    match v {
+        Value::U8(x) => json!(x),
+        Value::I8(x) => json!(x),
+        Value::U16(x) => json!(x),
+        Value::I16(x) => json!(x),
+        Value::U32(x) => json!(x),
+        Value::I32(x) => json!(x),
+        Value::F32(x) => json!(x),
+        Value::Bool(x) => json!(x),
+        Value::String(x) => json!(x),
+        Value::U64(x) => json!(x),
+        Value::I64(x) => json!(x),
+        Value::F64(x) => json!(x),
+        Value::Array(a) => array_json(a),
+    }
+}
+
+fn array_json(a: &Array) -> serde_json::Value {
+    serde_json::Value::Array(
+        (0..a.len())
+            .map(|i| value_json(&a.get(i).unwrap_or(Value::Bool(false))))
+            .collect(),
+    )
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        Value::Array(a) => {
+            let n = a.len();
+            let shown: Vec<String> = (0..n.min(8))
+                .filter_map(|i| a.get(i))
+                .map(|x| value_text(&x))
+                .collect();
+            format!(
+                "[{}{}] ({n} items)",
+                shown.join(", "),
+                if n > 8 { ", …" } else { "" }
+            )
+        }
+        other => value_json(other).to_string(),
+    }
+}
+
+fn info(path: &Path, as_json: bool) -> Result<()> {
+    let file = GgufFile::open(path)?;
+    let g = file.header();
+    if as_json {
+        let metadata: serde_json::Map<String, serde_json::Value> = g
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), value_json(v)))
+            .collect();
+        let tensors: Vec<_> = g
+            .tensors
+            .iter()
+            .map(|t| {
+                json!({"name": t.name, "type": t.dtype.name(), "shape": &t.ne[..t.n_dims as usize],
+                       "offset": t.offset, "bytes": t.size})
+            })
+            .collect();
+        let out = json!({"version": g.version, "alignment": g.alignment, "metadata": metadata, "tensors": tensors});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out)
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?
+        );
+        return Ok(());
+    }
+    let mut o = std::io::stdout().lock();
+    let total: u64 = g.tensors.iter().map(|t| t.size).sum();
+    writeln!(
+        o,
+        "{}: GGUF v{}, alignment {}, {} metadata keys, {} tensors, {:.2} MiB of tensor data",
+        path.display(),
+        g.version,
+        g.alignment,
+        g.metadata.len(),
+        g.tensors.len(),
+        total as f64 / 1048576.0
+    )?;
+    writeln!(o, "\nmetadata:")?;
+    for (k, v) in &g.metadata {
+        writeln!(o, "  {k:<40} {}", value_text(v))?;
+    }
+    writeln!(o, "\ntensors:")?;
+    writeln!(
+        o,
+        "  {:<40} {:<6} {:<24} {:>12} {:>12}",
+        "name", "type", "shape", "offset", "bytes"
+    )?;
+    for t in &g.tensors {
+        let shape: Vec<String> = t.ne[..t.n_dims as usize]
+            .iter()
+            .map(|d| d.to_string())
+            .collect();
+        writeln!(
+            o,
+            "  {:<40} {:<6} {:<24} {:>12} {:>12}",
+            t.name,
+            t.dtype.name(),
+            format!("[{}]", shape.join(", ")),
+            t.offset,
+            t.size
+        )?;
+    }
+    Ok(())
+}
+
+fn read_data_file(dir: &Path, stem: &str) -> Result<Vec<u8>> {
+    for name in [
+        format!("{stem}.gz"),
+        stem.to_string(),
+        stem.replacen("-idx", ".idx", 1),
+    ] {
+        let p = dir.join(&name);
+        if p.exists() {
+            return Ok(std::fs::read(p)?);
+        }
+    }
+    Err(Error::InvalidArgument(format!(
+        "{} has no {stem}[.gz]",
+        dir.display()
+    )))
+}
+
+fn progress(done: usize, total: usize, what: &str) {
+    if std::io::stderr().is_terminal() {
+        let w = 30;
+        let filled = done * w / total.max(1);
+        eprint!(
+            "\r{what} [{}{}] {done}/{total}",
+            "#".repeat(filled),
+            ".".repeat(w - filled)
+        );
+        if done == total {
+            eprintln!();
+        }
+    }
+}
+
+fn mnist_cmd(
+    model: &str,
+    data: Option<&Path>,
+    threads: Option<usize>,
+    as_json: bool,
+) -> Result<()> {
+    let n_threads = threads.unwrap_or_else(ggweb::backend::cpu::threadpool::default_n_threads);
+    let mut m = match model {
+        "fc" => Mnist::embedded(MnistKind::Fc, n_threads)?,
+        "cnn" => Mnist::embedded(MnistKind::Cnn, n_threads)?,
+        path => Mnist::open(Path::new(path), n_threads)?,
+    };
+    let (images_raw, labels_raw) = match data {
+        Some(dir) => (
+            read_data_file(dir, "t10k-images-idx3-ubyte")?,
+            read_data_file(dir, "t10k-labels-idx1-ubyte")?,
+        ),
+        None => (
+            mnist::embedded::T10K_IMAGES_GZ.to_vec(),
+            mnist::embedded::T10K_LABELS_GZ.to_vec(),
+        ),
+    };
+    let (n, images) = mnist::idx::parse_images(&images_raw)?;
+    let labels = mnist::idx::parse_labels(&labels_raw)?;
+    if labels.len() != n {
+        return Err(Error::InvalidArgument(format!(
+            "{n} images but {} labels",
+            labels.len()
+        )));
+    }
+    let t0 = Instant::now();
+    let correct = m.evaluate(&images, &labels, |d, t| progress(d, t, "evaluating"))?;
+    let secs = t0.elapsed().as_secs_f64();
+    let accuracy = correct as f64 / n as f64;
+    let ips = n as f64 / secs;
+    if as_json {
+        println!(
+            "{}",
+            json!({"model": m.kind().name(), "images": n, "accuracy": accuracy, "images_per_s": ips, "threads": n_threads})
+        );
+    } else {
+        println!(
+            "{}: {n} images, accuracy {:.2} %, {:.0} images/s ({n_threads} threads, {:.3} s)",
+            m.kind().name(),
+            accuracy * 100.0,
+            ips,
+            secs
+        );
+    }
+    Ok(())
+}
+
+fn parse_list<T: std::str::FromStr>(
+    s: Option<String>,
+    default: &str,
+    what: &str,
+) -> Result<Vec<T>> {
+    s.as_deref()
+        .unwrap_or(default)
+        .split(',')
+        .map(|x| {
+            x.trim()
+                .parse::<T>()
+                .map_err(|_| Error::InvalidArgument(format!("bad {what} '{x}'")))
+        })
+        .collect()
+}
+
+fn bench(
+    as_json: bool,
+    types: Option<String>,
+    threads: Option<String>,
+    ns: Option<String>,
+    size: usize,
+    seconds: f64,
+) -> Result<()> {
+    let types: Vec<DType> = types
+        .as_deref()
+        .unwrap_or("f32,f16,q4_0,q8_0,q4_K")
+        .split(',')
+        .map(|t| {
+            DType::from_name(t.trim())
+                .ok_or_else(|| Error::InvalidArgument(format!("unknown type '{t}'")))
+        })
+        .collect::<Result<_>>()?;
+    let threads: Vec<usize> = parse_list(threads, "1,2", "thread count")?;
+    let ns: Vec<usize> = parse_list(ns, "1,512", "n")?;
+    let mut rows = Vec::new();
+    for &n in &ns {
+        for &dt in &types {
+            for &th in &threads {
+                let r = ggweb::bench::bench_mul_mat(dt, size, n, size, th, seconds)?;
+                if !as_json {
+                    println!(
+                        "mul_mat {:<5} m={size} n={n:<4} k={size} threads={th}: {:8.1} GFLOP/s",
+                        dt.name(),
+                        r.gflops
+                    );
+                }
+                rows.push(json!({"op": "mul_mat", "type": dt.name(), "m": size, "n": n, "k": size, "threads": th, "gflops": r.gflops}));
+            }
+        }
+    }
+    if as_json {
+        println!("{}", serde_json::Value::Array(rows));
+    }
+    Ok(())
+}
+
+fn default_threads() -> usize {
+    ggweb::backend::cpu::threadpool::default_n_threads()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn generate(
+    model: &Path,
+    prompt: &str,
+    n_predict: usize,
+    opts: SamplerOptions,
+    threads: Option<usize>,
+    ctx_size: usize,
+    chat: bool,
+    as_json: bool,
+) -> Result<()> {
+    let mut llm = Llm::open(model, ctx_size, threads.unwrap_or_else(default_threads))?;
+    let text = if chat {
+        llm.apply_chat_template(&[ChatMessage::new("user", prompt)], true)
+    } else {
+        prompt.to_string()
+    };
+    let ids = llm.tokenize(&text, true, true);
+    let t0 = Instant::now();
+    let mut t_first: Option<Instant> = None;
+    let stream = !as_json;
+    let out = llm.generate(&ids, n_predict, opts, |_, piece| {
+        t_first.get_or_insert_with(Instant::now);
+        if stream {
+            print!("{piece}");
+            let _ = std::io::stdout().flush();
+        }
+        true
+    })?;
+    let t_end = Instant::now();
+    let t_first = t_first.unwrap_or(t_end);
+    let prompt_s = (t_first - t0).as_secs_f64();
+    let gen_s = (t_end - t_first).as_secs_f64();
+    // The first generated token's evaluation is counted in the generation phase.
+    let n_gen_evals = out.ids.len().saturating_sub(1).max(1);
+    let prompt_tps = out.n_prompt_evaluated as f64 / prompt_s.max(1e-9);
+    let gen_tps = n_gen_evals as f64 / gen_s.max(1e-9);
+    if as_json {
+        println!(
+            "{}",
+            json!({"prompt_ids": out.prompt_ids, "ids": out.ids, "text": out.text,
+                   "prompt_tok_per_s": prompt_tps, "gen_tok_per_s": gen_tps, "stopped_at_eog": out.stopped_at_eog})
+        );
+    } else {
+        println!();
+        eprintln!(
+            "prompt: {} tokens, {prompt_tps:.1} tok/s; generation: {} tokens, {gen_tps:.1} tok/s",
+            ids.len(),
+            out.ids.len()
+        );
+    }
+    Ok(())
+}
+
+fn chat(
+    model: &Path,
+    temp: f32,
+    n_predict: usize,
+    system: Option<String>,
+    threads: Option<usize>,
+    ctx_size: usize,
+) -> Result<()> {
+    let mut llm = Llm::open(model, ctx_size, threads.unwrap_or_else(default_threads))?;
+    let mut messages: Vec<ChatMessage> = system
+        .iter()
+        .map(|s| ChatMessage::new("system", s))
+        .collect();
+    let stdin = std::io::stdin();
+    eprintln!(
+        "chatting with {} ({}); empty line to quit, /reset to start over",
+        model.display(),
+        llm.architecture
+    );
+    loop {
+        eprint!("> ");
+        let mut line = String::new();
+        if stdin.read_line(&mut line)? == 0 || line.trim().is_empty() {
+            return Ok(());
+        }
+        if line.trim() == "/reset" {
+            messages.retain(|m| m.role == "system");
+            llm.reset();
+            continue;
+        }
+        messages.push(ChatMessage::new("user", line.trim_end()));
+        let prompt = llm.apply_chat_template(&messages, true);
+        let ids = llm.tokenize(&prompt, true, true);
+        let opts = SamplerOptions {
+            temperature: temp,
+            seed: messages.len() as u64,
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let out = llm.generate(&ids, n_predict, opts, |_, piece| {
+            print!("{piece}");
+            let _ = std::io::stdout().flush();
+            true
+        })?;
+        println!();
+        eprintln!(
+            "[{} tokens, {:.1} tok/s]",
+            out.ids.len(),
+            out.ids.len() as f64 / t0.elapsed().as_secs_f64()
+        );
+        messages.push(ChatMessage::new("assistant", &out.text));
+    }
+}

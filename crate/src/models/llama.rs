@@ -1,0 +1,530 @@
+//! Decoder-only transformer language models from GGUF: the llama family (RMSNorm, RoPE, GQA,
+//! SwiGLU, tied or separate output) and gemma3 (extra q/k and post norms, GeGLU, embedding scale,
+//! local/global attention with their own rope bases). Hyper-parameters come from the metadata.
+//!
+//! The graph follows llama.cpp's builders (`llm_build_llama`, `llm_build_gemma3_iswa`) so results
+//! can be compared with it. The KV cache is f16, one K and one V tensor per layer, rows per token.
+
+use std::sync::Arc;
+
+use crate::alloc::GraphAllocator;
+use crate::backend::cpu::{cpu_buffer_type, CpuBackend, HostBytes};
+use crate::backend::{Buffer, BufferUsage};
+use crate::context::Mark;
+use crate::gguf::Gguf;
+use crate::models::weights::Weights;
+use crate::tensor::{RopeMode, RopeParams};
+use crate::{Context, DType, Error, Graph, Result, TensorId};
+
+/// Supported architectures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    Llama,
+    Gemma3,
+}
+
+/// Hyper-parameters read from the GGUF metadata.
+#[derive(Debug, Clone)]
+pub struct HParams {
+    pub arch: Arch,
+    pub n_vocab: usize,
+    pub n_ctx_train: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_ff: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+    pub n_rot: usize,
+    pub rms_eps: f32,
+    pub rope_base: f32,
+    pub rope_scale: f32,
+    /// gemma3: rope base of the sliding-window (local) layers.
+    pub rope_base_swa: f32,
+    /// gemma3: window of local layers; 0 = none.
+    pub n_swa: usize,
+    /// gemma3: every `swa_pattern`-th layer is global.
+    pub swa_pattern: usize,
+}
+
+impl HParams {
+    pub fn from_gguf(g: &Gguf) -> Result<HParams> {
+        let arch_name = g
+            .architecture()
+            .ok_or_else(|| Error::Model("no general.architecture".into()))?;
+        let arch = match arch_name {
+            "llama" => Arch::Llama,
+            "gemma3" => Arch::Gemma3,
+            other => {
+                return Err(Error::Model(format!(
+                    "unsupported architecture '{other}' (supported: llama, gemma3)"
+                )))
+            }
+        };
+        let key = |k: &str| format!("{arch_name}.{k}");
+        let req = |k: &str| -> Result<usize> {
+            g.get(&key(k))
+                .and_then(|v| v.as_usize())
+                .ok_or_else(|| Error::Model(format!("missing or invalid metadata {}", key(k))))
+        };
+        let opt_f = |k: &str, d: f32| g.get(&key(k)).and_then(|v| v.as_f32()).unwrap_or(d);
+        let n_embd = req("embedding_length")?;
+        let n_head = req("attention.head_count")?;
+        if n_head == 0 || n_embd % n_head != 0 {
+            return Err(Error::Model(format!(
+                "n_embd {n_embd} not divisible by n_head {n_head}"
+            )));
+        }
+        let n_head_kv = g
+            .get(&key("attention.head_count_kv"))
+            .and_then(|v| v.as_usize())
+            .unwrap_or(n_head);
+        if n_head_kv == 0 || n_head % n_head_kv != 0 {
+            return Err(Error::Model(format!(
+                "n_head {n_head} not a multiple of n_head_kv {n_head_kv}"
+            )));
+        }
+        let head_dim_k = g
+            .get(&key("attention.key_length"))
+            .and_then(|v| v.as_usize())
+            .unwrap_or(n_embd / n_head);
+        let head_dim_v = g
+            .get(&key("attention.value_length"))
+            .and_then(|v| v.as_usize())
+            .unwrap_or(head_dim_k);
+        let n_vocab = match g.get(&key("vocab_size")).and_then(|v| v.as_usize()) {
+            Some(n) => n,
+            None => g
+                .get("tokenizer.ggml.tokens")
+                .and_then(|v| v.as_array())
+                .map(|a| a.len())
+                .ok_or_else(|| Error::Model("no vocab size".into()))?,
+        };
+        let (n_swa, swa_pattern, rope_base_swa) = match arch {
+            Arch::Gemma3 => (
+                g.get(&key("attention.sliding_window"))
+                    .and_then(|v| v.as_usize())
+                    .unwrap_or(0),
+                6,
+                10_000.0,
+            ),
+            Arch::Llama => (0, 0, 0.0),
+        };
+        let scale = g
+            .get(&key("rope.scaling.factor"))
+            .and_then(|v| v.as_f32())
+            .filter(|&f| f > 0.0);
+        Ok(HParams {
+            arch,
+            n_vocab,
+            n_ctx_train: req("context_length")?,
+            n_embd,
+            n_layer: req("block_count")?,
+            n_ff: req("feed_forward_length")?,
+            n_head,
+            n_head_kv,
+            head_dim_k,
+            head_dim_v,
+            n_rot: g
+                .get(&key("rope.dimension_count"))
+                .and_then(|v| v.as_usize())
+                .unwrap_or(head_dim_k),
+            rms_eps: opt_f("attention.layer_norm_rms_epsilon", 1e-5),
+            rope_base: opt_f("rope.freq_base", 10_000.0),
+            rope_scale: scale.map_or(1.0, |f| 1.0 / f),
+            rope_base_swa,
+            n_swa,
+            swa_pattern,
+        })
+    }
+
+    /// gemma3: is layer `il` a local (sliding-window) layer?
+    pub fn is_swa(&self, il: usize) -> bool {
+        self.n_swa > 0 && self.swa_pattern > 0 && il % self.swa_pattern < self.swa_pattern - 1
+    }
+}
+
+struct Layer {
+    attn_norm: TensorId,
+    wq: TensorId,
+    wk: TensorId,
+    wv: TensorId,
+    wo: TensorId,
+    q_norm: Option<TensorId>,
+    k_norm: Option<TensorId>,
+    post_attn_norm: Option<TensorId>,
+    ffn_norm: TensorId,
+    ffn_gate: TensorId,
+    ffn_up: TensorId,
+    ffn_down: TensorId,
+    post_ffn_norm: Option<TensorId>,
+    k_cache: TensorId,
+    v_cache: TensorId,
+}
+
+/// A loaded language model with its KV cache, CPU backend and graph allocator.
+pub struct LlamaModel {
+    pub hp: HParams,
+    pub n_ctx: usize,
+    ctx: Context,
+    tok_embd: TensorId,
+    output_norm: TensorId,
+    output: TensorId,
+    layers: Vec<Layer>,
+    mark: Mark,
+    backend: CpuBackend,
+    galloc: GraphAllocator,
+    /// Tokens in the KV cache.
+    n_past: usize,
+    _kv: Arc<dyn Buffer>,
+    _bytes: Arc<dyn HostBytes>,
+}
+
+impl LlamaModel {
+    /// Load from a GGUF file's bytes with a context of `n_ctx` tokens.
+    pub fn from_bytes(
+        bytes: Arc<dyn HostBytes>,
+        n_ctx: usize,
+        n_threads: usize,
+    ) -> Result<LlamaModel> {
+        let gguf = Gguf::parse(bytes.bytes())?;
+        let hp = HParams::from_gguf(&gguf)?;
+        let n_ctx = n_ctx.clamp(1, hp.n_ctx_train.max(1));
+        let mut ctx = Context::new();
+        let w = Weights::load(&mut ctx, &gguf, bytes.clone())?;
+        let gemma = hp.arch == Arch::Gemma3;
+        let opt = |name: String| w.by_name.get(&name).copied();
+        let tok_embd = w.get("token_embd.weight")?;
+        let output_norm = w.get("output_norm.weight")?;
+        let output = opt("output.weight".into()).unwrap_or(tok_embd);
+        let n_embd_k = hp.head_dim_k * hp.n_head_kv;
+        let n_embd_v = hp.head_dim_v * hp.n_head_kv;
+        let mut layers = Vec::with_capacity(hp.n_layer);
+        let mut kv_ids = Vec::with_capacity(2 * hp.n_layer);
+        for il in 0..hp.n_layer {
+            let n = |s: &str| format!("blk.{il}.{s}.weight");
+            let k_cache = ctx.new_tensor_2d(DType::F16, n_embd_k, n_ctx)?;
+            let v_cache = ctx.new_tensor_2d(DType::F16, n_embd_v, n_ctx)?;
+            ctx.set_name(k_cache, &format!("cache_k_l{il}"))?;
+            ctx.set_name(v_cache, &format!("cache_v_l{il}"))?;
+            kv_ids.extend([k_cache, v_cache]);
+            let layer = Layer {
+                attn_norm: w.get(&n("attn_norm"))?,
+                wq: w.get(&n("attn_q"))?,
+                wk: w.get(&n("attn_k"))?,
+                wv: w.get(&n("attn_v"))?,
+                wo: w.get(&n("attn_output"))?,
+                q_norm: if gemma {
+                    Some(w.get(&n("attn_q_norm"))?)
+                } else {
+                    None
+                },
+                k_norm: if gemma {
+                    Some(w.get(&n("attn_k_norm"))?)
+                } else {
+                    None
+                },
+                post_attn_norm: if gemma {
+                    Some(w.get(&n("post_attention_norm"))?)
+                } else {
+                    None
+                },
+                ffn_norm: w.get(&n("ffn_norm"))?,
+                ffn_gate: w.get(&n("ffn_gate"))?,
+                ffn_up: w.get(&n("ffn_up"))?,
+                ffn_down: w.get(&n("ffn_down"))?,
+                post_ffn_norm: if gemma {
+                    Some(w.get(&n("post_ffw_norm"))?)
+                } else {
+                    None
+                },
+                k_cache,
+                v_cache,
+            };
+            // Shapes: checked once here so a malformed file fails at load, not in a kernel.
+            let expect = |id: TensorId, ne0: usize, ne1: usize| -> Result<()> {
+                let t = ctx.tensor(id);
+                if t.ne[0] != ne0 || t.ne[1] != ne1 {
+                    return Err(Error::Model(format!(
+                        "tensor '{}' has shape {:?}, expected [{ne0}, {ne1}]",
+                        t.name,
+                        &t.ne[..2]
+                    )));
+                }
+                Ok(())
+            };
+            expect(layer.wq, hp.n_embd, hp.head_dim_k * hp.n_head)?;
+            expect(layer.wk, hp.n_embd, n_embd_k)?;
+            expect(layer.wv, hp.n_embd, n_embd_v)?;
+            expect(layer.wo, hp.head_dim_v * hp.n_head, hp.n_embd)?;
+            expect(layer.ffn_gate, hp.n_embd, hp.n_ff)?;
+            expect(layer.ffn_up, hp.n_embd, hp.n_ff)?;
+            expect(layer.ffn_down, hp.n_ff, hp.n_embd)?;
+            layers.push(layer);
+        }
+        {
+            let t = ctx.tensor(output);
+            if t.ne[0] != hp.n_embd || t.ne[1] != hp.n_vocab {
+                return Err(Error::Model(format!(
+                    "output has shape {:?}, expected [{}, {}]",
+                    t.ne, hp.n_embd, hp.n_vocab
+                )));
+            }
+        }
+        let kv = crate::alloc::alloc_tensors(&mut ctx, &kv_ids, &cpu_buffer_type())?
+            .ok_or_else(|| Error::Model("empty KV cache".into()))?;
+        kv.set_usage(BufferUsage::Compute);
+        let mark = ctx.mark();
+        Ok(LlamaModel {
+            hp,
+            n_ctx,
+            ctx,
+            tok_embd,
+            output_norm,
+            output,
+            layers,
+            mark,
+            backend: CpuBackend::new(n_threads),
+            galloc: GraphAllocator::new(cpu_buffer_type()),
+            n_past: 0,
+            _kv: kv,
+            _bytes: bytes,
+        })
+    }
+
+    /// Open a GGUF file (memory-mapped).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open(path: &std::path::Path, n_ctx: usize, n_threads: usize) -> Result<LlamaModel> {
+        let file = crate::gguf::GgufFile::open(path)?;
+        Self::from_bytes(Arc::new(file), n_ctx, n_threads)
+    }
+
+    pub fn n_past(&self) -> usize {
+        self.n_past
+    }
+
+    /// Forget the KV cache (a new conversation).
+    pub fn reset(&mut self) {
+        self.n_past = 0;
+    }
+
+    /// Drop cached tokens after `n` (to rewind a conversation).
+    pub fn truncate(&mut self, n: usize) {
+        self.n_past = self.n_past.min(n);
+    }
+
+    pub fn set_n_threads(&mut self, n: usize) {
+        self.backend.set_n_threads(n);
+    }
+
+    /// Peak bytes of the compute buffer planned so far.
+    pub fn compute_buffer_size(&self) -> usize {
+        self.galloc.peak()
+    }
+
+    /// Run `tokens` after the cached ones; returns logits for every new position
+    /// (`all_logits`) or only the last one, `n_vocab` values per position.
+    pub fn eval(&mut self, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidArgument("eval of zero tokens".into()));
+        }
+        if self.n_past + tokens.len() > self.n_ctx {
+            return Err(Error::InvalidArgument(format!(
+                "context full: {} cached + {} new tokens > n_ctx {}",
+                self.n_past,
+                tokens.len(),
+                self.n_ctx
+            )));
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.hp.n_vocab) {
+            return Err(Error::InvalidArgument(format!(
+                "token id {bad} >= vocab size {}",
+                self.hp.n_vocab
+            )));
+        }
+        let r = self.eval_inner(tokens, all_logits);
+        self.ctx.reset_to(self.mark);
+        let out = r?;
+        self.n_past += tokens.len();
+        Ok(out)
+    }
+
+    fn eval_inner(&mut self, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>> {
+        let n_tokens = tokens.len();
+        let n_past = self.n_past;
+        let n_kv = n_past + n_tokens;
+        let g = self.build(n_tokens, all_logits)?;
+        let mut outputs = g.stores.clone();
+        outputs.push(g.logits);
+        let graph = Graph::build(&self.ctx, &outputs);
+        self.galloc.alloc_graph(&mut self.ctx, &graph)?;
+        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+        self.ctx.set_i32(g.tokens, &ids)?;
+        let pos: Vec<i32> = (n_past..n_kv).map(|p| p as i32).collect();
+        self.ctx.set_i32(g.pos, &pos)?;
+        for (mask, swa) in [(Some(g.mask), false), (g.mask_swa, true)] {
+            let Some(mask) = mask else { continue };
+            let mut m = vec![f32::NEG_INFINITY; n_kv * n_tokens];
+            for (i, row) in m.chunks_mut(n_kv).enumerate() {
+                let pq = n_past + i;
+                for (pk, v) in row.iter_mut().enumerate() {
+                    let causal = pk <= pq;
+                    let in_window = !swa || pq - pk.min(pq) < self.hp.n_swa;
+                    if causal && in_window {
+                        *v = 0.0;
+                    }
+                }
+            }
+            self.ctx.set_f32(mask, &m)?;
+        }
+        self.backend.compute(&self.ctx, &graph)?;
+        self.ctx.get_f32(g.logits)
+    }
+
+    fn build(&mut self, n_tokens: usize, all_logits: bool) -> Result<Built> {
+        let hp = self.hp.clone();
+        let ctx = &mut self.ctx;
+        let n_past = self.n_past;
+        let n_kv = n_past + n_tokens;
+        let gemma = hp.arch == Arch::Gemma3;
+
+        let tokens = ctx.new_tensor_1d(DType::I32, n_tokens)?;
+        ctx.set_name(tokens, "inp_tokens")?;
+        ctx.set_input(tokens);
+        let pos = ctx.new_tensor_1d(DType::I32, n_tokens)?;
+        ctx.set_name(pos, "inp_pos")?;
+        ctx.set_input(pos);
+        let mask = ctx.new_tensor_2d(DType::F32, n_kv, n_tokens)?;
+        ctx.set_name(mask, "kq_mask")?;
+        ctx.set_input(mask);
+        let mask_swa = if gemma && hp.n_swa > 0 {
+            let m = ctx.new_tensor_2d(DType::F32, n_kv, n_tokens)?;
+            ctx.set_name(m, "kq_mask_swa")?;
+            ctx.set_input(m);
+            Some(m)
+        } else {
+            None
+        };
+
+        let mut stores = Vec::with_capacity(2 * hp.n_layer);
+        let mut x = ctx.get_rows(self.tok_embd, tokens)?;
+        if gemma {
+            x = ctx.scale(x, (hp.n_embd as f32).sqrt())?;
+        }
+        let (dk, dv) = (hp.head_dim_k, hp.head_dim_v);
+        let kq_scale = 1.0 / (dk as f32).sqrt();
+        for (il, l) in self.layers.iter().enumerate() {
+            let inp = x;
+            let cur = ctx.rms_norm(x, hp.rms_eps)?;
+            let cur = ctx.mul(cur, l.attn_norm)?;
+
+            let q = ctx.mul_mat(l.wq, cur)?;
+            let k = ctx.mul_mat(l.wk, cur)?;
+            let v = ctx.mul_mat(l.wv, cur)?;
+            let mut q = ctx.reshape(q, &[dk, hp.n_head, n_tokens])?;
+            let mut k = ctx.reshape(k, &[dk, hp.n_head_kv, n_tokens])?;
+            if let (Some(qn), Some(kn)) = (l.q_norm, l.k_norm) {
+                q = ctx.rms_norm(q, hp.rms_eps)?;
+                q = ctx.mul(q, qn)?;
+                k = ctx.rms_norm(k, hp.rms_eps)?;
+                k = ctx.mul(k, kn)?;
+            }
+            let (mode, base) = match hp.arch {
+                Arch::Llama => (RopeMode::Normal, hp.rope_base),
+                Arch::Gemma3 if hp.is_swa(il) => (RopeMode::Neox, hp.rope_base_swa),
+                Arch::Gemma3 => (RopeMode::Neox, hp.rope_base),
+            };
+            let mut rp = RopeParams::new(hp.n_rot, mode, base);
+            rp.n_ctx_orig = hp.n_ctx_train;
+            if !(gemma && hp.is_swa(il)) {
+                rp.freq_scale = hp.rope_scale;
+            }
+            let q = ctx.rope_ext(q, pos, None, rp)?;
+            let k = ctx.rope_ext(k, pos, None, rp)?;
+
+            // Store the new K and V rows in the cache (f16), at positions n_past..n_kv.
+            let n_embd_k = dk * hp.n_head_kv;
+            let n_embd_v = dv * hp.n_head_kv;
+            let k_row = 2 * n_embd_k;
+            let v_row = 2 * n_embd_v;
+            let k_dst = ctx.view(l.k_cache, &[n_embd_k, n_tokens], &[k_row], n_past * k_row)?;
+            let k_src = ctx.reshape(k, &[n_embd_k, n_tokens])?;
+            let k_store = ctx.cpy(k_src, k_dst)?;
+            let v_dst = ctx.view(l.v_cache, &[n_embd_v, n_tokens], &[v_row], n_past * v_row)?;
+            let v_store = ctx.cpy(v, v_dst)?;
+
+            // Attention over all cached positions. The stores are expanded into the graph before
+            // the logits (as llama.cpp does), so they run before these reads of the cache.
+            stores.extend([k_store, v_store]);
+            let kc = ctx.view(l.k_cache, &[dk, n_kv, hp.n_head_kv], &[k_row, 2 * dk], 0)?;
+            let vc = ctx.view(l.v_cache, &[dv, n_kv, hp.n_head_kv], &[v_row, 2 * dv], 0)?;
+            let qp = ctx.permute(q, [0, 2, 1, 3])?; // [dk, n_tokens, n_head]
+            let kq = ctx.mul_mat(kc, qp)?; // [n_kv, n_tokens, n_head]
+            let m = if gemma && hp.is_swa(il) {
+                mask_swa.unwrap_or(mask)
+            } else {
+                mask
+            };
+            // gemma3 scales q by 1/sqrt(head_dim) before attention: the same as scaling here.
+            let kq = ctx.soft_max_ext(kq, Some(m), kq_scale, 0.0)?;
+            let vt = ctx.transpose(vc)?; // [n_kv, dv, n_head_kv]
+                                         // f32 so the softmax weights are not rounded to f16 (as flash attention keeps them).
+            let vt = ctx.cast(vt, DType::F32)?;
+            let kqv = ctx.mul_mat(vt, kq)?; // [dv, n_tokens, n_head]
+            let kqv = ctx.permute(kqv, [0, 2, 1, 3])?; // [dv, n_head, n_tokens]
+            let kqv = ctx.cont(kqv)?;
+            let kqv = ctx.reshape(kqv, &[dv * hp.n_head, n_tokens])?;
+            let mut cur = ctx.mul_mat(l.wo, kqv)?;
+            if let Some(pn) = l.post_attn_norm {
+                cur = ctx.rms_norm(cur, hp.rms_eps)?;
+                cur = ctx.mul(cur, pn)?;
+            }
+            let sa = ctx.add(cur, inp)?;
+
+            let cur = ctx.rms_norm(sa, hp.rms_eps)?;
+            let cur = ctx.mul(cur, l.ffn_norm)?;
+            let gate = ctx.mul_mat(l.ffn_gate, cur)?;
+            let up = ctx.mul_mat(l.ffn_up, cur)?;
+            let act = if gemma {
+                ctx.gelu(gate)?
+            } else {
+                ctx.silu(gate)?
+            };
+            let h = ctx.mul(act, up)?;
+            let mut cur = ctx.mul_mat(l.ffn_down, h)?;
+            if let Some(pn) = l.post_ffn_norm {
+                cur = ctx.rms_norm(cur, hp.rms_eps)?;
+                cur = ctx.mul(cur, pn)?;
+            }
+            x = ctx.add(cur, sa)?;
+        }
+        if !all_logits && n_tokens > 1 {
+            let row = ctx.tensor(x).nb[1];
+            x = ctx.view(x, &[hp.n_embd, 1], &[row], (n_tokens - 1) * row)?;
+        }
+        let x = ctx.rms_norm(x, hp.rms_eps)?;
+        let x = ctx.mul(x, self.output_norm)?;
+        let logits = ctx.mul_mat(self.output, x)?;
+        ctx.set_name(logits, "logits")?;
+        ctx.set_output(logits);
+        Ok(Built {
+            tokens,
+            pos,
+            mask,
+            mask_swa,
+            logits,
+            stores,
+        })
+    }
+}
+
+struct Built {
+    tokens: TensorId,
+    pos: TensorId,
+    mask: TensorId,
+    mask_swa: Option<TensorId>,
+    logits: TensorId,
+    /// KV-cache stores, expanded into the graph before the logits.
+    stores: Vec<TensorId>,
+}

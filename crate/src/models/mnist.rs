@@ -1,0 +1,345 @@
+//! ggml's MNIST example models (`mnist-fc`, `mnist-cnn`) in ggml's GGUF layout, and the idx data
+//! format of the MNIST set.
+
+use std::sync::Arc;
+
+use crate::alloc::GraphAllocator;
+use crate::backend::cpu::{cpu_buffer_type, CpuBackend, HostBytes};
+use crate::context::Mark;
+use crate::gguf::Gguf;
+use crate::models::weights::Weights;
+use crate::tensor::PoolOp;
+use crate::{Context, DType, Error, Graph, Result, TensorId};
+
+/// Pixels per image.
+pub const IMAGE_PIXELS: usize = 28 * 28;
+/// Classes.
+pub const N_CLASSES: usize = 10;
+/// Images per graph evaluation (ggml's mnist-eval uses physical batches of this order).
+pub const MAX_BATCH: usize = 500;
+
+/// The embedded default models and the t10k test set (native builds only: the browser fetches them).
+#[cfg(not(target_arch = "wasm32"))]
+pub mod embedded {
+    pub static FC: &[u8] = include_bytes!("../../assets/mnist-fc-f32.gguf");
+    pub static CNN: &[u8] = include_bytes!("../../assets/mnist-cnn-f32.gguf");
+    pub static T10K_IMAGES_GZ: &[u8] = include_bytes!("../../assets/t10k-images-idx3-ubyte.gz");
+    pub static T10K_LABELS_GZ: &[u8] = include_bytes!("../../assets/t10k-labels-idx1-ubyte.gz");
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MnistKind {
+    Fc,
+    Cnn,
+}
+
+impl MnistKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            MnistKind::Fc => "mnist-fc",
+            MnistKind::Cnn => "mnist-cnn",
+        }
+    }
+}
+
+enum Params {
+    Fc {
+        fc1_w: TensorId,
+        fc1_b: TensorId,
+        fc2_w: TensorId,
+        fc2_b: TensorId,
+    },
+    Cnn {
+        k1: TensorId,
+        b1: TensorId,
+        k2: TensorId,
+        b2: TensorId,
+        dense_w: TensorId,
+        dense_b: TensorId,
+    },
+}
+
+/// A loaded MNIST model with its CPU backend and graph allocator.
+pub struct Mnist {
+    ctx: Context,
+    kind: MnistKind,
+    params: Params,
+    mark: Mark,
+    backend: CpuBackend,
+    galloc: GraphAllocator,
+    // Keeps the file bytes alive: the weights point into them.
+    _bytes: Arc<dyn HostBytes>,
+}
+
+fn expect_shape(ctx: &Context, id: TensorId, ne: [usize; 4]) -> Result<TensorId> {
+    let t = ctx.tensor(id);
+    if t.ne != ne || t.dtype != DType::F32 {
+        return Err(Error::Model(format!(
+            "tensor '{}' is {} {:?}, expected f32 {:?}",
+            t.name, t.dtype, t.ne, ne
+        )));
+    }
+    Ok(id)
+}
+
+impl Mnist {
+    /// Load a model from the bytes of its GGUF file.
+    pub fn from_bytes(bytes: Arc<dyn HostBytes>, n_threads: usize) -> Result<Mnist> {
+        let gguf = Gguf::parse(bytes.bytes())?;
+        let arch = gguf.architecture().unwrap_or("");
+        let kind = match arch {
+            "mnist-fc" => MnistKind::Fc,
+            "mnist-cnn" => MnistKind::Cnn,
+            other => {
+                return Err(Error::Model(format!(
+                    "general.architecture is '{other}', expected 'mnist-fc' or 'mnist-cnn'"
+                )))
+            }
+        };
+        let mut ctx = Context::new();
+        let w = Weights::load(&mut ctx, &gguf, bytes.clone())?;
+        let params = match kind {
+            MnistKind::Fc => Params::Fc {
+                fc1_w: expect_shape(&ctx, w.get("fc1.weight")?, [784, 500, 1, 1])?,
+                fc1_b: expect_shape(&ctx, w.get("fc1.bias")?, [500, 1, 1, 1])?,
+                fc2_w: expect_shape(&ctx, w.get("fc2.weight")?, [500, 10, 1, 1])?,
+                fc2_b: expect_shape(&ctx, w.get("fc2.bias")?, [10, 1, 1, 1])?,
+            },
+            MnistKind::Cnn => Params::Cnn {
+                k1: expect_shape(&ctx, w.get("conv1.kernel")?, [3, 3, 1, 8])?,
+                b1: expect_shape(&ctx, w.get("conv1.bias")?, [1, 1, 8, 1])?,
+                k2: expect_shape(&ctx, w.get("conv2.kernel")?, [3, 3, 8, 16])?,
+                b2: expect_shape(&ctx, w.get("conv2.bias")?, [1, 1, 16, 1])?,
+                dense_w: expect_shape(&ctx, w.get("dense.weight")?, [784, 10, 1, 1])?,
+                dense_b: expect_shape(&ctx, w.get("dense.bias")?, [10, 1, 1, 1])?,
+            },
+        };
+        let mark = ctx.mark();
+        Ok(Mnist {
+            ctx,
+            kind,
+            params,
+            mark,
+            backend: CpuBackend::new(n_threads),
+            galloc: GraphAllocator::new(cpu_buffer_type()),
+            _bytes: bytes,
+        })
+    }
+
+    /// Load a model file (memory-mapped).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open(path: &std::path::Path, n_threads: usize) -> Result<Mnist> {
+        let file = crate::gguf::GgufFile::open(path)?;
+        Self::from_bytes(Arc::new(file), n_threads)
+    }
+
+    /// The embedded default model.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn embedded(kind: MnistKind, n_threads: usize) -> Result<Mnist> {
+        let bytes: &'static [u8] = match kind {
+            MnistKind::Fc => embedded::FC,
+            MnistKind::Cnn => embedded::CNN,
+        };
+        Self::from_bytes(Arc::new(bytes), n_threads)
+    }
+
+    pub fn kind(&self) -> MnistKind {
+        self.kind
+    }
+
+    pub fn set_n_threads(&mut self, n: usize) {
+        self.backend.set_n_threads(n);
+    }
+
+    /// Build the forward graph for `n` images; returns (input [784, n], logits [10, n]).
+    fn build(&mut self, n: usize) -> Result<(TensorId, TensorId)> {
+        let ctx = &mut self.ctx;
+        let images = ctx.new_tensor_2d(DType::F32, IMAGE_PIXELS, n)?;
+        ctx.set_name(images, "images")?;
+        ctx.set_input(images);
+        let logits = match self.params {
+            Params::Fc {
+                fc1_w,
+                fc1_b,
+                fc2_w,
+                fc2_b,
+            } => {
+                let h = ctx.mul_mat(fc1_w, images)?;
+                let h = ctx.add(h, fc1_b)?;
+                let h = ctx.relu(h)?;
+                let o = ctx.mul_mat(fc2_w, h)?;
+                ctx.add(o, fc2_b)?
+            }
+            Params::Cnn {
+                k1,
+                b1,
+                k2,
+                b2,
+                dense_w,
+                dense_b,
+            } => {
+                let x = ctx.reshape(images, &[28, 28, 1, n])?;
+                let x = ctx.conv_2d(k1, x, 1, 1, 1, 1, 1, 1)?;
+                let x = ctx.add(x, b1)?;
+                let x = ctx.relu(x)?;
+                let x = ctx.pool_2d(x, PoolOp::Max, 2, 2, 2, 2, 0, 0)?;
+                let x = ctx.conv_2d(k2, x, 1, 1, 1, 1, 1, 1)?;
+                let x = ctx.add(x, b2)?;
+                let x = ctx.relu(x)?;
+                let x = ctx.pool_2d(x, PoolOp::Max, 2, 2, 2, 2, 0, 0)?;
+                // [7, 7, 16, n] -> [16, 7, 7, n]: flatten in (h, w, c) order as the model was trained.
+                let x = ctx.permute(x, [1, 2, 0, 3])?;
+                let x = ctx.cont(x)?;
+                let x = ctx.reshape(x, &[7 * 7 * 16, n])?;
+                let o = ctx.mul_mat(dense_w, x)?;
+                ctx.add(o, dense_b)?
+            }
+        };
+        ctx.set_name(logits, "logits")?;
+        ctx.set_output(logits);
+        Ok((images, logits))
+    }
+
+    /// Logits for `images` (n × 784 pixels in [0, 1]), n × 10 values.
+    pub fn logits(&mut self, images: &[f32]) -> Result<Vec<f32>> {
+        if !images.len().is_multiple_of(IMAGE_PIXELS) {
+            return Err(Error::Shape(format!(
+                "{} pixels is not a whole number of 28x28 images",
+                images.len()
+            )));
+        }
+        let n = images.len() / IMAGE_PIXELS;
+        let mut out = Vec::with_capacity(n * N_CLASSES);
+        for chunk in images.chunks(MAX_BATCH * IMAGE_PIXELS) {
+            let r = self.logits_batch(chunk);
+            self.ctx.reset_to(self.mark);
+            out.extend(r?);
+        }
+        Ok(out)
+    }
+
+    fn logits_batch(&mut self, images: &[f32]) -> Result<Vec<f32>> {
+        let n = images.len() / IMAGE_PIXELS;
+        let (input, logits) = self.build(n)?;
+        let graph = Graph::build(&self.ctx, &[logits]);
+        self.galloc.alloc_graph(&mut self.ctx, &graph)?;
+        self.ctx.set_f32(input, images)?;
+        self.backend.compute(&self.ctx, &graph)?;
+        self.ctx.get_f32(logits)
+    }
+
+    /// Predicted class per image.
+    pub fn predict(&mut self, images: &[f32]) -> Result<Vec<u8>> {
+        let logits = self.logits(images)?;
+        Ok(logits.chunks(N_CLASSES).map(argmax).collect())
+    }
+
+    /// Number of correct predictions on `images` with `labels`, calling `progress(done, total)`
+    /// after each batch.
+    pub fn evaluate(
+        &mut self,
+        images: &[f32],
+        labels: &[u8],
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<usize> {
+        if images.len() != labels.len() * IMAGE_PIXELS {
+            return Err(Error::Shape(format!(
+                "{} labels for {} pixels",
+                labels.len(),
+                images.len()
+            )));
+        }
+        let mut correct = 0;
+        let mut done = 0;
+        for (imgs, labs) in images
+            .chunks(MAX_BATCH * IMAGE_PIXELS)
+            .zip(labels.chunks(MAX_BATCH))
+        {
+            let pred = self.predict(imgs)?;
+            correct += pred.iter().zip(labs).filter(|(p, l)| p == l).count();
+            done += labs.len();
+            progress(done, labels.len());
+        }
+        Ok(correct)
+    }
+}
+
+/// Index of the largest value.
+pub fn argmax(xs: &[f32]) -> u8 {
+    let mut best = 0;
+    for (i, &x) in xs.iter().enumerate() {
+        if x > xs[best] {
+            best = i;
+        }
+    }
+    best as u8
+}
+
+/// The MNIST idx file format (optionally gzip-compressed).
+pub mod idx {
+    use crate::{Error, Result};
+    use std::io::Read;
+
+    /// The bytes, decompressed when they are gzip.
+    pub fn maybe_gunzip(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>> {
+        if bytes.starts_with(&[0x1f, 0x8b]) {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(bytes)
+                .read_to_end(&mut out)
+                .map_err(|e| Error::InvalidArgument(format!("bad gzip data: {e}")))?;
+            Ok(out.into())
+        } else {
+            Ok(bytes.into())
+        }
+    }
+
+    fn be_u32(b: &[u8], at: usize) -> Result<usize> {
+        b.get(at..at + 4)
+            .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]) as usize)
+            .ok_or_else(|| Error::InvalidArgument("truncated idx header".into()))
+    }
+
+    /// Images as f32 in [0, 1], row-major 28×28 each: (count, pixels).
+    pub fn parse_images(bytes: &[u8]) -> Result<(usize, Vec<f32>)> {
+        let b = maybe_gunzip(bytes)?;
+        if be_u32(&b, 0)? != 0x0803 {
+            return Err(Error::InvalidArgument(
+                "not an idx3 image file (magic 0x00000803)".into(),
+            ));
+        }
+        let (n, rows, cols) = (be_u32(&b, 4)?, be_u32(&b, 8)?, be_u32(&b, 12)?);
+        if rows != 28 || cols != 28 {
+            return Err(Error::InvalidArgument(format!(
+                "images are {rows}x{cols}, expected 28x28"
+            )));
+        }
+        let body = &b[16..];
+        if n.checked_mul(784).is_none_or(|need| body.len() < need) {
+            return Err(Error::InvalidArgument(format!(
+                "idx file holds fewer than {n} images"
+            )));
+        }
+        Ok((
+            n,
+            body[..n * 784].iter().map(|&p| p as f32 / 255.0).collect(),
+        ))
+    }
+
+    /// Labels 0..9.
+    pub fn parse_labels(bytes: &[u8]) -> Result<Vec<u8>> {
+        let b = maybe_gunzip(bytes)?;
+        if be_u32(&b, 0)? != 0x0801 {
+            return Err(Error::InvalidArgument(
+                "not an idx1 label file (magic 0x00000801)".into(),
+            ));
+        }
+        let n = be_u32(&b, 4)?;
+        let body = &b[8..];
+        if body.len() < n {
+            return Err(Error::InvalidArgument(format!(
+                "idx file holds fewer than {n} labels"
+            )));
+        }
+        Ok(body[..n].to_vec())
+    }
+}

@@ -1,0 +1,8 @@
+//! Models built on the core: MNIST, and the weights loader they share.
+pub mod chat;
+pub mod llama;
+pub mod llm;
+pub mod mnist;
+pub mod sampler;
+pub mod tokenizer;
+pub mod weights;
