@@ -266,15 +266,19 @@ fn cpy_cont_types_and_concat() {
         (DType::F32, DType::F32),
         (DType::F16, DType::F16),
     ] {
-        check(&format!("cast {from}->{to} of a transposed view"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(from, &[11, 7, 3])?;
-            let inputs = random_inputs(ctx, &[a], &mut Rng::new(7));
-            let t = ctx.transpose(a)?;
-            let c = ctx.cast(t, to)?;
-            // Compare in f32 (both sides rounded to `to` the same way).
-            let out = ctx.cast(c, DType::F32)?;
-            Ok(Case { inputs, out })
-        });
+        check(
+            &format!("cast {from}->{to} of a transposed view"),
+            F32_TOL,
+            |ctx| {
+                let a = ctx.new_tensor(from, &[11, 7, 3])?;
+                let inputs = random_inputs(ctx, &[a], &mut Rng::new(7));
+                let t = ctx.transpose(a)?;
+                let c = ctx.cast(t, to)?;
+                // Compare in f32 (both sides rounded to `to` the same way).
+                let out = ctx.cast(c, DType::F32)?;
+                Ok(Case { inputs, out })
+            },
+        );
         check(&format!("cpy {from}->{to} into a view"), F32_TOL, |ctx| {
             let a = ctx.new_tensor(from, &[9, 5])?;
             let b = ctx.new_tensor(to, &[9, 8])?;
@@ -314,28 +318,37 @@ fn norms_softmax_reductions() {
             Ok(Case { inputs, out })
         });
     }
-    for (mask, max_bias) in [(None, 0.0), (Some(DType::F32), 0.0), (Some(DType::F16), 0.0), (Some(DType::F32), 8.0)] {
-        check(&format!("soft_max mask {mask:?} max_bias {max_bias}"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(DType::F32, &[37, 9, 6])?;
-            let mut rng = Rng::new(12);
-            let mut inputs = random_inputs(ctx, &[a], &mut rng);
-            let m = match mask {
-                Some(mt) => {
-                    let m = ctx.new_tensor(mt, &[37, 11])?;
-                    let mut v = rng.vec(37 * 11, -1.0, 1.0);
-                    for (i, x) in v.iter_mut().enumerate() {
-                        if i % 37 > 30 {
-                            *x = f32::NEG_INFINITY;
+    for (mask, max_bias) in [
+        (None, 0.0),
+        (Some(DType::F32), 0.0),
+        (Some(DType::F16), 0.0),
+        (Some(DType::F32), 8.0),
+    ] {
+        check(
+            &format!("soft_max mask {mask:?} max_bias {max_bias}"),
+            F32_TOL,
+            |ctx| {
+                let a = ctx.new_tensor(DType::F32, &[37, 9, 6])?;
+                let mut rng = Rng::new(12);
+                let mut inputs = random_inputs(ctx, &[a], &mut rng);
+                let m = match mask {
+                    Some(mt) => {
+                        let m = ctx.new_tensor(mt, &[37, 11])?;
+                        let mut v = rng.vec(37 * 11, -1.0, 1.0);
+                        for (i, x) in v.iter_mut().enumerate() {
+                            if i % 37 > 30 {
+                                *x = f32::NEG_INFINITY;
+                            }
                         }
+                        inputs.push((m, Data::F(v)));
+                        Some(m)
                     }
-                    inputs.push((m, Data::F(v)));
-                    Some(m)
-                }
-                None => None,
-            };
-            let out = ctx.soft_max_ext(a, m, 0.7, max_bias)?;
-            Ok(Case { inputs, out })
-        });
+                    None => None,
+                };
+                let out = ctx.soft_max_ext(a, m, 0.7, max_bias)?;
+                Ok(Case { inputs, out })
+            },
+        );
     }
     for k in 0..4 {
         check(&format!("reduction {k}"), F32_TOL, |ctx| {
@@ -356,28 +369,32 @@ fn norms_softmax_reductions() {
 fn rope_normal_and_neox() {
     for mode in [RopeMode::Normal, RopeMode::Neox] {
         for (n_dims, ff, ext) in [(64, false, 0.0), (48, true, 0.0), (64, false, 1.0)] {
-            check(&format!("rope {mode:?} n_dims {n_dims} ff {ff} ext {ext}"), F32_TOL, |ctx| {
-                let a = ctx.new_tensor(DType::F32, &[64, 5, 7])?;
-                let pos = ctx.new_tensor(DType::I32, &[7])?;
-                let mut rng = Rng::new(14);
-                let mut inputs = random_inputs(ctx, &[a], &mut rng);
-                inputs.push((pos, Data::I((0..7).map(|_| rng.idx(3000) as i32).collect())));
-                let f = if ff {
-                    let f = ctx.new_tensor(DType::F32, &[n_dims / 2])?;
-                    inputs.push((f, Data::F(rng.vec(n_dims / 2, 1.0, 4.0))));
-                    Some(f)
-                } else {
-                    None
-                };
-                let mut p = RopeParams::new(n_dims, mode, 10000.0);
-                if ext != 0.0 {
-                    p.ext_factor = ext;
-                    p.freq_scale = 0.25;
-                    p.n_ctx_orig = 4096;
-                }
-                let out = ctx.rope_ext(a, pos, f, p)?;
-                Ok(Case { inputs, out })
-            });
+            check(
+                &format!("rope {mode:?} n_dims {n_dims} ff {ff} ext {ext}"),
+                F32_TOL,
+                |ctx| {
+                    let a = ctx.new_tensor(DType::F32, &[64, 5, 7])?;
+                    let pos = ctx.new_tensor(DType::I32, &[7])?;
+                    let mut rng = Rng::new(14);
+                    let mut inputs = random_inputs(ctx, &[a], &mut rng);
+                    inputs.push((pos, Data::I((0..7).map(|_| rng.idx(3000) as i32).collect())));
+                    let f = if ff {
+                        let f = ctx.new_tensor(DType::F32, &[n_dims / 2])?;
+                        inputs.push((f, Data::F(rng.vec(n_dims / 2, 1.0, 4.0))));
+                        Some(f)
+                    } else {
+                        None
+                    };
+                    let mut p = RopeParams::new(n_dims, mode, 10000.0);
+                    if ext != 0.0 {
+                        p.ext_factor = ext;
+                        p.freq_scale = 0.25;
+                        p.n_ctx_orig = 4096;
+                    }
+                    let out = ctx.rope_ext(a, pos, f, p)?;
+                    Ok(Case { inputs, out })
+                },
+            );
         }
     }
 }
@@ -433,14 +450,18 @@ fn mul_mat_every_weight_type() {
     }
     // Batched with broadcast and a permuted src1 (attention-like).
     for n in [1usize, 7] {
-        check(&format!("mul_mat batched broadcast n={n}"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(DType::F32, &[33, 17, 2, 1])?;
-            let b = ctx.new_tensor(DType::F32, &[33, 4, n, 3])?;
-            let inputs = random_inputs(ctx, &[a, b], &mut Rng::new(17));
-            let bp = ctx.permute(b, [0, 2, 1, 3])?;
-            let out = ctx.mul_mat(a, bp)?;
-            Ok(Case { inputs, out })
-        });
+        check(
+            &format!("mul_mat batched broadcast n={n}"),
+            F32_TOL,
+            |ctx| {
+                let a = ctx.new_tensor(DType::F32, &[33, 17, 2, 1])?;
+                let b = ctx.new_tensor(DType::F32, &[33, 4, n, 3])?;
+                let inputs = random_inputs(ctx, &[a, b], &mut Rng::new(17));
+                let bp = ctx.permute(b, [0, 2, 1, 3])?;
+                let out = ctx.mul_mat(a, bp)?;
+                Ok(Case { inputs, out })
+            },
+        );
     }
 }
 
@@ -523,20 +544,14 @@ fn assets() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crate/assets")
 }
 
-/// The t10k images (pixel / 255) and labels, decompressed with the system's gzip.
+/// The t10k images (pixel / 255) and labels.
 fn t10k() -> Option<(Vec<f32>, Vec<u8>)> {
-    let gunzip = |name: &str| -> Option<Vec<u8>> {
-        let out = std::process::Command::new("gzip")
-            .arg("-dc")
-            .arg(assets().join(name))
-            .output()
-            .ok()?;
-        out.status.success().then_some(out.stdout)
-    };
-    let img = gunzip("t10k-images-idx3-ubyte.gz")?;
-    let lab = gunzip("t10k-labels-idx1-ubyte.gz")?;
-    let images = img[16..].iter().map(|&p| p as f32 / 255.0).collect();
-    Some((images, lab[8..].to_vec()))
+    use ggweb::models::mnist::idx;
+    let img = std::fs::read(assets().join("t10k-images-idx3-ubyte.gz")).ok()?;
+    let lab = std::fs::read(assets().join("t10k-labels-idx1-ubyte.gz")).ok()?;
+    let (_, images) = idx::parse_images(&idx::maybe_gunzip(&img).ok()?).ok()?;
+    let labels = idx::parse_labels(&idx::maybe_gunzip(&lab).ok()?).ok()?;
+    Some((images, labels))
 }
 
 /// Build the fc or cnn graph of ggml's mnist example for `n` images; returns (images, logits).
@@ -594,8 +609,17 @@ fn mnist_graph(
     Ok((images, logits, weights))
 }
 
-fn mnist_accuracy(cnn: bool, dev: Option<&Arc<WebGpuDevice>>, images: &[f32], labels: &[u8]) -> (f64, Vec<f32>) {
-    let name = if cnn { "mnist-cnn-f32.gguf" } else { "mnist-fc-f32.gguf" };
+fn mnist_accuracy(
+    cnn: bool,
+    dev: Option<&Arc<WebGpuDevice>>,
+    images: &[f32],
+    labels: &[u8],
+) -> (f64, Vec<f32>) {
+    let name = if cnn {
+        "mnist-cnn-f32.gguf"
+    } else {
+        "mnist-fc-f32.gguf"
+    };
     let file = ggweb::gguf::GgufFile::open(assets().join(name)).expect("model");
     let batch = 1000;
     let mut ctx = Context::new();
@@ -617,14 +641,18 @@ fn mnist_accuracy(cnn: bool, dev: Option<&Arc<WebGpuDevice>>, images: &[f32], la
     let mut all = Vec::new();
     let n = labels.len();
     for start in (0..n).step_by(batch) {
-        ctx.set_f32(img, &images[start * 784..(start + batch) * 784]).expect("images");
+        ctx.set_f32(img, &images[start * 784..(start + batch) * 784])
+            .expect("images");
         be.graph_compute(&ctx, &graph).expect("compute");
         let out = ctx.get_f32(logits).expect("logits");
         for (i, row) in out.chunks(10).enumerate() {
             let pred = row
                 .iter()
                 .enumerate()
-                .fold((0, f32::NEG_INFINITY), |b, (j, &v)| if v > b.1 { (j, v) } else { b })
+                .fold(
+                    (0, f32::NEG_INFINITY),
+                    |b, (j, &v)| if v > b.1 { (j, v) } else { b },
+                )
                 .0;
             correct += (pred == labels[start + i] as usize) as usize;
         }
@@ -641,14 +669,16 @@ fn mnist_fc_and_cnn_match_cpu() {
         return;
     }
     let Some((images, labels)) = t10k() else {
-        eprintln!("gzip not available: MNIST test skipped");
-        return;
+        panic!("the t10k set in crate/assets could not be read");
     };
     for (cnn, expect) in [(false, 98.05), (true, 98.12)] {
         let (acc_cpu, ref_logits) = mnist_accuracy(cnn, None, &images, &labels);
         for (path, dev) in devs {
             let (acc, logits) = mnist_accuracy(cnn, Some(dev), &images, &labels);
-            eprintln!("MNIST {} [{path}]: WebGPU {acc:.2} %, CPU {acc_cpu:.2} %", if cnn { "cnn" } else { "fc" });
+            eprintln!(
+                "MNIST {} [{path}]: WebGPU {acc:.2} %, CPU {acc_cpu:.2} %",
+                if cnn { "cnn" } else { "fc" }
+            );
             assert_eq!(acc, acc_cpu, "accuracy differs from the CPU");
             assert!((acc - expect).abs() < 1e-9, "accuracy {acc} != {expect}");
             let e = nmse(&logits, &ref_logits);
@@ -672,22 +702,112 @@ fn bench_mul_mat_webgpu_table() {
         .map(|s| {
             s.split(';')
                 .filter_map(|t| {
-                    let v: Vec<usize> = t.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+                    let v: Vec<usize> =
+                        t.split(',').filter_map(|x| x.trim().parse().ok()).collect();
                     (v.len() == 3).then(|| (v[0], v[1], v[2]))
                 })
                 .collect()
         })
         .unwrap_or_else(|| vec![(4096, 1, 4096), (4096, 512, 4096)]);
+    if std::env::var("GGWEB_BENCH_CPU").is_ok_and(|v| v == "1") {
+        // The CPU backend under the same conditions (a debug-profile test binary: kernels at
+        // opt-level 1; `ggweb bench` has the release figures).
+        for &(m, n, k) in &sizes {
+            for t in [
+                DType::F32,
+                DType::F16,
+                DType::Q4_0,
+                DType::Q8_0,
+                DType::Q4_K,
+            ] {
+                let r = ggweb::bench::bench_mul_mat(t, m, n, k, 2, 1.0).expect("cpu bench");
+                println!(
+                    "cpu [2 threads] mul_mat {t:>5} m={m} n={n} k={k}: {:8.2} GFLOP/s",
+                    r.gflops
+                );
+            }
+        }
+    }
     for (path, dev) in devices() {
         for &(m, n, k) in &sizes {
-            for t in [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K] {
-                let g = ggweb::backend::webgpu::bench_mul_mat_on(dev, t, m, n, k, 1.0)
-                    .expect("bench");
+            for t in [
+                DType::F32,
+                DType::F16,
+                DType::Q4_0,
+                DType::Q8_0,
+                DType::Q4_K,
+            ] {
+                let g =
+                    ggweb::backend::webgpu::bench_mul_mat_on(dev, t, m, n, k, 1.0).expect("bench");
                 println!(
                     "webgpu [{}; {path}] mul_mat {t:>5} m={m} n={n} k={k}: {g:8.2} GFLOP/s",
                     dev.adapter().name
                 );
             }
         }
+    }
+}
+
+/// A graph with an op WebGPU does not have (f16 add) runs split across WebGPU and the CPU by the
+/// scheduler, weights staying in their WebGPU buffer, and matches the CPU alone.
+#[test]
+fn scheduler_splits_webgpu_and_cpu() {
+    use ggweb::backend::sched::Scheduler;
+    let devs = devices();
+    if devs.is_empty() {
+        eprintln!("no adapter");
+        return;
+    }
+    let build = |ctx: &mut Context| -> Result<(TensorId, TensorId, TensorId)> {
+        let w = ctx.new_tensor(DType::Q4_0, &[64, 33])?;
+        let x = ctx.new_tensor(DType::F32, &[64, 5])?;
+        ctx.set_input(x);
+        let y = ctx.mul_mat(w, x)?;
+        let h = ctx.cast(y, DType::F16)?;
+        let h = ctx.add(h, h)?; // CPU only
+        let f = ctx.cast(h, DType::F32)?;
+        let out = ctx.soft_max_ext(f, None, 0.3, 0.0)?;
+        ctx.set_output(out);
+        Ok((w, x, out))
+    };
+    let mut rng = Rng::new(21);
+    let wv = rng.vec(64 * 33, -1.0, 1.0);
+    let xv = rng.vec(64 * 5, -1.0, 1.0);
+    // CPU alone.
+    let mut ctx = Context::new();
+    let (w, x, out) = build(&mut ctx).unwrap();
+    let graph = Graph::build(&ctx, &[out]);
+    let _b = ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
+    ctx.set_f32(w, &wv).unwrap();
+    ctx.set_f32(x, &xv).unwrap();
+    CpuBackend::new(2).graph_compute(&ctx, &graph).unwrap();
+    let reference = ctx.get_f32(out).unwrap();
+    for (path, dev) in devs {
+        let mut ctx = Context::new();
+        let (w, x, out) = build(&mut ctx).unwrap();
+        // The weight lives in a WebGPU buffer.
+        let wb = ggweb::alloc::alloc_tensors(&mut ctx, &[w], &dev.buffer_type())
+            .unwrap()
+            .unwrap();
+        wb.set_usage(ggweb::backend::BufferUsage::Weights);
+        ctx.set_f32(w, &wv).unwrap();
+        let graph = Graph::build(&ctx, &[out]);
+        let mut sched = Scheduler::new(vec![
+            dev.init_backend().unwrap(),
+            Box::new(CpuBackend::new(2)),
+        ])
+        .unwrap();
+        sched.plan(&mut ctx, &graph).unwrap();
+        ctx.set_f32(x, &xv).unwrap();
+        sched.compute(&mut ctx, &graph).unwrap();
+        let got = ctx.get_f32(out).unwrap();
+        let used: std::collections::BTreeSet<usize> =
+            sched.splits.iter().map(|s| s.backend).collect();
+        assert!(
+            used.contains(&0) && used.contains(&1),
+            "[{path}] expected a split, got {used:?}"
+        );
+        let e = nmse(&got, &reference);
+        assert!(e < F32_TOL, "[{path}] split graph NMSE {e:.3e}");
     }
 }
