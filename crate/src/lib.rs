@@ -5,7 +5,6 @@
 //! a backend (or the scheduler) computes it → outputs are read back.
 
 pub mod alloc;
-pub mod bench;
 pub mod backend;
 pub mod bench;
 pub mod context;
@@ -24,3 +23,5 @@ pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::Graph;
 pub use tensor::{Op, Tensor, TensorId};
+#[cfg(target_arch = "wasm32")]
+pub mod wasm;
