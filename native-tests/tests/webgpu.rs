@@ -799,7 +799,7 @@ fn scheduler_splits_webgpu_and_cpu() {
         .unwrap();
         sched.plan(&mut ctx, &graph).unwrap();
         ctx.set_f32(x, &xv).unwrap();
-        sched.compute(&mut ctx, &graph).unwrap();
+        sched.compute_planned(&ctx).unwrap();
         let got = ctx.get_f32(out).unwrap();
         let used: std::collections::BTreeSet<usize> =
             sched.splits.iter().map(|s| s.backend).collect();
@@ -808,6 +808,7 @@ fn scheduler_splits_webgpu_and_cpu() {
             "[{path}] expected a split, got {used:?}"
         );
         let e = nmse(&got, &reference);
-        assert!(e < F32_TOL, "[{path}] split graph NMSE {e:.3e}");
+        // q4_0 mul_mat: the CPU rounds activations to q8_0, WebGPU keeps them f32.
+        assert!(e < mm_tol(DType::Q4_0), "[{path}] split graph NMSE {e:.3e}");
     }
 }
