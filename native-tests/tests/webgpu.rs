@@ -554,13 +554,16 @@ fn t10k() -> Option<(Vec<f32>, Vec<u8>)> {
     Some((images, labels))
 }
 
+/// (images, logits, weights with their bytes).
+type MnistGraph = (TensorId, TensorId, Vec<(TensorId, Vec<u8>)>);
+
 /// Build the fc or cnn graph of ggml's mnist example for `n` images; returns (images, logits).
 fn mnist_graph(
     ctx: &mut Context,
     file: &ggweb::gguf::GgufFile,
     cnn: bool,
     n: usize,
-) -> Result<(TensorId, TensorId, Vec<(TensorId, Vec<u8>)>)> {
+) -> Result<MnistGraph> {
     let mut weights = Vec::new();
     let mut w = |ctx: &mut Context, name: &str| -> Result<TensorId> {
         let info = file.tensor(name).expect("tensor in the model");

@@ -9,9 +9,9 @@ use crate::graph::Graph;
 use crate::{Context, Result, TensorId};
 
 pub mod cpu;
+pub mod sched;
 #[cfg(feature = "webgpu")]
 pub mod webgpu;
-pub mod sched;
 
 /// What a buffer is used for; the scheduler keeps ops next to their weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -103,11 +103,15 @@ pub trait Registry: Send + Sync {
 
 /// All registries compiled in, CPU last (lowest priority).
 pub fn registries() -> Vec<Arc<dyn Registry>> {
-    let mut v: Vec<Arc<dyn Registry>> = Vec::new();
     #[cfg(feature = "webgpu")]
-    v.push(Arc::new(webgpu::WebGpuRegistry));
-    v.push(Arc::new(cpu::CpuRegistry));
-    v
+    let gpu: Option<Arc<dyn Registry>> = Some(Arc::new(webgpu::WebGpuRegistry));
+    #[cfg(not(feature = "webgpu"))]
+    let gpu: Option<Arc<dyn Registry>> = None;
+    gpu.into_iter()
+        .chain(std::iter::once(
+            Arc::new(cpu::CpuRegistry) as Arc<dyn Registry>
+        ))
+        .collect()
 }
 
 /// Every device of every registry, in priority order.
