@@ -544,21 +544,18 @@ fn assets() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crate/assets")
 }
 
-/// The t10k images (pixel / 255) and labels, decompressed with the system's gzip.
+/// The t10k images (pixel / 255) and labels.
 fn t10k() -> Option<(Vec<f32>, Vec<u8>)> {
-    let gunzip = |name: &str| -> Option<Vec<u8>> {
-        let out = std::process::Command::new("gzip")
-            .arg("-dc")
-            .arg(assets().join(name))
-            .output()
-            .ok()?;
-        out.status.success().then_some(out.stdout)
-    };
-    let img = gunzip("t10k-images-idx3-ubyte.gz")?;
-    let lab = gunzip("t10k-labels-idx1-ubyte.gz")?;
-    let images = img[16..].iter().map(|&p| p as f32 / 255.0).collect();
-    Some((images, lab[8..].to_vec()))
+    use ggweb::models::mnist::idx;
+    let img = std::fs::read(assets().join("t10k-images-idx3-ubyte.gz")).ok()?;
+    let lab = std::fs::read(assets().join("t10k-labels-idx1-ubyte.gz")).ok()?;
+    let (_, images) = idx::parse_images(&idx::maybe_gunzip(&img).ok()?).ok()?;
+    let labels = idx::parse_labels(&idx::maybe_gunzip(&lab).ok()?).ok()?;
+    Some((images, labels))
 }
+
+/// (images, logits, weights with their bytes).
+type MnistGraph = (TensorId, TensorId, Vec<(TensorId, Vec<u8>)>);
 
 /// Build the fc or cnn graph of ggml's mnist example for `n` images; returns (images, logits).
 fn mnist_graph(
@@ -566,7 +563,7 @@ fn mnist_graph(
     file: &ggweb::gguf::GgufFile,
     cnn: bool,
     n: usize,
-) -> Result<(TensorId, TensorId, Vec<(TensorId, Vec<u8>)>)> {
+) -> Result<MnistGraph> {
     let mut weights = Vec::new();
     let mut w = |ctx: &mut Context, name: &str| -> Result<TensorId> {
         let info = file.tensor(name).expect("tensor in the model");
@@ -675,8 +672,7 @@ fn mnist_fc_and_cnn_match_cpu() {
         return;
     }
     let Some((images, labels)) = t10k() else {
-        eprintln!("gzip not available: MNIST test skipped");
-        return;
+        panic!("the t10k set in crate/assets could not be read");
     };
     for (cnn, expect) in [(false, 98.05), (true, 98.12)] {
         let (acc_cpu, ref_logits) = mnist_accuracy(cnn, None, &images, &labels);
@@ -716,6 +712,25 @@ fn bench_mul_mat_webgpu_table() {
                 .collect()
         })
         .unwrap_or_else(|| vec![(4096, 1, 4096), (4096, 512, 4096)]);
+    if std::env::var("GGWEB_BENCH_CPU").is_ok_and(|v| v == "1") {
+        // The CPU backend under the same conditions (a debug-profile test binary: kernels at
+        // opt-level 1; `ggweb bench` has the release figures).
+        for &(m, n, k) in &sizes {
+            for t in [
+                DType::F32,
+                DType::F16,
+                DType::Q4_0,
+                DType::Q8_0,
+                DType::Q4_K,
+            ] {
+                let r = ggweb::bench::bench_mul_mat(t, m, n, k, 2, 1.0).expect("cpu bench");
+                println!(
+                    "cpu [2 threads] mul_mat {t:>5} m={m} n={n} k={k}: {:8.2} GFLOP/s",
+                    r.gflops
+                );
+            }
+        }
+    }
     for (path, dev) in devices() {
         for &(m, n, k) in &sizes {
             for t in [
@@ -733,5 +748,70 @@ fn bench_mul_mat_webgpu_table() {
                 );
             }
         }
+    }
+}
+
+/// A graph with an op WebGPU does not have (f16 add) runs split across WebGPU and the CPU by the
+/// scheduler, weights staying in their WebGPU buffer, and matches the CPU alone.
+#[test]
+fn scheduler_splits_webgpu_and_cpu() {
+    use ggweb::backend::sched::Scheduler;
+    let devs = devices();
+    if devs.is_empty() {
+        eprintln!("no adapter");
+        return;
+    }
+    let build = |ctx: &mut Context| -> Result<(TensorId, TensorId, TensorId)> {
+        let w = ctx.new_tensor(DType::Q4_0, &[64, 33])?;
+        let x = ctx.new_tensor(DType::F32, &[64, 5])?;
+        ctx.set_input(x);
+        let y = ctx.mul_mat(w, x)?;
+        let h = ctx.cast(y, DType::F16)?;
+        let h = ctx.add(h, h)?; // CPU only
+        let f = ctx.cast(h, DType::F32)?;
+        let out = ctx.soft_max_ext(f, None, 0.3, 0.0)?;
+        ctx.set_output(out);
+        Ok((w, x, out))
+    };
+    let mut rng = Rng::new(21);
+    let wv = rng.vec(64 * 33, -1.0, 1.0);
+    let xv = rng.vec(64 * 5, -1.0, 1.0);
+    // CPU alone.
+    let mut ctx = Context::new();
+    let (w, x, out) = build(&mut ctx).unwrap();
+    let graph = Graph::build(&ctx, &[out]);
+    let _b = ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
+    ctx.set_f32(w, &wv).unwrap();
+    ctx.set_f32(x, &xv).unwrap();
+    CpuBackend::new(2).graph_compute(&ctx, &graph).unwrap();
+    let reference = ctx.get_f32(out).unwrap();
+    for (path, dev) in devs {
+        let mut ctx = Context::new();
+        let (w, x, out) = build(&mut ctx).unwrap();
+        // The weight lives in a WebGPU buffer.
+        let wb = ggweb::alloc::alloc_tensors(&mut ctx, &[w], &dev.buffer_type())
+            .unwrap()
+            .unwrap();
+        wb.set_usage(ggweb::backend::BufferUsage::Weights);
+        ctx.set_f32(w, &wv).unwrap();
+        let graph = Graph::build(&ctx, &[out]);
+        let mut sched = Scheduler::new(vec![
+            dev.init_backend().unwrap(),
+            Box::new(CpuBackend::new(2)),
+        ])
+        .unwrap();
+        sched.plan(&mut ctx, &graph).unwrap();
+        ctx.set_f32(x, &xv).unwrap();
+        sched.compute_planned(&ctx).unwrap();
+        let got = ctx.get_f32(out).unwrap();
+        let used: std::collections::BTreeSet<usize> =
+            sched.splits.iter().map(|s| s.backend).collect();
+        assert!(
+            used.contains(&0) && used.contains(&1),
+            "[{path}] expected a split, got {used:?}"
+        );
+        let e = nmse(&got, &reference);
+        // q4_0 mul_mat: the CPU rounds activations to q8_0, WebGPU keeps them f32.
+        assert!(e < mm_tol(DType::Q4_0), "[{path}] split graph NMSE {e:.3e}");
     }
 }

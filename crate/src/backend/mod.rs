@@ -103,11 +103,15 @@ pub trait Registry: Send + Sync {
 
 /// All registries compiled in, CPU last (lowest priority).
 pub fn registries() -> Vec<Arc<dyn Registry>> {
-    let mut v: Vec<Arc<dyn Registry>> = Vec::new();
     #[cfg(feature = "webgpu")]
-    v.push(Arc::new(webgpu::WebGpuRegistry));
-    v.push(Arc::new(cpu::CpuRegistry));
-    v
+    let gpu: Option<Arc<dyn Registry>> = Some(Arc::new(webgpu::WebGpuRegistry));
+    #[cfg(not(feature = "webgpu"))]
+    let gpu: Option<Arc<dyn Registry>> = None;
+    gpu.into_iter()
+        .chain(std::iter::once(
+            Arc::new(cpu::CpuRegistry) as Arc<dyn Registry>
+        ))
+        .collect()
 }
 
 /// Every device of every registry, in priority order.

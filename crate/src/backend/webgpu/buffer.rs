@@ -226,9 +226,9 @@ impl Buffer for WebGpuBuffer {
     fn set_usage(&self, usage: BufferUsage) {
         self.usage.store(usage as u8, Ordering::Relaxed);
     }
-    /// Upload in chunks. `write_buffer` needs 4-byte aligned ranges: unaligned edges are merged
-    /// with the bytes already there (a blocking read natively; an error in the browser, where
-    /// tensors from the allocators are always aligned).
+    /// Upload in chunks. `write_buffer` needs 4-byte aligned ranges: natively unaligned edges are
+    /// merged with the bytes already there (a blocking read of the edge words); in the browser a
+    /// word-aligned start is required and the tail is zero-padded (see the comment inside).
     fn set(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check_range(offset, data.len())?;
         if data.is_empty() {
@@ -246,10 +246,19 @@ impl Buffer for WebGpuBuffer {
         } else {
             #[cfg(target_arch = "wasm32")]
             {
-                return Err(Error::Backend(format!(
-                    "unaligned WebGPU upload ({} bytes at {offset}) is not supported in the browser",
-                    data.len()
-                )));
+                // No blocking read in the browser. A write that starts on a word boundary is
+                // padded with zeros to the next word: tensors get `alloc_size` (nbytes rounded up
+                // to 4) from the allocators, so those bytes are the tensor's own padding.
+                if a0 != offset {
+                    return Err(Error::Backend(format!(
+                        "WebGPU upload at an unaligned offset ({} bytes at {offset}) is not supported \
+                         in the browser",
+                        data.len()
+                    )));
+                }
+                let mut v = data.to_vec();
+                v.resize(a1 - a0, 0);
+                self.write_aligned(offset, &v);
             }
             #[cfg(not(target_arch = "wasm32"))]
             {

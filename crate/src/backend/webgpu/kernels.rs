@@ -138,8 +138,8 @@ pub(crate) fn check(
             f32s(&[s0, Some(d)])
                 && s1 == Some(I32)
                 && matches!(s2, None | Some(F32))
-                && t.ne[0] % 2 == 0
-                && p.n_dims % 2 == 0
+                && t.ne[0].is_multiple_of(2)
+                && p.n_dims.is_multiple_of(2)
                 && p.n_dims <= t.ne[0]
         }
         Op::GetRows => {
@@ -241,7 +241,7 @@ impl<'a> Planner<'a> {
         let bind_off = loc.offset / align * align;
         let rel = loc.offset - bind_off;
         let u = unit(t.dtype);
-        if rel % u != 0 {
+        if !rel.is_multiple_of(u) {
             return Err(Error::Backend(format!(
                 "tensor '{}' at byte offset {} is not aligned to its element size",
                 t.name, loc.offset
@@ -348,6 +348,14 @@ fn grid(n: usize, per: usize, max_dim: u32) -> [u32; 3] {
     }
 }
 
+/// (pipeline key, entry point, workgroups, WGSL source for the f16 flag).
+type KernelChoice<'a> = (
+    String,
+    &'static str,
+    [u32; 3],
+    Box<dyn Fn(bool) -> String + 'a>,
+);
+
 /// Plan the dispatch of node `id` (None for views, leaves and empty tensors).
 pub(crate) fn plan<'a>(
     shared: &'a Shared,
@@ -370,12 +378,7 @@ pub(crate) fn plan<'a>(
     let src = |i: usize| t.src[i].expect("checked by `check`");
     let n = t.nelements();
     let d = t.dtype;
-    let (key, entry, groups, make_src): (
-        String,
-        &'static str,
-        [u32; 3],
-        Box<dyn Fn(bool) -> String>,
-    ) = match t.op {
+    let (key, entry, groups, make_src): KernelChoice<'_> = match t.op {
         Op::Add | Op::Sub | Op::Mul | Op::Div => {
             p.tensor(id)?;
             p.tensor(src(0))?;
@@ -454,7 +457,7 @@ pub(crate) fn plan<'a>(
             p.tensor(src(0))?;
             p.u(0, n as u32);
             let pairs = d == DType::F16 && !f16;
-            if pairs && p.params[0] % 2 != 0 {
+            if pairs && !p.params[0].is_multiple_of(2) {
                 return Err(Error::Backend(format!(
                     "f16 destination '{}' is not 4-byte aligned (f32 path)",
                     t.name

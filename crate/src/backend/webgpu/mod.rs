@@ -121,7 +121,7 @@ fn report(
         driver_info: info.driver_info.clone(),
         shader_f16: features.contains(wgpu::Features::SHADER_F16),
         max_buffer_size: limits.max_buffer_size,
-        max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size as u64,
+        max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
         min_storage_buffer_offset_alignment: limits.min_storage_buffer_offset_alignment,
         max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
         max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
