@@ -48,7 +48,7 @@ for v in $VARIANTS; do
   log "cargo build ($v, $PROFILE)"
   if [ "$PROFILE" = release ]; then PFLAG=--release; PDIR=release; else PFLAG=; PDIR=debug; fi
   RUSTFLAGS="$FLAGS ${EXTRA_RUSTFLAGS:-}" CARGO_TARGET_DIR="$TD" \
-    cargo build -p ggweb --lib --target wasm32-unknown-unknown $PFLAG
+    cargo build -p ggweb --lib --no-default-features --target wasm32-unknown-unknown $PFLAG
   OUT="www/wasm/$v"
   rm -rf "$OUT"; mkdir -p "$OUT"
   "$WB" --target web --out-dir "$OUT" --out-name ggweb \
