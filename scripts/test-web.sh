@@ -36,10 +36,10 @@ if [ -z "${SKIP_WASM_TESTS:-}" ]; then
     if [ $v = simd ]; then FLAGS="-C target-feature=+simd128"; else FLAGS=""; fi
     step "wasm-bindgen-test ($v) in node"
     (cd wasm-tests && RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
-      cargo test --target wasm32-unknown-unknown)
+      cargo test --target wasm32-unknown-unknown --no-fail-fast)
     step "wasm-bindgen-test ($v) in headless Chromium"
     (cd wasm-tests && WASM_BINDGEN_USE_BROWSER=1 RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
-      cargo test --target wasm32-unknown-unknown)
+      cargo test --target wasm32-unknown-unknown --no-fail-fast)
   done
 fi
 
