@@ -280,6 +280,8 @@ pub fn type_traits(dtype: DType) -> Option<&'static TypeTraits> {
         simd_x86::install(&mut t);
         #[cfg(target_arch = "aarch64")]
         simd_aarch64::install(&mut t);
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        simd_wasm32::install(&mut t);
         t
     });
     index(dtype).map(|i| &table[i])
@@ -446,6 +448,41 @@ mod simd_aarch64 {
             }
         };
         set(t, DType::F32, dot_f32);
+        set(t, DType::Q4_0, dot_q4_0);
+        set(t, DType::Q4_1, dot_q4_1);
+        set(t, DType::Q5_0, dot_q5_0);
+        set(t, DType::Q5_1, dot_q5_1);
+        set(t, DType::Q8_0, dot_q8_0);
+        set(t, DType::Q4_K, dot_q4_k);
+        set(t, DType::Q5_K, dot_q5_k);
+        set(t, DType::Q6_K, dot_q6_k);
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd_wasm32 {
+    use super::*;
+    use crate::backend::cpu::wasm32 as w;
+
+    erase_dot!(dot_f32, f32, f32, w::vec_dot_f32);
+    erase_dot!(dot_f16, f16, f16, w::vec_dot_f16);
+    erase_dot!(dot_q4_0, BlockQ4_0, BlockQ8_0, w::vec_dot_q4_0_q8_0);
+    erase_dot!(dot_q4_1, BlockQ4_1, BlockQ8_1, w::vec_dot_q4_1_q8_1);
+    erase_dot!(dot_q5_0, BlockQ5_0, BlockQ8_0, w::vec_dot_q5_0_q8_0);
+    erase_dot!(dot_q5_1, BlockQ5_1, BlockQ8_1, w::vec_dot_q5_1_q8_1);
+    erase_dot!(dot_q8_0, BlockQ8_0, BlockQ8_0, w::vec_dot_q8_0_q8_0);
+    erase_dot!(dot_q4_k, BlockQ4K, BlockQ8K, w::vec_dot_q4_k_q8_k);
+    erase_dot!(dot_q5_k, BlockQ5K, BlockQ8K, w::vec_dot_q5_k_q8_k);
+    erase_dot!(dot_q6_k, BlockQ6K, BlockQ8K, w::vec_dot_q6_k_q8_k);
+
+    pub(super) fn install(t: &mut [TypeTraits; N_TRAITS]) {
+        let set = |t: &mut [TypeTraits; N_TRAITS], d: DType, f: fn(usize, &[u8], &[u8]) -> f32| {
+            if let Some(i) = index(d) {
+                t[i].vec_dot = f;
+            }
+        };
+        set(t, DType::F32, dot_f32);
+        set(t, DType::F16, dot_f16);
         set(t, DType::Q4_0, dot_q4_0);
         set(t, DType::Q4_1, dot_q4_1);
         set(t, DType::Q5_0, dot_q5_0);

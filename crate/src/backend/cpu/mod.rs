@@ -17,6 +17,8 @@ pub mod ops;
 pub mod reference;
 pub mod threadpool;
 pub mod vec;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub mod wasm32;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
 

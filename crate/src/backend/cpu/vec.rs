@@ -56,7 +56,15 @@ pub fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
     {
         super::aarch64::dot_f32(x, y)
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        super::wasm32::dot_f32(x, y)
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     {
         dot_f32_ref(x, y)
     }
@@ -72,7 +80,15 @@ pub fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]) {
     {
         super::aarch64::axpy_f32(a, x, y)
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        super::wasm32::axpy_f32(a, x, y)
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     {
         axpy_f32_ref(a, x, y)
     }
@@ -84,7 +100,14 @@ pub fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
     {
         super::x86::dot_f16(x, y)
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        super::wasm32::dot_f16(x, y)
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     {
         dot_f16_ref(x, y)
     }
@@ -96,7 +119,14 @@ pub fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
     {
         super::x86::axpy_f16(a, x, y)
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        super::wasm32::axpy_f16(a, x, y)
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     {
         axpy_f16_ref(a, x, y)
     }

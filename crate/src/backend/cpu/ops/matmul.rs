@@ -171,6 +171,14 @@ unsafe fn tile<const R: usize, const C: usize>(
             return;
         }
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        if matches!(t, Tiled::F32) {
+            // SAFETY: forwarded from the caller.
+            unsafe { crate::backend::cpu::wasm32::tile_f32::<R, C>(n, a, b, out) };
+            return;
+        }
+    }
     // SAFETY: forwarded from the caller.
     unsafe { tile_portable::<R, C>(t, n, a, b, out) }
 }
@@ -193,6 +201,9 @@ pub fn simd_name() -> &'static str {
         if has_avx2() {
             return "avx2+fma+f16c";
         }
+    }
+    if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+        return "wasm32 simd128 (f32 tiles)";
     }
     "portable"
 }

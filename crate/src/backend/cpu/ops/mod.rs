@@ -9,7 +9,11 @@ pub mod matmul;
 
 /// Name of the SIMD path in use.
 pub fn simd_name() -> &'static str {
-    "scalar"
+    if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+        "wasm32 simd128"
+    } else {
+        "scalar"
+    }
 }
 
 /// Whether the CPU backend can compute node `t`.

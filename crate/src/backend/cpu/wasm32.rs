@@ -1,0 +1,490 @@
+//! wasm32 SIMD128 kernels (built with `-C target-feature=+simd128`; the scalar wasm build uses
+//! the references). Same contract as `x86.rs` / `aarch64.rs`: public functions are safe, check
+//! slice lengths (panicking on a mismatch, an internal contract), and their SIMD bodies only load
+//! and store inside the slices or fixed-size block arrays they are given. Integer sums are exact;
+//! only the f32 accumulation order differs from the scalar references.
+//!
+//! Products of 8-bit quants use `i16x8.extmul` + `i32x4.extadd_pairwise` (exact: |a·b| ≤ 2^14).
+
+use core::arch::wasm32::*;
+
+use half::f16;
+
+use crate::quant::{
+    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0,
+    BlockQ8_1, GgmlBlock,
+};
+
+fn check(what: &str, a: usize, b: usize) {
+    assert!(a == b, "{what}: lengths differ ({a} vs {b})");
+}
+
+#[inline(always)]
+fn hsum_f32(v: v128) -> f32 {
+    f32x4_extract_lane::<0>(v)
+        + f32x4_extract_lane::<1>(v)
+        + f32x4_extract_lane::<2>(v)
+        + f32x4_extract_lane::<3>(v)
+}
+
+#[inline(always)]
+fn hsum_i32(v: v128) -> i32 {
+    i32x4_extract_lane::<0>(v)
+        .wrapping_add(i32x4_extract_lane::<1>(v))
+        .wrapping_add(i32x4_extract_lane::<2>(v))
+        .wrapping_add(i32x4_extract_lane::<3>(v))
+}
+
+/// Σ a·b of 16 signed bytes as 4 i32 lanes.
+#[inline(always)]
+fn dot_i8x16(a: v128, b: v128) -> v128 {
+    let lo = i16x8_extmul_low_i8x16(a, b);
+    let hi = i16x8_extmul_high_i8x16(a, b);
+    i32x4_add(
+        i32x4_extadd_pairwise_i16x8(lo),
+        i32x4_extadd_pairwise_i16x8(hi),
+    )
+}
+
+/// 16 bytes at `p`.
+///
+/// # Safety
+/// `p..p+16` must be readable.
+#[inline(always)]
+unsafe fn load16(p: *const u8) -> v128 {
+    // SAFETY: the caller guarantees 16 readable bytes; v128_load has no alignment requirement.
+    unsafe { v128_load(p as *const v128) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// f32 / f16
+
+/// Σ x·y.
+pub fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    check("dot_f32", x.len(), y.len());
+    let n = x.len();
+    let mut i = 0;
+    let mut acc = [f32x4_splat(0.0); 4];
+    // SAFETY: every load reads 4 floats starting at an index ≤ n - 4 of x and y.
+    unsafe {
+        let (px, py) = (x.as_ptr(), y.as_ptr());
+        while i + 16 <= n {
+            for (k, a) in acc.iter_mut().enumerate() {
+                let o = i + 4 * k;
+                let p = f32x4_mul(
+                    v128_load(px.add(o) as *const v128),
+                    v128_load(py.add(o) as *const v128),
+                );
+                *a = f32x4_add(*a, p);
+            }
+            i += 16;
+        }
+        while i + 4 <= n {
+            let p = f32x4_mul(
+                v128_load(px.add(i) as *const v128),
+                v128_load(py.add(i) as *const v128),
+            );
+            acc[0] = f32x4_add(acc[0], p);
+            i += 4;
+        }
+    }
+    let mut sum = hsum_f32(f32x4_add(
+        f32x4_add(acc[0], acc[1]),
+        f32x4_add(acc[2], acc[3]),
+    ));
+    for j in i..n {
+        sum += x[j] * y[j];
+    }
+    sum
+}
+
+/// y += a·x.
+pub fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]) {
+    check("axpy_f32", x.len(), y.len());
+    let n = x.len();
+    let mut i = 0;
+    let va = f32x4_splat(a);
+    // SAFETY: loads and stores touch 4 floats at an index ≤ n - 4 of x and y.
+    unsafe {
+        let (px, py) = (x.as_ptr(), y.as_mut_ptr());
+        while i + 4 <= n {
+            let v = f32x4_add(
+                v128_load(py.add(i) as *const v128),
+                f32x4_mul(va, v128_load(px.add(i) as *const v128)),
+            );
+            v128_store(py.add(i) as *mut v128, v);
+            i += 4;
+        }
+    }
+    for j in i..n {
+        y[j] += a * x[j];
+    }
+}
+
+/// `vec_dot`-shaped f32 dot (`n` elements).
+pub fn vec_dot_f32(n: usize, x: &[f32], y: &[f32]) -> f32 {
+    check("vec_dot_f32", x.len(), n);
+    dot_f32(x, y)
+}
+
+const F16_CHUNK: usize = 64;
+
+fn to_f32_chunk(src: &[f16], dst: &mut [f32; F16_CHUNK]) -> usize {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = s.to_f32();
+    }
+    src.len().min(F16_CHUNK)
+}
+
+/// Σ x·y over f16 inputs (converted in chunks, multiplied and summed in f32x4).
+pub fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
+    check("dot_f16", x.len(), y.len());
+    let (mut bx, mut by) = ([0f32; F16_CHUNK], [0f32; F16_CHUNK]);
+    let mut sum = 0f32;
+    for (cx, cy) in x.chunks(F16_CHUNK).zip(y.chunks(F16_CHUNK)) {
+        let m = to_f32_chunk(cx, &mut bx);
+        to_f32_chunk(cy, &mut by);
+        sum += dot_f32(&bx[..m], &by[..m]);
+    }
+    sum
+}
+
+/// `vec_dot`-shaped f16 dot.
+pub fn vec_dot_f16(n: usize, x: &[f16], y: &[f16]) -> f32 {
+    check("vec_dot_f16", x.len(), n);
+    dot_f16(x, y)
+}
+
+/// y += a·x with f16 `x` and f32 `y`.
+pub fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
+    check("axpy_f16", x.len(), y.len());
+    let mut bx = [0f32; F16_CHUNK];
+    for (cx, cy) in x.chunks(F16_CHUNK).zip(y.chunks_mut(F16_CHUNK)) {
+        let m = to_f32_chunk(cx, &mut bx);
+        axpy_f32(a, &bx[..m], cy);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// legacy quants (32-element blocks)
+
+/// The 32 high bits of a q5 block as bytes 0x10 / 0x00 (lanes 0..16 and 16..32).
+#[inline(always)]
+fn q5_high(qh: [u8; 4]) -> (v128, v128) {
+    let q = u32x4_splat(u32::from_le_bytes(qh));
+    let bits = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    let lo = u8x16_swizzle(q, u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    let hi = u8x16_swizzle(q, u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    let x10 = u8x16_splat(0x10);
+    (
+        v128_and(i8x16_eq(v128_and(lo, bits), bits), x10),
+        v128_and(i8x16_eq(v128_and(hi, bits), bits), x10),
+    )
+}
+
+/// Low and high nibbles of 16 bytes as two i8x16 (0..15).
+#[inline(always)]
+fn nibbles(v: v128) -> (v128, v128) {
+    (v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4))
+}
+
+/// q4_0 · q8_0.
+pub fn vec_dot_q4_0_q8_0(n: usize, x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    check("vec_dot_q4_0_q8_0", x.len() * BlockQ4_0::BLCK, n);
+    check("vec_dot_q4_0_q8_0", x.len(), y.len());
+    let mut acc = f32x4_splat(0.0);
+    let s8 = i8x16_splat(8);
+    for (bx, by) in x.iter().zip(y) {
+        // SAFETY: loads read the 16-byte `qs` of x and the two 16-byte halves of y's 32-byte `qs`.
+        let sumi = unsafe {
+            let (lo, hi) = nibbles(load16(bx.qs.as_ptr()));
+            let y0 = load16(by.qs.as_ptr() as *const u8);
+            let y1 = load16(by.qs.as_ptr().add(16) as *const u8);
+            i32x4_add(
+                dot_i8x16(i8x16_sub(lo, s8), y0),
+                dot_i8x16(i8x16_sub(hi, s8), y1),
+            )
+        };
+        let d = bx.d.to_f32() * by.d.to_f32();
+        acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(sumi), f32x4_splat(d)));
+    }
+    hsum_f32(acc)
+}
+
+/// q4_1 · q8_1.
+pub fn vec_dot_q4_1_q8_1(n: usize, x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    check("vec_dot_q4_1_q8_1", x.len() * BlockQ4_1::BLCK, n);
+    check("vec_dot_q4_1_q8_1", x.len(), y.len());
+    let mut acc = f32x4_splat(0.0);
+    let mut summs = 0f32;
+    for (bx, by) in x.iter().zip(y) {
+        // SAFETY: as in q4_0.
+        let sumi = unsafe {
+            let (lo, hi) = nibbles(load16(bx.qs.as_ptr()));
+            let y0 = load16(by.qs.as_ptr() as *const u8);
+            let y1 = load16(by.qs.as_ptr().add(16) as *const u8);
+            i32x4_add(dot_i8x16(lo, y0), dot_i8x16(hi, y1))
+        };
+        let d = bx.d.to_f32() * by.d.to_f32();
+        acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(sumi), f32x4_splat(d)));
+        summs += bx.m.to_f32() * by.s.to_f32();
+    }
+    hsum_f32(acc) + summs
+}
+
+/// q5_0 · q8_0.
+pub fn vec_dot_q5_0_q8_0(n: usize, x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    check("vec_dot_q5_0_q8_0", x.len() * BlockQ5_0::BLCK, n);
+    check("vec_dot_q5_0_q8_0", x.len(), y.len());
+    let mut acc = f32x4_splat(0.0);
+    let s16 = i8x16_splat(16);
+    for (bx, by) in x.iter().zip(y) {
+        let (h0, h1) = q5_high(bx.qh);
+        // SAFETY: as in q4_0.
+        let sumi = unsafe {
+            let (lo, hi) = nibbles(load16(bx.qs.as_ptr()));
+            let x0 = i8x16_sub(v128_or(lo, h0), s16);
+            let x1 = i8x16_sub(v128_or(hi, h1), s16);
+            let y0 = load16(by.qs.as_ptr() as *const u8);
+            let y1 = load16(by.qs.as_ptr().add(16) as *const u8);
+            i32x4_add(dot_i8x16(x0, y0), dot_i8x16(x1, y1))
+        };
+        let d = bx.d.to_f32() * by.d.to_f32();
+        acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(sumi), f32x4_splat(d)));
+    }
+    hsum_f32(acc)
+}
+
+/// q5_1 · q8_1.
+pub fn vec_dot_q5_1_q8_1(n: usize, x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    check("vec_dot_q5_1_q8_1", x.len() * BlockQ5_1::BLCK, n);
+    check("vec_dot_q5_1_q8_1", x.len(), y.len());
+    let mut acc = f32x4_splat(0.0);
+    let mut summs = 0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let (h0, h1) = q5_high(bx.qh);
+        // SAFETY: as in q4_0.
+        let sumi = unsafe {
+            let (lo, hi) = nibbles(load16(bx.qs.as_ptr()));
+            let y0 = load16(by.qs.as_ptr() as *const u8);
+            let y1 = load16(by.qs.as_ptr().add(16) as *const u8);
+            i32x4_add(
+                dot_i8x16(v128_or(lo, h0), y0),
+                dot_i8x16(v128_or(hi, h1), y1),
+            )
+        };
+        let d = bx.d.to_f32() * by.d.to_f32();
+        acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(sumi), f32x4_splat(d)));
+        summs += bx.m.to_f32() * by.s.to_f32();
+    }
+    hsum_f32(acc) + summs
+}
+
+/// q8_0 · q8_0.
+pub fn vec_dot_q8_0_q8_0(n: usize, x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    check("vec_dot_q8_0_q8_0", x.len() * BlockQ8_0::BLCK, n);
+    check("vec_dot_q8_0_q8_0", x.len(), y.len());
+    let mut acc = f32x4_splat(0.0);
+    for (bx, by) in x.iter().zip(y) {
+        // SAFETY: loads read the two 16-byte halves of each 32-byte `qs`.
+        let sumi = unsafe {
+            let x0 = load16(bx.qs.as_ptr() as *const u8);
+            let x1 = load16(bx.qs.as_ptr().add(16) as *const u8);
+            let y0 = load16(by.qs.as_ptr() as *const u8);
+            let y1 = load16(by.qs.as_ptr().add(16) as *const u8);
+            i32x4_add(dot_i8x16(x0, y0), dot_i8x16(x1, y1))
+        };
+        let d = bx.d.to_f32() * by.d.to_f32();
+        acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(sumi), f32x4_splat(d)));
+    }
+    hsum_f32(acc)
+}
+
+// ---------------------------------------------------------------------------------------------
+// k-quants (256-element super-blocks, activations in q8_K)
+
+/// 6-bit scales and mins of q4_K / q5_K (ggml's get_scale_min_k4).
+#[inline(always)]
+fn scales_mins_k4(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    let (mut sc, mut m) = ([0u8; 8], [0u8; 8]);
+    for j in 0..8 {
+        if j < 4 {
+            sc[j] = q[j] & 63;
+            m[j] = q[j + 4] & 63;
+        } else {
+            sc[j] = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+            m[j] = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+        }
+    }
+    (sc, m)
+}
+
+/// Σ bsums[j] · mins[j / 2] (the min correction of q4_K / q5_K).
+#[inline(always)]
+fn k4_summ(y: &BlockQ8K, m: &[u8; 8]) -> i32 {
+    (0..16).map(|j| y.bsums[j] as i32 * m[j / 2] as i32).sum()
+}
+
+/// q4_K · q8_K.
+pub fn vec_dot_q4_k_q8_k(n: usize, x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    check("vec_dot_q4_k_q8_k", x.len() * BlockQ4K::BLCK, n);
+    check("vec_dot_q4_k_q8_k", x.len(), y.len());
+    let mut sumf = 0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let (sc, m) = scales_mins_k4(&bx.scales);
+        let summ = k4_summ(by, &m);
+        let mut isum = i32x4_splat(0);
+        for j in 0..4 {
+            // SAFETY: loads read 16-byte pieces of x's 128-byte `qs` (32j..32j+32) and y's
+            // 256-byte `qs` (64j..64j+64).
+            unsafe {
+                let q = bx.qs.as_ptr().add(32 * j);
+                let q8 = by.qs.as_ptr().add(64 * j) as *const u8;
+                let (l0, h0) = nibbles(load16(q));
+                let (l1, h1) = nibbles(load16(q.add(16)));
+                let s1 = i32x4_add(dot_i8x16(l0, load16(q8)), dot_i8x16(l1, load16(q8.add(16))));
+                let s2 = i32x4_add(
+                    dot_i8x16(h0, load16(q8.add(32))),
+                    dot_i8x16(h1, load16(q8.add(48))),
+                );
+                isum = i32x4_add(isum, i32x4_mul(s1, i32x4_splat(sc[2 * j] as i32)));
+                isum = i32x4_add(isum, i32x4_mul(s2, i32x4_splat(sc[2 * j + 1] as i32)));
+            }
+        }
+        let d = bx.d.to_f32() * by.d;
+        sumf += d * hsum_i32(isum) as f32 - bx.dmin.to_f32() * by.d * summ as f32;
+    }
+    sumf
+}
+
+/// q5_K · q8_K.
+pub fn vec_dot_q5_k_q8_k(n: usize, x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    check("vec_dot_q5_k_q8_k", x.len() * BlockQ5K::BLCK, n);
+    check("vec_dot_q5_k_q8_k", x.len(), y.len());
+    let mut sumf = 0f32;
+    let one = u8x16_splat(1);
+    for (bx, by) in x.iter().zip(y) {
+        let (sc, m) = scales_mins_k4(&bx.scales);
+        let summ = k4_summ(by, &m);
+        let mut isum = i32x4_splat(0);
+        // SAFETY: loads read x's 32-byte `qh` in two halves, and pieces of `qs` as in q4_K.
+        unsafe {
+            let qh0 = load16(bx.qh.as_ptr());
+            let qh1 = load16(bx.qh.as_ptr().add(16));
+            for j in 0..4u32 {
+                let ju = j as usize;
+                let q = bx.qs.as_ptr().add(32 * ju);
+                let q8 = by.qs.as_ptr().add(64 * ju) as *const u8;
+                let (l0, h0) = nibbles(load16(q));
+                let (l1, h1) = nibbles(load16(q.add(16)));
+                // High bits: bit 2j for the low nibbles, bit 2j+1 for the high ones, × 16.
+                let hb = |v: v128, s: u32| u8x16_shl(v128_and(u8x16_shr(v, s), one), 4);
+                let x0 = v128_or(l0, hb(qh0, 2 * j));
+                let x1 = v128_or(l1, hb(qh1, 2 * j));
+                let x2 = v128_or(h0, hb(qh0, 2 * j + 1));
+                let x3 = v128_or(h1, hb(qh1, 2 * j + 1));
+                let s1 = i32x4_add(dot_i8x16(x0, load16(q8)), dot_i8x16(x1, load16(q8.add(16))));
+                let s2 = i32x4_add(
+                    dot_i8x16(x2, load16(q8.add(32))),
+                    dot_i8x16(x3, load16(q8.add(48))),
+                );
+                isum = i32x4_add(isum, i32x4_mul(s1, i32x4_splat(sc[2 * ju] as i32)));
+                isum = i32x4_add(isum, i32x4_mul(s2, i32x4_splat(sc[2 * ju + 1] as i32)));
+            }
+        }
+        let d = bx.d.to_f32() * by.d;
+        sumf += d * hsum_i32(isum) as f32 - bx.dmin.to_f32() * by.d * summ as f32;
+    }
+    sumf
+}
+
+/// q6_K · q8_K.
+pub fn vec_dot_q6_k_q8_k(n: usize, x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    check("vec_dot_q6_k_q8_k", x.len() * BlockQ6K::BLCK, n);
+    check("vec_dot_q6_k_q8_k", x.len(), y.len());
+    let mut sumf = 0f32;
+    let m4 = u8x16_splat(0x0F);
+    let m3 = u8x16_splat(3);
+    let s32 = i8x16_splat(32);
+    for (bx, by) in x.iter().zip(y) {
+        let mut isum = i32x4_splat(0);
+        for half in 0..2 {
+            for c in 0..2 {
+                // SAFETY: loads read 16-byte pieces of `ql` (64·half + 16c + {0, 32}), `qh`
+                // (32·half + 16c) and y's `qs` (128·half + 32k + 16c), all inside the arrays.
+                unsafe {
+                    let ql_a = load16(bx.ql.as_ptr().add(64 * half + 16 * c));
+                    let ql_b = load16(bx.ql.as_ptr().add(64 * half + 32 + 16 * c));
+                    let qh = load16(bx.qh.as_ptr().add(32 * half + 16 * c));
+                    let vals = [
+                        v128_or(v128_and(ql_a, m4), u8x16_shl(v128_and(qh, m3), 4)),
+                        v128_or(
+                            v128_and(ql_b, m4),
+                            u8x16_shl(v128_and(u8x16_shr(qh, 2), m3), 4),
+                        ),
+                        v128_or(
+                            u8x16_shr(ql_a, 4),
+                            u8x16_shl(v128_and(u8x16_shr(qh, 4), m3), 4),
+                        ),
+                        v128_or(u8x16_shr(ql_b, 4), u8x16_shl(u8x16_shr(qh, 6), 4)),
+                    ];
+                    for (k, v) in vals.iter().enumerate() {
+                        let e = 128 * half + 32 * k + 16 * c;
+                        let q8 = load16(by.qs.as_ptr().add(e) as *const u8);
+                        let s = dot_i8x16(i8x16_sub(*v, s32), q8);
+                        let g = e / 16;
+                        isum = i32x4_add(isum, i32x4_mul(s, i32x4_splat(bx.scales[g] as i32)));
+                    }
+                }
+            }
+        }
+        sumf += bx.d.to_f32() * by.d * hsum_i32(isum) as f32;
+    }
+    sumf
+}
+
+// ---------------------------------------------------------------------------------------------
+// register-tiled f32 dot products for mul_mat (ops/matmul.rs `tile`)
+
+/// `out[r][c] = Σ a[r][i]·b[c][i]` over `n` f32 elements, R×C f32x4 accumulators.
+///
+/// # Safety
+/// Every pointer must address at least `n` f32 values (any alignment).
+#[inline]
+pub unsafe fn tile_f32<const R: usize, const C: usize>(
+    n: usize,
+    a: [*const u8; R],
+    b: [*const u8; C],
+    out: &mut [[f32; C]; R],
+) {
+    let mut acc = [[f32x4_splat(0.0); C]; R];
+    let n4 = n / 4 * 4;
+    let mut i = 0;
+    while i < n4 {
+        // SAFETY: i + 4 <= n and every pointer addresses n f32 values.
+        unsafe {
+            let bv: [v128; C] =
+                core::array::from_fn(|c| v128_load((b[c] as *const f32).add(i) as *const v128));
+            for r in 0..R {
+                let av = v128_load((a[r] as *const f32).add(i) as *const v128);
+                for c in 0..C {
+                    acc[r][c] = f32x4_add(acc[r][c], f32x4_mul(av, bv[c]));
+                }
+            }
+        }
+        i += 4;
+    }
+    for r in 0..R {
+        for c in 0..C {
+            let mut s = hsum_f32(acc[r][c]);
+            for j in n4..n {
+                // SAFETY: j < n.
+                unsafe {
+                    s += (a[r] as *const f32).add(j).read_unaligned()
+                        * (b[c] as *const f32).add(j).read_unaligned();
+                }
+            }
+            out[r][c] = s;
+        }
+    }
+}

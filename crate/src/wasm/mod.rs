@@ -1,0 +1,45 @@
+//! wasm-bindgen exports: the Rust side of the npm package `ggweb` (www/).
+//!
+//! The TypeScript wrapper in `www/src/` is the public API; these exports are its engine. Every
+//! fallible export returns `Result<_, JsError>`, so a Rust [`crate::Error`] reaches JavaScript as a
+//! rejected Promise / thrown `Error` with the same message. A panic is a bug: the panic hook
+//! installed at start-up prints it to the console before the trap.
+
+use wasm_bindgen::prelude::*;
+
+mod gguf;
+mod graph;
+mod js;
+mod mnist;
+
+pub use gguf::GgufStream;
+pub use graph::GraphCore;
+pub use mnist::MnistCore;
+
+#[wasm_bindgen(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+}
+
+/// The crate version.
+#[wasm_bindgen]
+pub fn version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
+
+/// True when this module was built with SIMD128 kernels.
+#[wasm_bindgen(js_name = simdEnabled)]
+pub fn simd_enabled() -> bool {
+    cfg!(target_feature = "simd128")
+}
+
+/// The CPU kernels in use ("wasm32 simd128" or "scalar").
+#[wasm_bindgen(js_name = cpuFeatures)]
+pub fn cpu_features() -> String {
+    crate::backend::cpu::ops::simd_name().to_string()
+}
+
+/// Convert a crate error into a JS error with the same message.
+pub(crate) fn js_err(e: crate::Error) -> JsError {
+    JsError::new(&e.to_string())
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Build the wasm engine of the npm package `ggweb` in two variants and write them into www/wasm/:
+#   www/wasm/simd/    -C target-feature=+simd128 (SIMD128 kernels)
+#   www/wasm/scalar/  no SIMD (engines without wasm SIMD)
+# Each holds wasm-bindgen's `--target web` glue (ggweb.js, ggweb.d.ts) and ggweb_bg.wasm optimised
+# by wasm-opt from the npm package `binaryen`. The loader (www/src/wasm.ts) picks one at run time.
+#
+# Installs what it needs, idempotently: the wasm32 target, wasm-bindgen-cli (= the crate's
+# wasm-bindgen version, cached under ~/.cache/ggweb/tools), and www/'s npm dependencies.
+# Env: PROFILE=release|dev (default release), VARIANTS="simd scalar", NO_OPT=1 skips wasm-opt.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+WB_VERSION=0.2.130
+WB_ROOT="${GGWEB_TOOLS:-$HOME/.cache/ggweb/tools}/wasm-bindgen-$WB_VERSION"
+WB="$WB_ROOT/bin/wasm-bindgen"
+PROFILE="${PROFILE:-release}"
+VARIANTS="${VARIANTS:-simd scalar}"
+TARGET_BASE="${CARGO_TARGET_DIR:-$ROOT/target}"
+
+log() { echo "[build-wasm] $*" >&2; }
+
+# 1. toolchain
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  log "adding rust target wasm32-unknown-unknown"
+  rustup target add wasm32-unknown-unknown
+fi
+if ! [ -x "$WB" ] || [ "$("$WB" --version 2>/dev/null | awk '{print $2}')" != "$WB_VERSION" ]; then
+  log "installing wasm-bindgen-cli $WB_VERSION into $WB_ROOT (several minutes, once)"
+  cargo install wasm-bindgen-cli --version "$WB_VERSION" --root "$WB_ROOT" --force
+fi
+# 2. npm deps (binaryen's wasm-opt, typescript)
+if ! [ -x www/node_modules/.bin/wasm-opt ] || ! [ -x www/node_modules/.bin/tsc ]; then
+  log "installing npm dependencies in www/"
+  (cd www && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+fi
+WASM_OPT="$ROOT/www/node_modules/.bin/wasm-opt"
+
+# 3. build both variants (separate target dirs: RUSTFLAGS differ)
+for v in $VARIANTS; do
+  case "$v" in
+    simd)   FLAGS="-C target-feature=+simd128"; OPT_FEATURES="--enable-simd" ;;
+    scalar) FLAGS=""; OPT_FEATURES="" ;;
+    *) echo "unknown variant $v" >&2; exit 2 ;;
+  esac
+  TD="$TARGET_BASE/wasm-$v"
+  log "cargo build ($v, $PROFILE)"
+  if [ "$PROFILE" = release ]; then PFLAG=--release; PDIR=release; else PFLAG=; PDIR=debug; fi
+  RUSTFLAGS="$FLAGS ${EXTRA_RUSTFLAGS:-}" CARGO_TARGET_DIR="$TD" \
+    cargo build -p ggweb --lib --target wasm32-unknown-unknown $PFLAG
+  OUT="www/wasm/$v"
+  rm -rf "$OUT"; mkdir -p "$OUT"
+  "$WB" --target web --out-dir "$OUT" --out-name ggweb \
+    "$TD/wasm32-unknown-unknown/$PDIR/ggweb.wasm"
+  if [ -z "${NO_OPT:-}" ]; then
+    # Keep every feature rustc emits (bulk memory, sign-ext, non-trapping f2i, mutable globals,
+    # reference types, multivalue) and SIMD for the SIMD build; -O3 for speed.
+    "$WASM_OPT" -O3 --strip-debug --strip-producers --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+      --enable-mutable-globals --enable-reference-types --enable-multivalue $OPT_FEATURES \
+      "$OUT/ggweb_bg.wasm" -o "$OUT/ggweb_bg.wasm.opt"
+    mv "$OUT/ggweb_bg.wasm.opt" "$OUT/ggweb_bg.wasm"
+  fi
+  log "$OUT/ggweb_bg.wasm: $(wc -c < "$OUT/ggweb_bg.wasm") bytes"
+done

@@ -1,0 +1,66 @@
+#!/usr/bin/env node
+// A tiny static server for the ggweb demo: serves www/ on http://localhost:$PORT (default 8080)
+// with correct MIME types (application/wasm for streaming compilation) and COOP/COEP headers
+// (cross-origin isolation), no caching. `/` redirects to the demo. Usage: node scripts/serve.mjs
+import http from 'node:http';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'www');
+const PORT = Number(process.env.PORT || 8080);
+const HOST = process.env.HOST || '127.0.0.1';
+const TYPES = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json; charset=utf-8',
+  '.wasm': 'application/wasm',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.ts': 'text/plain; charset=utf-8',
+  '.d.ts': 'text/plain; charset=utf-8',
+  '.md': 'text/plain; charset=utf-8',
+  '.gguf': 'application/octet-stream',
+  '.gz': 'application/octet-stream',
+};
+
+const server = http.createServer((req, res) => {
+  const url = new URL(req.url || '/', 'http://localhost');
+  let rel = decodeURIComponent(url.pathname);
+  if (rel === '/' || rel === '') {
+    res.writeHead(302, { Location: '/demo/' });
+    res.end();
+    return;
+  }
+  const file = path.join(ROOT, path.normalize(rel).replace(/^([/\\])+/, ''));
+  if (!file.startsWith(ROOT)) {
+    res.writeHead(403).end('forbidden');
+    return;
+  }
+  let target = file;
+  try {
+    if (fs.statSync(target).isDirectory()) target = path.join(target, 'index.html');
+    const st = fs.statSync(target);
+    const ext = target.endsWith('.d.ts') ? '.d.ts' : path.extname(target);
+    res.writeHead(200, {
+      'Content-Type': TYPES[ext] || 'application/octet-stream',
+      'Content-Length': st.size,
+      'Cache-Control': 'no-store',
+      'Cross-Origin-Opener-Policy': 'same-origin',
+      'Cross-Origin-Embedder-Policy': 'require-corp',
+      'Cross-Origin-Resource-Policy': 'same-origin',
+    });
+    if (req.method === 'HEAD') return res.end();
+    fs.createReadStream(target).pipe(res);
+  } catch {
+    res.writeHead(404, { 'Content-Type': 'text/plain' }).end(`not found: ${rel}`);
+  }
+});
+
+server.listen(PORT, HOST, () => {
+  console.log(`ggweb demo: http://localhost:${server.address().port}/demo/  (serving ${ROOT})`);
+});
+export default server;

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Tests of the web side, installing what they need (idempotently):
+#   1. wasm-bindgen-test suites (wasm-tests/) under Node, then in headless Chromium (chromedriver)
+#      — once for the SIMD128 build and once scalar;
+#   2. the npm package's tests with node's test runner (www/test/), SIMD and scalar builds;
+#   3. the browser end-to-end test (puppeteer-core driving /usr/bin/chromium) of the demo,
+#      screenshots in test-output/.
+# Env: SKIP_BUILD=1 reuses www/wasm and www/dist; SKIP_WASM_TESTS=1, SKIP_E2E=1 skip parts.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export PUPPETEER_SKIP_DOWNLOAD=1
+WB_BIN="${GGWEB_TOOLS:-$HOME/.cache/ggweb/tools}/wasm-bindgen-0.2.130/bin"
+step() { printf '\n--- %s (%s)\n' "$1" "$(date +%T)"; }
+
+step "system packages"
+if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver
+fi
+command -v node >/dev/null || { echo "node (>= 20) is required" >&2; exit 1; }
+
+step "build (wasm + TypeScript)"
+if [ -z "${SKIP_BUILD:-}" ]; then
+  bash scripts/build-web.sh
+else
+  (cd www && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; })
+fi
+
+if [ -z "${SKIP_WASM_TESTS:-}" ]; then
+  export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER="$WB_BIN/wasm-bindgen-test-runner"
+  export CHROMEDRIVER=/usr/bin/chromedriver
+  WT_TARGET="${CARGO_TARGET_DIR:-$ROOT/target}/wasm-tests"
+  for v in simd scalar; do
+    if [ $v = simd ]; then FLAGS="-C target-feature=+simd128"; else FLAGS=""; fi
+    step "wasm-bindgen-test ($v) in node"
+    (cd wasm-tests && RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
+      cargo test --target wasm32-unknown-unknown --no-fail-fast)
+    step "wasm-bindgen-test ($v) in headless Chromium"
+    (cd wasm-tests && WASM_BINDGEN_USE_BROWSER=1 RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
+      cargo test --target wasm32-unknown-unknown --no-fail-fast)
+  done
+fi
+
+step "npm package tests (node --test), SIMD build"
+(cd www && GGWEB_SIMD=1 node --test test/)
+step "npm package tests (node --test), scalar build"
+(cd www && GGWEB_SIMD=0 node --test test/)
+
+if [ -z "${SKIP_E2E:-}" ]; then
+  step "browser end-to-end (puppeteer-core + /usr/bin/chromium)"
+  mkdir -p test-output
+  node www/test-e2e/e2e.mjs
+fi
+
+step "npm pack"
+(cd www && npm pack --dry-run --json 2>/dev/null | node -e '
+  let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
+    const [p] = JSON.parse(s);
+    console.log(`ggweb ${p.version}: ${p.files.length} files, tarball ${p.size} bytes, unpacked ${p.unpackedSize} bytes`);
+  });')
+echo "web tests: all passed"

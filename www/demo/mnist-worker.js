@@ -1,0 +1,20 @@
+// Evaluates an MNIST model on the 10,000 t10k images off the main thread.
+import { init, Mnist, loadMnistSet } from '../dist/index.js';
+
+self.onmessage = async ({ data }) => {
+  const { kind, build, base } = data;
+  try {
+    const engine = await init(build === 'auto' ? {} : { simd: build === 'simd' });
+    const name = engine.simd ? 'wasm SIMD128' : 'wasm scalar';
+    const [model, set] = await Promise.all([
+      Mnist.load(new URL(`assets/mnist-${kind}-f32.gguf`, base)),
+      loadMnistSet(new URL('assets/t10k-images-idx3-ubyte.gz', base), new URL('assets/t10k-labels-idx1-ubyte.gz', base)),
+    ]);
+    const result = await model.evaluate(set.images, set.labels, {
+      onProgress: (p) => self.postMessage({ type: 'progress', kind, engine: name, ...p }),
+    });
+    self.postMessage({ type: 'result', kind, engine: name, result });
+  } catch (e) {
+    self.postMessage({ type: 'error', message: String(e?.message ?? e) });
+  }
+};

@@ -1,0 +1,328 @@
+/**
+ * Tensors and graphs from JavaScript, ggml style: describe tensors, combine them with ops (nothing
+ * runs yet), then `compute` the outputs you want and `read` them.
+ *
+ * ```ts
+ * const g = await Graph.create();
+ * const a = g.tensor('f32', [4, 3]).set(new Float32Array(12).fill(1));
+ * const b = g.tensor('f32', [4, 3]).set(new Float32Array(12).fill(2));
+ * const c = g.add(a, b).relu();
+ * await g.compute(c);
+ * console.log(await c.read()); // Float32Array(12) [3, 3, …]
+ * ```
+ *
+ * Shapes are ggml's: `shape[0]` is the contiguous (innermost) dimension, up to 4 dims. Matrix
+ * products follow `ggml_mul_mat`: `a: [k, m]`, `b: [k, n]` → `[m, n]` (both rows-of-k).
+ */
+import { engine, engineSync } from './wasm.js';
+import { GGUF, loadGGUF, type LoadGGUFOptions } from './gguf.js';
+import type { Source } from './source.js';
+import { toError } from './env.js';
+import type { GraphCore } from '../wasm/simd/ggweb.js';
+
+/** Element types a tensor can have (quantized types hold weights; results are f32). */
+export type DType =
+  | 'f32' | 'f16' | 'bf16' | 'i32' | 'i16' | 'i8'
+  | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q8_0'
+  | 'q2_K' | 'q3_K' | 'q4_K' | 'q5_K' | 'q6_K';
+
+export type Shape = readonly number[];
+
+export interface TensorInfo {
+  type: DType;
+  shape: number[];
+  /** Byte strides per dimension. */
+  strides: number[];
+  name: string;
+  /** The op that produces it (`none` for leaves). */
+  op: string;
+  contiguous: boolean;
+}
+
+type Data = Float32Array | Int32Array | Uint8Array | ArrayLike<number>;
+
+/** A tensor of a {@link Graph}. Ops return new tensors; nothing runs until `graph.compute`. */
+export class Tensor {
+  /** @internal */
+  constructor(readonly graph: Graph, readonly id: number) {}
+
+  /** Type, shape, strides, name and op. */
+  get info(): TensorInfo {
+    return this.graph._core().info(this.id) as TensorInfo;
+  }
+  get shape(): number[] {
+    return this.info.shape;
+  }
+  get type(): DType {
+    return this.info.type;
+  }
+  get name(): string {
+    return this.info.name;
+  }
+  /** Number of elements. */
+  get size(): number {
+    return this.shape.reduce((a, b) => a * b, 1);
+  }
+
+  /** Name the tensor (≤ 63 bytes); returns `this`. */
+  setName(name: string): this {
+    this.graph._core().setName(this.id, name);
+    return this;
+  }
+
+  /**
+   * Write values: a `Float32Array` (converted to the tensor's type, quantizing if needed), an
+   * `Int32Array` for i32 tensors, or raw bytes (`Uint8Array`) in the tensor's own layout.
+   */
+  set(data: Data): this {
+    const core = this.graph._core();
+    if (data instanceof Int32Array) core.setI32(this.id, data);
+    else if (data instanceof Uint8Array) core.setBytes(this.id, data);
+    else if (data instanceof Float32Array) core.setF32(this.id, data);
+    else if (this.type === 'i32') core.setI32(this.id, Int32Array.from(data));
+    else core.setF32(this.id, Float32Array.from(data));
+    return this;
+  }
+
+  /** The values as f32 (dequantized); views are read through their strides. Compute first. */
+  async read(): Promise<Float32Array> {
+    return this.readSync();
+  }
+  /** Synchronous `read` (CPU backend). */
+  readSync(): Float32Array {
+    return this.graph._core().readF32(this.id);
+  }
+  /** The values of an i32 tensor. */
+  async readI32(): Promise<Int32Array> {
+    return this.graph._core().readI32(this.id);
+  }
+
+  // ---- ops (see Graph for documentation) ----
+  add(b: Tensor): Tensor { return this.graph.add(this, b); }
+  sub(b: Tensor): Tensor { return this.graph.sub(this, b); }
+  mul(b: Tensor): Tensor { return this.graph.mul(this, b); }
+  div(b: Tensor): Tensor { return this.graph.div(this, b); }
+  scale(s: number, bias = 0): Tensor { return this.graph.scale(this, s, bias); }
+  mulMat(b: Tensor): Tensor { return this.graph.mulMat(this, b); }
+  relu(): Tensor { return this.graph.relu(this); }
+  gelu(): Tensor { return this.graph.gelu(this); }
+  silu(): Tensor { return this.graph.silu(this); }
+  tanh(): Tensor { return this.graph.tanh(this); }
+  sigmoid(): Tensor { return this.graph.sigmoid(this); }
+  exp(): Tensor { return this.graph.exp(this); }
+  neg(): Tensor { return this.graph.neg(this); }
+  abs(): Tensor { return this.graph.abs(this); }
+  sqr(): Tensor { return this.graph.sqr(this); }
+  sqrt(): Tensor { return this.graph.sqrt(this); }
+  log(): Tensor { return this.graph.log(this); }
+  sum(): Tensor { return this.graph.sum(this); }
+  sumRows(): Tensor { return this.graph.sumRows(this); }
+  mean(): Tensor { return this.graph.mean(this); }
+  argmax(): Tensor { return this.graph.argmax(this); }
+  softMax(opts?: SoftMaxOptions): Tensor { return this.graph.softMax(this, opts); }
+  rmsNorm(eps?: number): Tensor { return this.graph.rmsNorm(this, eps); }
+  norm(eps?: number): Tensor { return this.graph.norm(this, eps); }
+  reshape(...shape: number[]): Tensor { return this.graph.reshape(this, shape); }
+  view(shape: Shape, strides: Shape, offset = 0): Tensor { return this.graph.view(this, shape, strides, offset); }
+  permute(a0: number, a1: number, a2 = 2, a3 = 3): Tensor { return this.graph.permute(this, [a0, a1, a2, a3]); }
+  transpose(): Tensor { return this.graph.transpose(this); }
+  cont(): Tensor { return this.graph.cont(this); }
+  getRows(rows: Tensor): Tensor { return this.graph.getRows(this, rows); }
+  repeat(like: Tensor): Tensor { return this.graph.repeat(this, like); }
+  cast(type: DType): Tensor { return this.graph.cast(this, type); }
+}
+
+export interface SoftMaxOptions {
+  /** Added to the scaled input before the softmax (e.g. a causal mask), broadcast over rows. */
+  mask?: Tensor;
+  /** Multiplies the input first (default 1). */
+  scale?: number;
+  /** ALiBi max bias (default 0). */
+  maxBias?: number;
+}
+
+/** A tensor graph with a CPU (wasm) backend. */
+export class Graph {
+  #core: GraphCore | null;
+
+  /** Needs the engine loaded: `await init()` first, or use {@link Graph.create}. */
+  constructor() {
+    const m = engineSync();
+    this.#core = new m.GraphCore();
+  }
+
+  /** Load the engine if needed and make a graph. */
+  static async create(): Promise<Graph> {
+    await engine();
+    return new Graph();
+  }
+
+  /** @internal */
+  _core(): GraphCore {
+    if (!this.#core) throw new Error('this Graph was freed');
+    return this.#core;
+  }
+
+  #op(name: string, srcs: Tensor[], params: number[] = []): Tensor {
+    for (const s of srcs) {
+      if (!(s instanceof Tensor) || s.graph !== this) {
+        throw new Error(`${name}: every source must be a Tensor of this graph`);
+      }
+    }
+    const id = this._core().op(name, Uint32Array.from(srcs.map((s) => s.id)), Float64Array.from(params));
+    return new Tensor(this, id);
+  }
+
+  /** A new tensor (zero-filled), optionally with data. */
+  tensor(type: DType, shape: Shape, data?: Data): Tensor {
+    if (!Array.isArray(shape) || shape.length < 1 || shape.length > 4) {
+      throw new Error(`shape error: a tensor has 1 to 4 dimensions, got ${JSON.stringify(shape)}`);
+    }
+    for (const n of shape) {
+      if (!Number.isInteger(n) || n < 0 || n > 0xffffffff) throw new Error(`shape error: invalid dimension ${n}`);
+    }
+    const t = new Tensor(this, this._core().tensor(type, Uint32Array.from(shape)));
+    if (data !== undefined) t.set(data);
+    return t;
+  }
+
+  /** An f32 tensor holding `data` (shape defaults to `[data.length]`). */
+  fromArray(data: Float32Array | ArrayLike<number>, shape: Shape = [data.length]): Tensor {
+    return this.tensor('f32', shape, data);
+  }
+
+  /**
+   * Add every tensor of a GGUF (a loaded {@link GGUF} or any source, which is then loaded) as
+   * weights; returns them by name. The file's bytes are used in place in wasm memory.
+   */
+  async weights(source: GGUF | Source, opts: LoadGGUFOptions = {}): Promise<Record<string, Tensor>> {
+    const gguf = await loadGGUF(source, opts);
+    const stream = gguf._take();
+    try {
+      const ids = this._core().weights(stream) as Record<string, number>;
+      const out: Record<string, Tensor> = {};
+      for (const [k, id] of Object.entries(ids)) out[k] = new Tensor(this, id);
+      return out;
+    } catch (e) {
+      throw toError(e);
+    } finally {
+      stream.free();
+    }
+  }
+
+  /** Compute the given tensors and everything they depend on. */
+  async compute(...outputs: Tensor[]): Promise<void> {
+    this.computeSync(...outputs);
+  }
+  /** Synchronous `compute` (CPU backend). */
+  computeSync(...outputs: Tensor[]): void {
+    if (outputs.length === 0) throw new Error('compute: give at least one output tensor');
+    for (const t of outputs) if (t.graph !== this) throw new Error('compute: tensor of another graph');
+    this._core().compute(Uint32Array.from(outputs.map((t) => t.id)));
+  }
+
+  /** Free the wasm memory of this graph (its tensors become unusable). */
+  free(): void {
+    this.#core?.free();
+    this.#core = null;
+  }
+
+  // ---- elementwise (b is broadcast to a's shape when it divides it) ----
+  /** a + b */
+  add(a: Tensor, b: Tensor): Tensor { return this.#op('add', [a, b]); }
+  /** a - b */
+  sub(a: Tensor, b: Tensor): Tensor { return this.#op('sub', [a, b]); }
+  /** a * b (elementwise) */
+  mul(a: Tensor, b: Tensor): Tensor { return this.#op('mul', [a, b]); }
+  /** a / b */
+  div(a: Tensor, b: Tensor): Tensor { return this.#op('div', [a, b]); }
+  /** a * s + bias */
+  scale(a: Tensor, s: number, bias = 0): Tensor { return this.#op('scale', [a], [s, bias]); }
+  relu(a: Tensor): Tensor { return this.#op('relu', [a]); }
+  /** GELU, tanh approximation (ggml_gelu). */
+  gelu(a: Tensor): Tensor { return this.#op('gelu', [a]); }
+  silu(a: Tensor): Tensor { return this.#op('silu', [a]); }
+  tanh(a: Tensor): Tensor { return this.#op('tanh', [a]); }
+  sigmoid(a: Tensor): Tensor { return this.#op('sigmoid', [a]); }
+  exp(a: Tensor): Tensor { return this.#op('exp', [a]); }
+  neg(a: Tensor): Tensor { return this.#op('neg', [a]); }
+  abs(a: Tensor): Tensor { return this.#op('abs', [a]); }
+  sqr(a: Tensor): Tensor { return this.#op('sqr', [a]); }
+  sqrt(a: Tensor): Tensor { return this.#op('sqrt', [a]); }
+  log(a: Tensor): Tensor { return this.#op('log', [a]); }
+
+  // ---- reductions ----
+  /** Sum of all elements → [1]. */
+  sum(a: Tensor): Tensor { return this.#op('sum', [a]); }
+  /** Sum of each row → [1, ne1, ne2, ne3]. */
+  sumRows(a: Tensor): Tensor { return this.#op('sum_rows', [a]); }
+  /** Mean of each row → [1, ne1, ne2, ne3]. */
+  mean(a: Tensor): Tensor { return this.#op('mean', [a]); }
+  /** Index of the maximum of each row (i32) → [ne1]. */
+  argmax(a: Tensor): Tensor { return this.#op('argmax', [a]); }
+
+  // ---- normalisation ----
+  /** softmax over rows of (a * scale + mask). */
+  softMax(a: Tensor, opts: SoftMaxOptions = {}): Tensor {
+    const srcs = opts.mask ? [a, opts.mask] : [a];
+    return this.#op('soft_max', srcs, [opts.scale ?? 1, opts.maxBias ?? 0]);
+  }
+  /** x / sqrt(mean(x²) + eps) over rows. */
+  rmsNorm(a: Tensor, eps = 1e-6): Tensor { return this.#op('rms_norm', [a], [eps]); }
+  /** (x - mean) / sqrt(var + eps) over rows. */
+  norm(a: Tensor, eps = 1e-5): Tensor { return this.#op('norm', [a], [eps]); }
+
+  // ---- linear algebra ----
+  /** ggml_mul_mat: a [k, m, …], b [k, n, …] → [m, n, …] (each result = dot of rows). */
+  mulMat(a: Tensor, b: Tensor): Tensor { return this.#op('mul_mat', [a, b]); }
+  /** Rows of `a` picked by the i32 indices in `rows` (embedding lookup). */
+  getRows(a: Tensor, rows: Tensor): Tensor { return this.#op('get_rows', [a, rows]); }
+  /** `a` and `b` joined along `dim`. */
+  concat(a: Tensor, b: Tensor, dim: number): Tensor { return this.#op('concat', [a, b], [dim]); }
+  /**
+   * 2D convolution (ggml_conv_2d): kernel [KW, KH, IC, OC], input [W, H, IC, N] → [OW, OH, OC, N].
+   */
+  conv2d(kernel: Tensor, input: Tensor, opts: { stride?: [number, number]; padding?: [number, number]; dilation?: [number, number] } = {}): Tensor {
+    const [s0, s1] = opts.stride ?? [1, 1], [p0, p1] = opts.padding ?? [0, 0], [d0, d1] = opts.dilation ?? [1, 1];
+    return this.#op('conv_2d', [kernel, input], [s0, s1, p0, p1, d0, d1]);
+  }
+  /** 2D pooling over dims 0-1 (ggml_pool_2d). */
+  pool2d(a: Tensor, op: 'max' | 'avg', kernel: [number, number], opts: { stride?: [number, number]; padding?: [number, number] } = {}): Tensor {
+    const [s0, s1] = opts.stride ?? kernel, [p0, p1] = opts.padding ?? [0, 0];
+    return this.#op('pool_2d', [a], [op === 'max' ? 0 : 1, kernel[0], kernel[1], s0, s1, p0, p1]);
+  }
+  /** GELU, exact erf form. */
+  geluErf(a: Tensor): Tensor { return this.#op('gelu_erf', [a]); }
+  /** `a` repeated (tiled) to the shape of `like`. */
+  repeat(a: Tensor, like: Tensor): Tensor { return this.#op('repeat', [a, like]); }
+
+  // ---- views and layout ----
+  /** Same data, new shape (a must be contiguous). */
+  reshape(a: Tensor, shape: Shape): Tensor { return this.#op('reshape', [a], [...shape]); }
+  /** A view: `shape`, byte `strides` of dims 1.. (length shape.length - 1), byte `offset`. */
+  view(a: Tensor, shape: Shape, strides: Shape, offset = 0): Tensor {
+    return this.#op('view', [a], [shape.length, ...shape, ...strides, offset]);
+  }
+  /** Axis i of `a` becomes axis `axes[i]` (ggml_permute). */
+  permute(a: Tensor, axes: readonly [number, number, number, number]): Tensor {
+    return this.#op('permute', [a], [...axes]);
+  }
+  /** Swap the first two axes (a view). */
+  transpose(a: Tensor): Tensor { return this.#op('transpose', [a]); }
+  /** A contiguous copy. */
+  cont(a: Tensor): Tensor { return this.#op('cont', [a]); }
+  /** A contiguous copy converted to `type`. */
+  cast(a: Tensor, type: DType): Tensor { return this.#op('cast', [a], [typeId(type)]); }
+  /** Copy `a` into `b` (converting); the result is `b` after compute. */
+  cpy(a: Tensor, b: Tensor): Tensor { return this.#op('cpy', [a, b]); }
+}
+
+const TYPE_IDS: Record<DType, number> = {
+  f32: 0, f16: 1, q4_0: 2, q4_1: 3, q5_0: 6, q5_1: 7, q8_0: 8, q2_K: 10, q3_K: 11, q4_K: 12, q5_K: 13, q6_K: 14,
+  i8: 24, i16: 25, i32: 26, bf16: 30,
+};
+function typeId(t: DType): number {
+  const id = TYPE_IDS[t];
+  if (id === undefined) throw new Error(`unknown tensor type '${t}'`);
+  return id;
+}

@@ -1,0 +1,37 @@
+/**
+ * ggweb — ggml-style tensors, graphs and GGUF files in the browser and in Node, on a Rust/wasm
+ * engine (SIMD128 when available).
+ *
+ * ```ts
+ * import { loadGGUF, Graph, Mnist } from 'ggweb';
+ * ```
+ */
+export { init, simdSupported, type InitOptions, type EngineInfo } from './wasm.js';
+export { type Source, type Progress, type LoadOptions, readAll, gunzip } from './source.js';
+export {
+  GGUF,
+  loadGGUF,
+  inspectGGUF,
+  type GGUFHeader,
+  type GGUFTensorInfo,
+  type GGUFValue,
+  type LoadGGUFOptions,
+} from './gguf.js';
+export { Graph, Tensor, type DType, type Shape, type TensorInfo, type SoftMaxOptions } from './graph.js';
+export {
+  Mnist,
+  preprocessDigit,
+  imageDataToGray,
+  parseIdx,
+  loadMnistSet,
+  softmax,
+  argmax,
+  MNIST_PIXELS,
+  MNIST_CLASSES,
+  type Prediction,
+  type Evaluation,
+  type EvaluateOptions,
+  type Pixels,
+  type Idx,
+  type MnistSet,
+} from './mnist.js';

@@ -1,0 +1,100 @@
+/**
+ * Loading the wasm engine. Two builds ship: `wasm/simd/` (SIMD128 kernels) and `wasm/scalar/`;
+ * the SIMD one is used when `WebAssembly.validate` accepts a tiny SIMD module.
+ */
+import type * as EngineModule from '../wasm/simd/ggweb.js';
+import { isNode, nodeImport } from './env.js';
+
+export type Engine = typeof EngineModule;
+
+/** A 31-byte module using `i8x16.splat` + `i8x16.popcnt` (wasm-feature-detect's SIMD probe). */
+const SIMD_PROBE = new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98,
+  11,
+]);
+
+/** True when this JavaScript engine supports WebAssembly SIMD128. */
+export function simdSupported(): boolean {
+  try {
+    return typeof WebAssembly === 'object' && WebAssembly.validate(SIMD_PROBE);
+  } catch {
+    return false;
+  }
+}
+
+export interface InitOptions {
+  /** `true`/`false` forces the SIMD or the scalar build; default: SIMD when supported. */
+  simd?: boolean;
+  /** Where to load the `.wasm` from (a URL, a path in Node, or the bytes). Default: next to this package. */
+  wasm?: string | URL | ArrayBuffer | Uint8Array | WebAssembly.Module;
+}
+
+export interface EngineInfo {
+  /** Crate version. */
+  version: string;
+  /** True when the SIMD128 build is running. */
+  simd: boolean;
+  /** Which CPU kernels are in use. */
+  kernels: string;
+}
+
+let loading: Promise<Engine> | null = null;
+let loaded: Engine | null = null;
+let loadedSimd = false;
+
+async function load(opts: InitOptions): Promise<Engine> {
+  const simd = opts.simd ?? simdSupported();
+  if (simd && !simdSupported()) throw new Error('this JavaScript engine does not support WebAssembly SIMD128');
+  // Literal specifiers so that bundlers see both builds.
+  const mod: Engine = simd
+    ? await import('../wasm/simd/ggweb.js')
+    : ((await import('../wasm/scalar/ggweb.js')) as unknown as Engine);
+  let source = opts.wasm;
+  if (source === undefined) {
+    source = simd
+      ? new URL('../wasm/simd/ggweb_bg.wasm', import.meta.url)
+      : new URL('../wasm/scalar/ggweb_bg.wasm', import.meta.url);
+  }
+  let input: any = source;
+  if (isNode && !(source instanceof WebAssembly.Module) && !(source instanceof ArrayBuffer) && !(source instanceof Uint8Array)) {
+    const u = source instanceof URL ? source : /^[a-z]+:/i.test(source) ? new URL(source) : null;
+    if (!u || u.protocol === 'file:') {
+      const fs = await nodeImport<typeof import('node:fs/promises')>('fs/promises');
+      const url = await nodeImport<typeof import('node:url')>('url');
+      input = await fs.readFile(u ? url.fileURLToPath(u) : (source as string));
+    }
+  }
+  await mod.default({ module_or_path: input });
+  loadedSimd = simd;
+  return mod;
+}
+
+/**
+ * Load and start the wasm engine (once; later calls return the same engine). Every other API
+ * calls this itself; call it first to choose a build or to get a `Graph` synchronously.
+ */
+export async function init(opts: InitOptions = {}): Promise<EngineInfo> {
+  if (!loading) {
+    loading = load(opts).then(
+      (m) => (loaded = m),
+      (e) => {
+        loading = null;
+        throw e;
+      },
+    );
+  }
+  const m = await loading;
+  return { version: m.version(), simd: loadedSimd, kernels: m.cpuFeatures() };
+}
+
+/** The engine, loading it if needed. */
+export async function engine(): Promise<Engine> {
+  if (!loaded) await init();
+  return loaded as Engine;
+}
+
+/** The engine if already loaded (synchronous APIs), else an error saying to `await init()`. */
+export function engineSync(): Engine {
+  if (!loaded) throw new Error('the ggweb engine is not loaded yet: `await init()` first (or use the async factory)');
+  return loaded;
+}

@@ -1,0 +1,153 @@
+// Browser end-to-end test of the demo: puppeteer-core drives Debian's /usr/bin/chromium (never a
+// downloaded browser). Paints real t10k digits onto the MNIST canvas with mouse events, checks the
+// live predictions, runs the test-set evaluation in the Web Worker (SIMD and scalar builds, fc and
+// cnn: accuracy and images/s), and loads GGUFs in the inspector. Screenshots and perf.json go to
+// test-output/. Exit code 0 on success.
+import fs from 'node:fs';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import puppeteer from 'puppeteer-core';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const OUT = path.join(ROOT, 'test-output');
+fs.mkdirSync(OUT, { recursive: true });
+const CHROME = process.env.CHROME || '/usr/bin/chromium';
+const QUICK = !!process.env.E2E_QUICK; // skip the scalar evaluations
+
+process.env.PORT = '0';
+const { default: server } = await import(path.join(ROOT, 'scripts', 'serve.mjs'));
+await new Promise((r) => (server.listening ? r() : server.once('listening', r)));
+const base = `http://localhost:${server.address().port}`;
+
+const images = zlib.gunzipSync(fs.readFileSync(path.join(ROOT, 'crate/assets/t10k-images-idx3-ubyte.gz'))).subarray(16);
+const labels = zlib.gunzipSync(fs.readFileSync(path.join(ROOT, 'crate/assets/t10k-labels-idx1-ubyte.gz'))).subarray(8);
+
+const browser = await puppeteer.launch({
+  executablePath: CHROME,
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+    '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage'],
+});
+const results = { digits: [], evaluations: [] };
+let failed = false;
+const check = (cond, msg) => {
+  console.log(`${cond ? 'ok  ' : 'FAIL'} ${msg}`);
+  if (!cond) failed = true;
+};
+
+try {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1200, height: 1000 });
+  const logs = [];
+  page.on('console', (m) => logs.push(`[${m.type()}] ${m.text()}`));
+  page.on('pageerror', (e) => logs.push(`[pageerror] ${e.message}`));
+
+  // ---- MNIST: draw digits ----
+  await page.goto(`${base}/demo/mnist.html`);
+  await page.waitForFunction(() => window.__mnist?.ready || window.__mnist?.error, { timeout: 60000 });
+  const err = await page.evaluate(() => window.__mnist.error);
+  assert.equal(err, null, `models failed to load: ${err}`);
+  check(await page.evaluate(() => self.crossOriginIsolated), 'page is cross-origin isolated (COOP/COEP)');
+  const box = await (await page.$('#pad')).boundingBox();
+
+  async function paint(idx) {
+    await page.click('#clear');
+    const img = images.subarray(idx * 784, idx * 784 + 784);
+    const s = box.width / 28;
+    for (let y = 0; y < 28; y++) {
+      let x = 0;
+      while (x < 28) {
+        if (img[y * 28 + x] < 100) { x++; continue; }
+        const x0 = x;
+        while (x < 28 && img[y * 28 + x] >= 100) x++;
+        const px = (c) => box.x + (c + 0.5) * s, py = box.y + (y + 0.5) * s;
+        await page.mouse.move(px(x0), py);
+        await page.mouse.down();
+        await page.mouse.move(px(x - 1), py, { steps: 2 });
+        await page.mouse.up();
+      }
+    }
+    await page.waitForFunction(() => window.__mnist.prediction !== null, { timeout: 10000 });
+    await new Promise((r) => setTimeout(r, 50));
+    return page.evaluate(() => window.__mnist.prediction);
+  }
+
+  for (const kind of ['fc', 'cnn']) {
+    await page.click(`label:has(input[value=${kind}])`);
+    let correct = 0;
+    const N = 10;
+    for (let i = 0; i < N; i++) {
+      const p = await paint(i);
+      const ok = p.label === labels[i] && p.kind === kind;
+      correct += ok;
+      results.digits.push({ kind, index: i, label: labels[i], predicted: p.label, p: p.probabilities[p.label] });
+      if (i < 3) await page.screenshot({ path: path.join(OUT, `mnist-${kind}-digit${i}.png`) });
+    }
+    check(correct >= 8, `${kind}: ${correct}/${N} painted t10k digits classified correctly`);
+  }
+
+  // ---- MNIST: test-set evaluation in the worker ----
+  async function evaluate(kind, build) {
+    await page.click(`label:has(input[value=${kind}])`);
+    await page.select('#build', build);
+    await page.click('#evaluate');
+    await page.waitForFunction(() => window.__mnist.evaluation !== null, { timeout: 300000 });
+    const r = await page.evaluate(() => window.__mnist.evaluation);
+    await page.screenshot({ path: path.join(OUT, `mnist-evaluate-${kind}-${build}.png`) });
+    return r;
+  }
+  const want = { fc: 0.9805, cnn: 0.9812 };
+  for (const build of QUICK ? ['auto'] : ['simd', 'scalar']) {
+    for (const kind of ['fc', 'cnn']) {
+      const r = await evaluate(kind, build);
+      results.evaluations.push(r);
+      check(!r.error && Math.abs(r.accuracy - want[kind]) < 1e-9 && r.total === 10000,
+        `evaluate ${kind} (${r.engine ?? build}): ${r.error ?? `${(r.accuracy * 100).toFixed(2)}%, ${Math.round(r.imagesPerSecond)} images/s`}`);
+    }
+  }
+
+  // ---- GGUF inspector ----
+  await page.goto(`${base}/demo/inspector.html`);
+  await page.click('#open');
+  await page.waitForFunction(() => window.__inspector.header || window.__inspector.error, { timeout: 30000 });
+  let h = await page.evaluate(() => ({ n: window.__inspector.header?.tensors.length, arch: window.__inspector.header?.architecture, err: window.__inspector.error }));
+  check(h.n === 6 && h.arch === 'mnist-cnn', `inspector (URL): ${h.arch}, ${h.n} tensors ${h.err ?? ''}`);
+  const input = await page.$('#file');
+  await input.uploadFile(path.join(ROOT, 'crate/assets/mnist-fc-f32.gguf'));
+  await page.waitForFunction(() => window.__inspector.header?.architecture === 'mnist-fc' || window.__inspector.error, { timeout: 30000 });
+  h = await page.evaluate(() => ({ n: window.__inspector.header?.tensors.length, read: window.__inspector.bytesRead, size: window.__inspector.header?.fileSize }));
+  check(h.n === 4 && h.read < h.size, `inspector (file): 4 tensors from ${h.read} of ${h.size} bytes`);
+  await page.type('#filter', 'fc1');
+  const visible = await page.evaluate(() => window.__inspector.visibleTensors);
+  check(visible.length === 2 && visible.every((n) => n.startsWith('fc1')), `inspector filter: ${visible.join(', ')}`);
+  await page.click('th[data-k=byteSize]');
+  await page.click('th[data-k=byteSize]');
+  const sorted = await page.evaluate(() => window.__inspector.visibleTensors);
+  check(sorted[0] === 'fc1.weight', `inspector sort by size (desc): ${sorted.join(', ')}`);
+  await page.screenshot({ path: path.join(OUT, 'inspector.png'), fullPage: true });
+  // A malformed file shows the Rust error.
+  const bad = path.join(OUT, 'bad.gguf');
+  fs.writeFileSync(bad, 'GGUF\x63\x00\x00\x00garbage');
+  await input.uploadFile(bad);
+  await page.waitForFunction(() => window.__inspector.error, { timeout: 30000 });
+  const msg = await page.evaluate(() => window.__inspector.error);
+  check(/GGUF/i.test(msg), `inspector error: ${msg}`);
+
+  // ---- home page ----
+  await page.goto(`${base}/demo/`);
+  await page.waitForFunction(() => document.getElementById('engine').textContent.includes('ggweb'), { timeout: 30000 });
+  await page.screenshot({ path: path.join(OUT, 'index.png') });
+  if (logs.some((l) => l.startsWith('[pageerror]') || l.startsWith('[error]'))) {
+    console.log(logs.join('\n'));
+  }
+} catch (e) {
+  console.error(e);
+  failed = true;
+} finally {
+  fs.writeFileSync(path.join(OUT, 'e2e-results.json'), JSON.stringify(results, null, 2));
+  await browser.close();
+  server.close();
+}
+process.exit(failed ? 1 : 0);
