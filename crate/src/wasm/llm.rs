@@ -296,6 +296,8 @@ impl LlmCore {
         let bytes = file.take().map_err(js_err)?;
         let file_bytes = bytes.len;
         let header = Gguf::parse(bytes.bytes()).map_err(js_err)?;
+        // An unsupported architecture is named before anything else is read.
+        crate::models::llama::HParams::from_gguf(&header).map_err(js_err)?;
         let owner: Arc<dyn HostBytes> = bytes;
         let llm = Llm::from_bytes(owner, n_ctx.max(1) as usize, 1).map_err(js_err)?;
         Ok(LlmCore {
