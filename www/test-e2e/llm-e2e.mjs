@@ -24,7 +24,7 @@ const LONG_PROMPT =
   'In the early days, engineers built enormous rooms full of vacuum tubes that consumed as much power as a small town, ' +
   'and a single mistake in the wiring could take weeks to find. Later, transistors replaced the tubes, and integrated ' +
   'circuits packed thousands of them onto a chip the size of a fingernail. Today a phone in your pocket is more powerful ' +
-  'than all of the computers that sent astronauts to the moon. Tell me a short story about the future of computers.';
+  'than all of the computers that sent astronauts to the moon. One morning, a young engineer named Lina opened her old laptop and discovered that';
 
 process.env.PORT = '0';
 const { default: server } = await import(path.join(ROOT, 'scripts', 'serve.mjs'));

@@ -205,7 +205,7 @@ impl ModelStream {
     fn take(&mut self) -> crate::Result<Arc<AlignedBytes>> {
         let g = self.header.as_ref().ok_or_else(|| {
             crate::Error::Gguf(format!(
-                "invalid GGUF: file of {} bytes is truncated: the header needs at least {} bytes",
+                "file of {} bytes is truncated: the header needs at least {} bytes",
                 self.received, self.needed
             ))
         })?;
