@@ -19,6 +19,9 @@ cargo clippy --workspace --all-targets --release -q -- -D warnings
 step "wasm32 build check"
 cargo check -q --target wasm32-unknown-unknown -p ggweb
 
+step "GPU driver for the WebGPU tests (lavapipe)"
+source scripts/setup-gpu.sh
+
 step "models for the LLM tests (PyPI, cached)"
 bash scripts/fetch-models.sh
 

@@ -8,7 +8,8 @@ use clap::{Parser, Subcommand};
 use ggweb::gguf::{Array, GgufFile, Value};
 use ggweb::models::chat::ChatMessage;
 use ggweb::models::llm::Llm;
-use ggweb::models::mnist::{self, Mnist, MnistKind};
+use ggweb::models::mnist::{self, Mnist};
+use ggweb::models::runner::BackendChoice;
 use ggweb::models::sampler::SamplerOptions;
 use ggweb::{DType, Error, Result};
 use serde_json::json;
@@ -43,6 +44,9 @@ enum Cmd {
         data: Option<PathBuf>,
         #[arg(long)]
         threads: Option<usize>,
+        /// cpu, webgpu or auto (WebGPU when an adapter exists).
+        #[arg(long, default_value = "cpu")]
+        backend: String,
         #[arg(long)]
         json: bool,
     },
@@ -119,6 +123,9 @@ enum Cmd {
     Bench {
         #[arg(long)]
         json: bool,
+        /// cpu or webgpu.
+        #[arg(long, default_value = "cpu")]
+        backend: String,
         /// Weight types (comma-separated); default f32,f16,q4_0,q8_0,q4_K.
         #[arg(long)]
         types: Option<String>,
@@ -162,16 +169,18 @@ pub fn run() -> Result<()> {
             model,
             data,
             threads,
+            backend,
             json,
-        } => mnist_cmd(&model, data.as_deref(), threads, json),
+        } => mnist_cmd(&model, data.as_deref(), threads, &backend, json),
         Cmd::Bench {
             json,
+            backend,
             types,
             threads,
             n,
             size,
             seconds,
-        } => bench(json, types, threads, n, size, seconds),
+        } => bench(json, &backend, types, threads, n, size, seconds),
         Cmd::Tokenize {
             model,
             no_bos,
@@ -455,8 +464,10 @@ fn parse_list<T: std::str::FromStr>(
         .collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn bench(
     as_json: bool,
+    backend: &str,
     types: Option<String>,
     threads: Option<String>,
     ns: Option<String>,
@@ -474,19 +485,25 @@ fn bench(
         .collect::<Result<_>>()?;
     let threads: Vec<usize> = parse_list(threads, "1,2", "thread count")?;
     let ns: Vec<usize> = parse_list(ns, "1,512", "n")?;
+    // The GPU does not use the CPU threads.
+    let threads = if backend == "webgpu" { vec![1] } else { threads };
     let mut rows = Vec::new();
     for &n in &ns {
         for &dt in &types {
             for &th in &threads {
-                let r = ggweb::bench::bench_mul_mat(dt, size, n, size, th, seconds)?;
+                let r = match backend {
+                    "cpu" => ggweb::bench::bench_mul_mat(dt, size, n, size, th, seconds)?.gflops,
+                    "webgpu" => webgpu_bench(dt, size, n, seconds)?,
+                    other => return Err(Error::InvalidArgument(format!("bench backend '{other}' (cpu or webgpu)"))),
+                };
                 if !as_json {
                     println!(
                         "mul_mat {:<5} m={size} n={n:<4} k={size} threads={th}: {:8.1} GFLOP/s",
                         dt.name(),
-                        r.gflops
+                        r
                     );
                 }
-                rows.push(json!({"op": "mul_mat", "type": dt.name(), "m": size, "n": n, "k": size, "threads": th, "gflops": r.gflops}));
+                rows.push(json!({"op": "mul_mat", "type": dt.name(), "m": size, "n": n, "k": size, "threads": th, "backend": backend, "gflops": r}));
             }
         }
     }
@@ -606,4 +623,14 @@ fn chat(
         );
         messages.push(ChatMessage::new("assistant", &out.text));
     }
+}
+
+#[cfg(feature = "webgpu")]
+fn webgpu_bench(dt: DType, size: usize, n: usize, seconds: f64) -> Result<f64> {
+    ggweb::backend::webgpu::bench_mul_mat_webgpu(dt, size, n, size, seconds)
+}
+
+#[cfg(not(feature = "webgpu"))]
+fn webgpu_bench(_: DType, _: usize, _: usize, _: f64) -> Result<f64> {
+    Err(Error::Backend("built without the webgpu feature".into()))
 }

@@ -3,6 +3,7 @@ pub mod chat;
 pub mod llama;
 pub mod llm;
 pub mod mnist;
+pub mod runner;
 pub mod sampler;
 pub mod tokenizer;
 pub mod weights;
