@@ -98,3 +98,23 @@ test('errors become rejected promises with the Rust message', async () => {
   assert.equal(r.stopReason, 'context');
   small.free();
 });
+
+test('a URL without Content-Length: the header sizes the one allocation', async () => {
+  const http = await import('node:http');
+  const server = http.createServer((req, res) => {
+    res.writeHead(200, { 'Content-Type': 'application/octet-stream' }); // chunked, no length
+    fs.createReadStream(SMOLLM2).pipe(res);
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    let last = null;
+    const m = await LLM.load(`http://127.0.0.1:${server.address().port}/m.gguf`, { nCtx: 64, onProgress: (p) => (last = p) });
+    assert.equal(last.total, fs.statSync(SMOLLM2).size, 'total known from the header');
+    assert.deepEqual(await m.tokenize(PROMPT), PROMPT_IDS);
+    const r = await m.complete(PROMPT_IDS, { maxTokens: 3, temperature: 0 });
+    assert.deepEqual(r.tokens, GREEDY_7.slice(0, 3));
+    m.free();
+  } finally {
+    server.close();
+  }
+});
