@@ -13,6 +13,10 @@ out=$($bin mnist --model cnn --json); echo "$out"
 python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert abs(d['accuracy']-0.9812)<1e-9, d" "$out" || fail "mnist cnn accuracy"
 pass=$((pass+1))
 
+out=$($bin mnist --model cnn --backend auto --json); echo "$out"
+python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert abs(d['accuracy']-0.9812)<1e-9 and 'WebGPU' in d['backend'], d" "$out" || fail "mnist cnn on WebGPU (auto)"
+pass=$((pass+1))
+
 out=$($bin info crate/assets/mnist-cnn-f32.gguf --json)
 python3 -c "
 import json,sys; d=json.loads(sys.argv[1])

@@ -35,10 +35,8 @@ fi
 step "CLI"
 bash scripts/test-cli.sh
 
-if [ -x scripts/test-web.sh ]; then
-  step "web package and browser"
-  bash scripts/test-web.sh
-fi
+step "web package and browser"
+bash scripts/test-web.sh
 
 step "summary"
 passed=$(grep -hoE 'test result: ok\. [0-9]+ passed' "$root/target/native-tests.log" | awk '{s+=$4} END {print s+0}')

@@ -266,15 +266,19 @@ fn cpy_cont_types_and_concat() {
         (DType::F32, DType::F32),
         (DType::F16, DType::F16),
     ] {
-        check(&format!("cast {from}->{to} of a transposed view"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(from, &[11, 7, 3])?;
-            let inputs = random_inputs(ctx, &[a], &mut Rng::new(7));
-            let t = ctx.transpose(a)?;
-            let c = ctx.cast(t, to)?;
-            // Compare in f32 (both sides rounded to `to` the same way).
-            let out = ctx.cast(c, DType::F32)?;
-            Ok(Case { inputs, out })
-        });
+        check(
+            &format!("cast {from}->{to} of a transposed view"),
+            F32_TOL,
+            |ctx| {
+                let a = ctx.new_tensor(from, &[11, 7, 3])?;
+                let inputs = random_inputs(ctx, &[a], &mut Rng::new(7));
+                let t = ctx.transpose(a)?;
+                let c = ctx.cast(t, to)?;
+                // Compare in f32 (both sides rounded to `to` the same way).
+                let out = ctx.cast(c, DType::F32)?;
+                Ok(Case { inputs, out })
+            },
+        );
         check(&format!("cpy {from}->{to} into a view"), F32_TOL, |ctx| {
             let a = ctx.new_tensor(from, &[9, 5])?;
             let b = ctx.new_tensor(to, &[9, 8])?;
@@ -314,28 +318,37 @@ fn norms_softmax_reductions() {
             Ok(Case { inputs, out })
         });
     }
-    for (mask, max_bias) in [(None, 0.0), (Some(DType::F32), 0.0), (Some(DType::F16), 0.0), (Some(DType::F32), 8.0)] {
-        check(&format!("soft_max mask {mask:?} max_bias {max_bias}"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(DType::F32, &[37, 9, 6])?;
-            let mut rng = Rng::new(12);
-            let mut inputs = random_inputs(ctx, &[a], &mut rng);
-            let m = match mask {
-                Some(mt) => {
-                    let m = ctx.new_tensor(mt, &[37, 11])?;
-                    let mut v = rng.vec(37 * 11, -1.0, 1.0);
-                    for (i, x) in v.iter_mut().enumerate() {
-                        if i % 37 > 30 {
-                            *x = f32::NEG_INFINITY;
+    for (mask, max_bias) in [
+        (None, 0.0),
+        (Some(DType::F32), 0.0),
+        (Some(DType::F16), 0.0),
+        (Some(DType::F32), 8.0),
+    ] {
+        check(
+            &format!("soft_max mask {mask:?} max_bias {max_bias}"),
+            F32_TOL,
+            |ctx| {
+                let a = ctx.new_tensor(DType::F32, &[37, 9, 6])?;
+                let mut rng = Rng::new(12);
+                let mut inputs = random_inputs(ctx, &[a], &mut rng);
+                let m = match mask {
+                    Some(mt) => {
+                        let m = ctx.new_tensor(mt, &[37, 11])?;
+                        let mut v = rng.vec(37 * 11, -1.0, 1.0);
+                        for (i, x) in v.iter_mut().enumerate() {
+                            if i % 37 > 30 {
+                                *x = f32::NEG_INFINITY;
+                            }
                         }
+                        inputs.push((m, Data::F(v)));
+                        Some(m)
                     }
-                    inputs.push((m, Data::F(v)));
-                    Some(m)
-                }
-                None => None,
-            };
-            let out = ctx.soft_max_ext(a, m, 0.7, max_bias)?;
-            Ok(Case { inputs, out })
-        });
+                    None => None,
+                };
+                let out = ctx.soft_max_ext(a, m, 0.7, max_bias)?;
+                Ok(Case { inputs, out })
+            },
+        );
     }
     for k in 0..4 {
         check(&format!("reduction {k}"), F32_TOL, |ctx| {
@@ -356,28 +369,32 @@ fn norms_softmax_reductions() {
 fn rope_normal_and_neox() {
     for mode in [RopeMode::Normal, RopeMode::Neox] {
         for (n_dims, ff, ext) in [(64, false, 0.0), (48, true, 0.0), (64, false, 1.0)] {
-            check(&format!("rope {mode:?} n_dims {n_dims} ff {ff} ext {ext}"), F32_TOL, |ctx| {
-                let a = ctx.new_tensor(DType::F32, &[64, 5, 7])?;
-                let pos = ctx.new_tensor(DType::I32, &[7])?;
-                let mut rng = Rng::new(14);
-                let mut inputs = random_inputs(ctx, &[a], &mut rng);
-                inputs.push((pos, Data::I((0..7).map(|_| rng.idx(3000) as i32).collect())));
-                let f = if ff {
-                    let f = ctx.new_tensor(DType::F32, &[n_dims / 2])?;
-                    inputs.push((f, Data::F(rng.vec(n_dims / 2, 1.0, 4.0))));
-                    Some(f)
-                } else {
-                    None
-                };
-                let mut p = RopeParams::new(n_dims, mode, 10000.0);
-                if ext != 0.0 {
-                    p.ext_factor = ext;
-                    p.freq_scale = 0.25;
-                    p.n_ctx_orig = 4096;
-                }
-                let out = ctx.rope_ext(a, pos, f, p)?;
-                Ok(Case { inputs, out })
-            });
+            check(
+                &format!("rope {mode:?} n_dims {n_dims} ff {ff} ext {ext}"),
+                F32_TOL,
+                |ctx| {
+                    let a = ctx.new_tensor(DType::F32, &[64, 5, 7])?;
+                    let pos = ctx.new_tensor(DType::I32, &[7])?;
+                    let mut rng = Rng::new(14);
+                    let mut inputs = random_inputs(ctx, &[a], &mut rng);
+                    inputs.push((pos, Data::I((0..7).map(|_| rng.idx(3000) as i32).collect())));
+                    let f = if ff {
+                        let f = ctx.new_tensor(DType::F32, &[n_dims / 2])?;
+                        inputs.push((f, Data::F(rng.vec(n_dims / 2, 1.0, 4.0))));
+                        Some(f)
+                    } else {
+                        None
+                    };
+                    let mut p = RopeParams::new(n_dims, mode, 10000.0);
+                    if ext != 0.0 {
+                        p.ext_factor = ext;
+                        p.freq_scale = 0.25;
+                        p.n_ctx_orig = 4096;
+                    }
+                    let out = ctx.rope_ext(a, pos, f, p)?;
+                    Ok(Case { inputs, out })
+                },
+            );
         }
     }
 }
@@ -433,14 +450,18 @@ fn mul_mat_every_weight_type() {
     }
     // Batched with broadcast and a permuted src1 (attention-like).
     for n in [1usize, 7] {
-        check(&format!("mul_mat batched broadcast n={n}"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(DType::F32, &[33, 17, 2, 1])?;
-            let b = ctx.new_tensor(DType::F32, &[33, 4, n, 3])?;
-            let inputs = random_inputs(ctx, &[a, b], &mut Rng::new(17));
-            let bp = ctx.permute(b, [0, 2, 1, 3])?;
-            let out = ctx.mul_mat(a, bp)?;
-            Ok(Case { inputs, out })
-        });
+        check(
+            &format!("mul_mat batched broadcast n={n}"),
+            F32_TOL,
+            |ctx| {
+                let a = ctx.new_tensor(DType::F32, &[33, 17, 2, 1])?;
+                let b = ctx.new_tensor(DType::F32, &[33, 4, n, 3])?;
+                let inputs = random_inputs(ctx, &[a, b], &mut Rng::new(17));
+                let bp = ctx.permute(b, [0, 2, 1, 3])?;
+                let out = ctx.mul_mat(a, bp)?;
+                Ok(Case { inputs, out })
+            },
+        );
     }
 }
 
@@ -594,8 +615,17 @@ fn mnist_graph(
     Ok((images, logits, weights))
 }
 
-fn mnist_accuracy(cnn: bool, dev: Option<&Arc<WebGpuDevice>>, images: &[f32], labels: &[u8]) -> (f64, Vec<f32>) {
-    let name = if cnn { "mnist-cnn-f32.gguf" } else { "mnist-fc-f32.gguf" };
+fn mnist_accuracy(
+    cnn: bool,
+    dev: Option<&Arc<WebGpuDevice>>,
+    images: &[f32],
+    labels: &[u8],
+) -> (f64, Vec<f32>) {
+    let name = if cnn {
+        "mnist-cnn-f32.gguf"
+    } else {
+        "mnist-fc-f32.gguf"
+    };
     let file = ggweb::gguf::GgufFile::open(assets().join(name)).expect("model");
     let batch = 1000;
     let mut ctx = Context::new();
@@ -617,14 +647,18 @@ fn mnist_accuracy(cnn: bool, dev: Option<&Arc<WebGpuDevice>>, images: &[f32], la
     let mut all = Vec::new();
     let n = labels.len();
     for start in (0..n).step_by(batch) {
-        ctx.set_f32(img, &images[start * 784..(start + batch) * 784]).expect("images");
+        ctx.set_f32(img, &images[start * 784..(start + batch) * 784])
+            .expect("images");
         be.graph_compute(&ctx, &graph).expect("compute");
         let out = ctx.get_f32(logits).expect("logits");
         for (i, row) in out.chunks(10).enumerate() {
             let pred = row
                 .iter()
                 .enumerate()
-                .fold((0, f32::NEG_INFINITY), |b, (j, &v)| if v > b.1 { (j, v) } else { b })
+                .fold(
+                    (0, f32::NEG_INFINITY),
+                    |b, (j, &v)| if v > b.1 { (j, v) } else { b },
+                )
                 .0;
             correct += (pred == labels[start + i] as usize) as usize;
         }
@@ -648,7 +682,10 @@ fn mnist_fc_and_cnn_match_cpu() {
         let (acc_cpu, ref_logits) = mnist_accuracy(cnn, None, &images, &labels);
         for (path, dev) in devs {
             let (acc, logits) = mnist_accuracy(cnn, Some(dev), &images, &labels);
-            eprintln!("MNIST {} [{path}]: WebGPU {acc:.2} %, CPU {acc_cpu:.2} %", if cnn { "cnn" } else { "fc" });
+            eprintln!(
+                "MNIST {} [{path}]: WebGPU {acc:.2} %, CPU {acc_cpu:.2} %",
+                if cnn { "cnn" } else { "fc" }
+            );
             assert_eq!(acc, acc_cpu, "accuracy differs from the CPU");
             assert!((acc - expect).abs() < 1e-9, "accuracy {acc} != {expect}");
             let e = nmse(&logits, &ref_logits);
@@ -672,7 +709,8 @@ fn bench_mul_mat_webgpu_table() {
         .map(|s| {
             s.split(';')
                 .filter_map(|t| {
-                    let v: Vec<usize> = t.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+                    let v: Vec<usize> =
+                        t.split(',').filter_map(|x| x.trim().parse().ok()).collect();
                     (v.len() == 3).then(|| (v[0], v[1], v[2]))
                 })
                 .collect()
@@ -680,9 +718,15 @@ fn bench_mul_mat_webgpu_table() {
         .unwrap_or_else(|| vec![(4096, 1, 4096), (4096, 512, 4096)]);
     for (path, dev) in devices() {
         for &(m, n, k) in &sizes {
-            for t in [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K] {
-                let g = ggweb::backend::webgpu::bench_mul_mat_on(dev, t, m, n, k, 1.0)
-                    .expect("bench");
+            for t in [
+                DType::F32,
+                DType::F16,
+                DType::Q4_0,
+                DType::Q8_0,
+                DType::Q4_K,
+            ] {
+                let g =
+                    ggweb::backend::webgpu::bench_mul_mat_on(dev, t, m, n, k, 1.0).expect("bench");
                 println!(
                     "webgpu [{}; {path}] mul_mat {t:>5} m={m} n={n} k={k}: {g:8.2} GFLOP/s",
                     dev.adapter().name

@@ -9,9 +9,9 @@ use crate::graph::Graph;
 use crate::{Context, Result, TensorId};
 
 pub mod cpu;
+pub mod sched;
 #[cfg(feature = "webgpu")]
 pub mod webgpu;
-pub mod sched;
 
 /// What a buffer is used for; the scheduler keeps ops next to their weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

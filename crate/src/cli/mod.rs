@@ -400,14 +400,20 @@ fn mnist_cmd(
     model: &str,
     data: Option<&Path>,
     threads: Option<usize>,
+    backend: &str,
     as_json: bool,
 ) -> Result<()> {
     let n_threads = threads.unwrap_or_else(ggweb::backend::cpu::threadpool::default_n_threads);
-    let mut m = match model {
-        "fc" => Mnist::embedded(MnistKind::Fc, n_threads)?,
-        "cnn" => Mnist::embedded(MnistKind::Cnn, n_threads)?,
-        path => Mnist::open(Path::new(path), n_threads)?,
+    let backend: BackendChoice = backend.parse()?;
+    let bytes: std::sync::Arc<dyn ggweb::backend::cpu::HostBytes> = match model {
+        "fc" => std::sync::Arc::new(mnist::embedded::FC),
+        "cnn" => std::sync::Arc::new(mnist::embedded::CNN),
+        path => std::sync::Arc::new(GgufFile::open(Path::new(path))?),
     };
+    let mut m = Mnist::with_backend(bytes, backend, n_threads)?;
+    if !as_json {
+        eprintln!("backend: {}", m.backend_report());
+    }
     let (images_raw, labels_raw) = match data {
         Some(dir) => (
             read_data_file(dir, "t10k-images-idx3-ubyte")?,
@@ -434,7 +440,7 @@ fn mnist_cmd(
     if as_json {
         println!(
             "{}",
-            json!({"model": m.kind().name(), "images": n, "accuracy": accuracy, "images_per_s": ips, "threads": n_threads})
+            json!({"model": m.kind().name(), "images": n, "accuracy": accuracy, "images_per_s": ips, "threads": n_threads, "backend": m.backend_report()})
         );
     } else {
         println!(
@@ -486,7 +492,11 @@ fn bench(
     let threads: Vec<usize> = parse_list(threads, "1,2", "thread count")?;
     let ns: Vec<usize> = parse_list(ns, "1,512", "n")?;
     // The GPU does not use the CPU threads.
-    let threads = if backend == "webgpu" { vec![1] } else { threads };
+    let threads = if backend == "webgpu" {
+        vec![1]
+    } else {
+        threads
+    };
     let mut rows = Vec::new();
     for &n in &ns {
         for &dt in &types {
@@ -494,7 +504,11 @@ fn bench(
                 let r = match backend {
                     "cpu" => ggweb::bench::bench_mul_mat(dt, size, n, size, th, seconds)?.gflops,
                     "webgpu" => webgpu_bench(dt, size, n, seconds)?,
-                    other => return Err(Error::InvalidArgument(format!("bench backend '{other}' (cpu or webgpu)"))),
+                    other => {
+                        return Err(Error::InvalidArgument(format!(
+                            "bench backend '{other}' (cpu or webgpu)"
+                        )))
+                    }
                 };
                 if !as_json {
                     println!(

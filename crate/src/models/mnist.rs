@@ -88,7 +88,11 @@ impl Mnist {
     }
 
     /// Load on the chosen backends (`Runner::report` says what was picked).
-    pub fn with_backend(bytes: Arc<dyn HostBytes>, backend: BackendChoice, n_threads: usize) -> Result<Mnist> {
+    pub fn with_backend(
+        bytes: Arc<dyn HostBytes>,
+        backend: BackendChoice,
+        n_threads: usize,
+    ) -> Result<Mnist> {
         let runner = Runner::new(backend, n_threads)?;
         let gguf = Gguf::parse(bytes.bytes())?;
         let arch = gguf.architecture().unwrap_or("");
@@ -102,7 +106,12 @@ impl Mnist {
             }
         };
         let mut ctx = Context::new();
-        let w = Weights::load_into(&mut ctx, &gguf, bytes.clone(), Some(runner.weights_buffer_type()))?;
+        let w = Weights::load_into(
+            &mut ctx,
+            &gguf,
+            bytes.clone(),
+            Some(runner.weights_buffer_type()),
+        )?;
         let params = match kind {
             MnistKind::Fc => Params::Fc {
                 fc1_w: expect_shape(&ctx, w.get("fc1.weight")?, [784, 500, 1, 1])?,

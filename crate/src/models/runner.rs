@@ -23,7 +23,9 @@ impl std::str::FromStr for BackendChoice {
             "cpu" => Ok(BackendChoice::Cpu),
             "webgpu" => Ok(BackendChoice::WebGpu),
             "auto" => Ok(BackendChoice::Auto),
-            other => Err(Error::InvalidArgument(format!("unknown backend '{other}' (cpu, webgpu or auto)"))),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown backend '{other}' (cpu, webgpu or auto)"
+            ))),
         }
     }
 }
@@ -52,7 +54,12 @@ impl Runner {
                 let gpu: Box<dyn Backend> = Box::new(dev.backend());
                 let buft: Arc<dyn BufferType> = dev.webgpu_buffer_type();
                 let sched = Scheduler::new(vec![gpu, cpu_backend(n_threads)])?;
-                return Ok(Runner { sched, weights_buft: buft, report, gpu: true });
+                return Ok(Runner {
+                    sched,
+                    weights_buft: buft,
+                    report,
+                    gpu: true,
+                });
             }
             if choice == BackendChoice::WebGpu {
                 return Err(Error::Backend(
@@ -65,7 +72,12 @@ impl Runner {
             BackendChoice::Cpu => format!("CPU ({n_threads} threads)"),
             _ => format!("CPU ({n_threads} threads): no WebGPU adapter found"),
         };
-        Ok(Runner { sched: Scheduler::new(vec![cpu_backend(n_threads)])?, weights_buft: cpu_buffer_type(), report, gpu: false })
+        Ok(Runner {
+            sched: Scheduler::new(vec![cpu_backend(n_threads)])?,
+            weights_buft: cpu_buffer_type(),
+            report,
+            gpu: false,
+        })
     }
 
     /// Where model weights should live.
@@ -79,7 +91,12 @@ impl Runner {
 
     pub fn set_n_threads(&mut self, n: usize) {
         let last = self.sched.n_backends() - 1;
-        if let Some(cpu) = self.sched.backend_mut(last).as_any_mut().downcast_mut::<CpuBackend>() {
+        if let Some(cpu) = self
+            .sched
+            .backend_mut(last)
+            .as_any_mut()
+            .downcast_mut::<CpuBackend>()
+        {
             cpu.set_n_threads(n);
         }
     }

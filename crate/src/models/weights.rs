@@ -81,6 +81,31 @@ impl Weights {
             );
             by_name.insert(info.name.clone(), id);
         }
+        if let Some(buft) = buft.filter(|b| !b.is_host()) {
+            // Device memory: one buffer for all weights, filled from the host bytes.
+            let ids: Vec<TensorId> = gguf
+                .tensors
+                .iter()
+                .filter_map(|t| by_name.get(&t.name).copied())
+                .collect();
+            let host: Vec<(TensorId, Vec<u8>)> = ids
+                .iter()
+                .map(|&id| ctx.get_bytes(id).map(|b| (id, b)))
+                .collect::<Result<_>>()?;
+            for &id in &ids {
+                ctx.tensor_mut(id).data = None;
+            }
+            let device = crate::alloc::alloc_tensors(ctx, &ids, buft)?
+                .ok_or_else(|| Error::Model("no tensors to upload".into()))?;
+            device.set_usage(BufferUsage::Weights);
+            for (id, b) in host {
+                ctx.set_bytes(id, &b)?;
+            }
+            return Ok(Weights {
+                by_name,
+                buffer: device,
+            });
+        }
         Ok(Weights { by_name, buffer })
     }
 

@@ -73,9 +73,9 @@ impl WebGpuBuffer {
                 | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        shared.take_error().map_err(|e| {
-            Error::OutOfMemory(format!("WebGPU buffer of {size} bytes: {e}"))
-        })?;
+        shared
+            .take_error()
+            .map_err(|e| Error::OutOfMemory(format!("WebGPU buffer of {size} bytes: {e}")))?;
         Ok(WebGpuBuffer {
             shared,
             buf,
@@ -182,9 +182,19 @@ pub async fn read_tensor_async(ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
         (Some(d), _) => (d, d.offset),
         (None, Some(v)) => match &ctx.tensor(v).data {
             Some(d) => (d, d.offset + t.view_offs),
-            None => return Err(Error::InvalidArgument(format!("tensor '{}' has no data", t.name))),
+            None => {
+                return Err(Error::InvalidArgument(format!(
+                    "tensor '{}' has no data",
+                    t.name
+                )))
+            }
         },
-        _ => return Err(Error::InvalidArgument(format!("tensor '{}' has no data", t.name))),
+        _ => {
+            return Err(Error::InvalidArgument(format!(
+                "tensor '{}' has no data",
+                t.name
+            )))
+        }
     };
     match data.buffer.as_any().downcast_ref::<WebGpuBuffer>() {
         Some(b) => b.read_async(off, t.nbytes()).await,

@@ -113,8 +113,7 @@ pub fn bench_mul_mat_webgpu(
     k: usize,
     min_seconds: f64,
 ) -> Result<f64> {
-    let dev = super::default_device()
-        .ok_or_else(|| Error::Backend("no WebGPU adapter".into()))?;
+    let dev = super::default_device().ok_or_else(|| Error::Backend("no WebGPU adapter".into()))?;
     bench_mul_mat_on(&dev, dtype, m, n, k, min_seconds)
 }
 
@@ -132,12 +131,7 @@ pub fn bench_mul_mat_on(
     let mut ctx = Context::new();
     let w = ctx.new_tensor_2d(dtype, k, m)?;
     let x = ctx.new_tensor_2d(crate::DType::F32, k, n)?;
-    let y = ctx.new_op(
-        crate::Op::MulMat,
-        crate::DType::F32,
-        [m, n, 1, 1],
-        &[w, x],
-    )?;
+    let y = ctx.new_op(crate::Op::MulMat, crate::DType::F32, [m, n, 1, 1], &[w, x])?;
     let buft = dev.buffer_type();
     let buf = crate::alloc::alloc_ctx_tensors(&mut ctx, &buft)?
         .ok_or_else(|| Error::Backend("nothing allocated".into()))?;

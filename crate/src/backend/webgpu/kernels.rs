@@ -69,7 +69,11 @@ fn tname(dtype: DType) -> String {
 }
 
 /// Exact support check: `Ok` when the node can run here, otherwise why not.
-pub(crate) fn check(shared: &Shared, ctx: &Context, id: TensorId) -> std::result::Result<(), String> {
+pub(crate) fn check(
+    shared: &Shared,
+    ctx: &Context,
+    id: TensorId,
+) -> std::result::Result<(), String> {
     let t = ctx.tensor(id);
     if t.op.is_view() || t.op == Op::None {
         return Ok(());
@@ -85,7 +89,11 @@ pub(crate) fn check(shared: &Shared, ctx: &Context, id: TensorId) -> std::result
                  (max_storage_buffer_binding_size {} bytes) allows; keep it on the CPU",
                 t.op.name(),
                 x.name,
-                if k == 0 { "dst".to_string() } else { format!("src{}", k - 1) },
+                if k == 0 {
+                    "dst".to_string()
+                } else {
+                    format!("src{}", k - 1)
+                },
                 x.nbytes(),
                 max
             ));
@@ -149,10 +157,7 @@ pub(crate) fn check(shared: &Shared, ctx: &Context, id: TensorId) -> std::result
     if ok {
         Ok(())
     } else {
-        let types: Vec<String> = t
-            .srcs()
-            .map(|s| ctx.tensor(s).dtype.to_string())
-            .collect();
+        let types: Vec<String> = t.srcs().map(|s| ctx.tensor(s).dtype.to_string()).collect();
         Err(format!(
             "{} for src types [{}] -> {} is not implemented on WebGPU{}",
             t.op.name(),
@@ -365,423 +370,432 @@ pub(crate) fn plan<'a>(
     let src = |i: usize| t.src[i].expect("checked by `check`");
     let n = t.nelements();
     let d = t.dtype;
-    let (key, entry, groups, make_src): (String, &'static str, [u32; 3], Box<dyn Fn(bool) -> String>) =
-        match t.op {
-            Op::Add | Op::Sub | Op::Mul | Op::Div => {
-                p.tensor(id)?;
-                p.tensor(src(0))?;
-                p.tensor(src(1))?;
-                p.u(0, n as u32);
-                p.u(
-                    1,
-                    match t.op {
-                        Op::Add => 0,
-                        Op::Sub => 1,
-                        Op::Mul => 2,
-                        _ => 3,
+    let (key, entry, groups, make_src): (
+        String,
+        &'static str,
+        [u32; 3],
+        Box<dyn Fn(bool) -> String>,
+    ) = match t.op {
+        Op::Add | Op::Sub | Op::Mul | Op::Div => {
+            p.tensor(id)?;
+            p.tensor(src(0))?;
+            p.tensor(src(1))?;
+            p.u(0, n as u32);
+            p.u(
+                1,
+                match t.op {
+                    Op::Add => 0,
+                    Op::Sub => 1,
+                    Op::Mul => 2,
+                    _ => 3,
+                },
+            );
+            (
+                "binary".into(),
+                "main",
+                grid(n, WG as usize, maxd),
+                Box::new(|f16| {
+                    format!(
+                        "{}{}{}{}{BINARY}",
+                        header(f16),
+                        decl(1, "dst", "u32"),
+                        decl(2, "src0", "u32"),
+                        decl(3, "src1", "u32")
+                    )
+                }),
+            )
+        }
+        Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Log | Op::Unary(_) | Op::Repeat => {
+            p.tensor(id)?;
+            p.tensor(src(0))?;
+            p.u(0, n as u32);
+            let (code, s, b) = match t.op {
+                Op::Unary(u) => (
+                    match u {
+                        UnaryOp::Abs => 0,
+                        UnaryOp::Neg => 1,
+                        UnaryOp::Relu => 2,
+                        UnaryOp::Gelu => 3,
+                        UnaryOp::GeluErf => 4,
+                        UnaryOp::Silu => 5,
+                        UnaryOp::Tanh => 6,
+                        UnaryOp::Sigmoid => 7,
+                        UnaryOp::Exp => 8,
                     },
-                );
-                (
-                    "binary".into(),
-                    "main",
-                    grid(n, WG as usize, maxd),
-                    Box::new(|f16| {
-                        format!(
-                            "{}{}{}{}{BINARY}",
-                            header(f16),
-                            decl(1, "dst", "u32"),
-                            decl(2, "src0", "u32"),
-                            decl(3, "src1", "u32")
-                        )
-                    }),
-                )
-            }
-            Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Log | Op::Unary(_) | Op::Repeat => {
-                p.tensor(id)?;
-                p.tensor(src(0))?;
-                p.u(0, n as u32);
-                let (code, s, b) = match t.op {
-                    Op::Unary(u) => (
-                        match u {
-                            UnaryOp::Abs => 0,
-                            UnaryOp::Neg => 1,
-                            UnaryOp::Relu => 2,
-                            UnaryOp::Gelu => 3,
-                            UnaryOp::GeluErf => 4,
-                            UnaryOp::Silu => 5,
-                            UnaryOp::Tanh => 6,
-                            UnaryOp::Sigmoid => 7,
-                            UnaryOp::Exp => 8,
-                        },
-                        0.0,
-                        0.0,
-                    ),
-                    Op::Scale { s, b } => (9, s, b),
-                    Op::Sqr => (10, 0.0, 0.0),
-                    Op::Sqrt => (11, 0.0, 0.0),
-                    Op::Log => (12, 0.0, 0.0),
-                    _ => (13, 0.0, 0.0),
-                };
-                p.u(1, code);
-                p.f(2, s);
-                p.f(3, b);
-                (
-                    "unary".into(),
-                    "main",
-                    grid(n, WG as usize, maxd),
-                    Box::new(|f16| {
-                        format!(
-                            "{}{}{}{UNARY}",
-                            header(f16),
-                            decl(1, "dst", "u32"),
-                            decl(2, "src0", "u32")
-                        )
-                    }),
-                )
-            }
-            Op::Dup | Op::Cont | Op::Cpy => {
-                let s0 = ctx.tensor(src(0)).dtype;
-                p.tensor(id)?;
-                p.tensor(src(0))?;
-                p.u(0, n as u32);
-                let pairs = d == DType::F16 && !f16;
-                if pairs && p.params[0] % 2 != 0 {
-                    return Err(Error::Backend(format!(
-                        "f16 destination '{}' is not 4-byte aligned (f32 path)",
-                        t.name
-                    )));
-                }
-                let key = format!("cpy_{}_{}{}", tname(s0), tname(d), if pairs { "_pairs" } else { "" });
-                (
-                    key,
-                    if pairs { "main_pairs" } else { "main" },
-                    grid(if pairs { n.div_ceil(2) } else { n }, WG as usize, maxd),
-                    Box::new(move |f16| {
-                        let (single, pairs_src) = CPY.split_once("// @@PAIRS@@\n").unwrap_or((CPY, ""));
-                        format!(
-                            "{}{}{}{}{}{}",
-                            header(f16),
-                            decl(1, "dst", elem(d, f16)),
-                            decl(2, "src0", elem(s0, f16)),
-                            reader("read_src", "src0", s0, f16),
-                            writer(d, f16),
-                            if pairs { pairs_src } else { single },
-                        )
-                    }),
-                )
-            }
-            Op::Concat { dim } => {
-                p.tensor(id)?;
-                p.tensor(src(0))?;
-                p.tensor(src(1))?;
-                p.u(0, n as u32);
-                p.u(1, dim as u32);
-                (
-                    "concat".into(),
-                    "main",
-                    grid(n, WG as usize, maxd),
-                    Box::new(|f16| {
-                        format!(
-                            "{}{}{}{}{CONCAT}",
-                            header(f16),
-                            decl(1, "dst", "u32"),
-                            decl(2, "src0", "u32"),
-                            decl(3, "src1", "u32")
-                        )
-                    }),
-                )
-            }
-            Op::Norm { eps } | Op::RmsNorm { eps } => {
-                p.tensor(id)?;
-                p.tensor(src(0))?;
-                let rows = t.nrows();
-                p.u(0, rows as u32);
-                p.u(1, matches!(t.op, Op::RmsNorm { .. }) as u32);
-                p.f(2, eps);
-                (
-                    "norm".into(),
-                    "main",
-                    grid(rows, 1, maxd),
-                    Box::new(|f16| {
-                        format!(
-                            "{}{}{}{NORM}",
-                            header(f16),
-                            decl(1, "dst", "u32"),
-                            decl(2, "src0", "u32")
-                        )
-                    }),
-                )
-            }
-            Op::MulMat => {
-                let a = ctx.tensor(src(0));
-                let b = ctx.tensor(src(1));
-                let s0 = a.dtype;
-                p.tensor(id)?;
-                p.tensor(src(0))?;
-                p.tensor(src(1))?;
-                let (m, nn) = (a.ne[1], b.ne[1]);
-                let batch = b.ne[2] * b.ne[3];
-                p.u(0, (b.ne[2] / a.ne[2].max(1)) as u32);
-                p.u(1, (b.ne[3] / a.ne[3].max(1)) as u32);
-                let vec = nn == 1;
-                let rows = vec && shared.matvec_rows;
-                let groups = if rows {
-                    grid(m * batch, 64, maxd)
-                } else if vec {
-                    grid(m * batch, 1, maxd)
-                } else {
-                    [
-                        m.div_ceil(TILE) as u32,
-                        nn.div_ceil(TILE) as u32,
-                        batch as u32,
-                    ]
-                };
-                if !vec && (groups[0] > maxd || groups[1] > maxd || groups[2] > maxd) {
-                    return Err(Error::Backend(format!(
-                        "mul_mat '{}' needs more workgroups than the adapter allows",
-                        t.name
-                    )));
-                }
-                (
-                    format!("mul_mat_{}", tname(s0)),
-                    if rows {
-                        "mat_vec_rows"
-                    } else if vec {
-                        "mat_vec"
-                    } else {
-                        "mat_mat"
-                    },
-                    groups,
-                    Box::new(move |f16| {
-                        format!(
-                            "{}{}{}{}{}{MUL_MAT}",
-                            header(f16),
-                            decl(1, "dst", "u32"),
-                            decl(2, "src0", elem(s0, f16)),
-                            decl(3, "src1", "u32"),
-                            load_a(s0, f16)
-                        )
-                    }),
-                )
-            }
-            Op::GetRows => {
-                let s0 = ctx.tensor(src(0)).dtype;
-                p.tensor(id)?;
-                p.tensor(src(0))?;
-                p.tensor(src(1))?;
-                p.u(0, n as u32);
-                (
-                    format!("get_rows_{}", tname(s0)),
-                    "main",
-                    grid(n, WG as usize, maxd),
-                    Box::new(move |f16| {
-                        format!(
-                            "{}{}{}{}{}{GET_ROWS}",
-                            header(f16),
-                            decl(1, "dst", "u32"),
-                            decl(2, "src0", elem(s0, f16)),
-                            decl(3, "src1", "u32"),
-                            load_a(s0, f16)
-                        )
-                    }),
-                )
-            }
-            Op::SoftMax { scale, max_bias } => {
-                p.tensor(id)?;
-                p.tensor(src(0))?;
-                let mask = t.src[1];
-                let mt = mask.map(|m| ctx.tensor(m).dtype).unwrap_or(DType::F32);
-                match mask {
-                    Some(m) => p.tensor(m)?,
-                    None => p.tensor(src(0))?,
-                }
-                let rows = t.nrows();
-                p.u(0, rows as u32);
-                p.f(1, scale);
-                p.u(2, mask.is_some() as u32);
-                p.f(3, max_bias);
-                let n_head = t.ne[2] as u32;
-                let n_head_log2 = if n_head == 0 {
-                    1
-                } else {
-                    1u32 << (31 - n_head.leading_zeros())
-                };
-                p.u(4, n_head_log2);
-                p.f(5, 2f32.powf(-max_bias / n_head_log2 as f32));
-                p.f(6, 2f32.powf(-(max_bias / 2.0) / n_head_log2 as f32));
-                (
-                    format!("soft_max_{}", tname(mt)),
-                    "main",
-                    grid(rows, 1, maxd),
-                    Box::new(move |f16| {
-                        format!(
-                            "{}{}{}{}{}{SOFT_MAX}",
-                            header(f16),
-                            decl(1, "dst", "u32"),
-                            decl(2, "src0", "u32"),
-                            decl(3, "src1", elem(mt, f16)),
-                            reader("read_mask", "src1", mt, f16)
-                        )
-                    }),
-                )
-            }
-            Op::Rope(rp) => {
-                p.tensor(id)?;
-                p.tensor(src(0))?;
-                p.tensor(src(1))?;
-                match t.src[2] {
-                    Some(ff) => p.tensor(ff)?,
-                    None => p.tensor(src(0))?,
-                }
-                let pairs = n / 2;
-                p.u(0, pairs as u32);
-                p.u(1, rp.n_dims as u32);
-                p.u(2, (rp.mode == RopeMode::Neox) as u32);
-                p.f(3, rp.freq_base.powf(-2.0 / rp.n_dims as f32));
-                p.f(4, rp.freq_scale);
-                p.f(5, rp.ext_factor);
-                p.f(6, rp.attn_factor);
-                let corr = rope_yarn_corr_dims(
-                    rp.n_dims,
-                    rp.n_ctx_orig,
-                    rp.freq_base,
-                    rp.beta_fast,
-                    rp.beta_slow,
-                );
-                p.f(7, corr[0]);
-                p.f(8, corr[1]);
-                p.u(9, t.src[2].is_some() as u32);
-                (
-                    "rope".into(),
-                    "main",
-                    grid(pairs, WG as usize, maxd),
-                    Box::new(|f16| {
-                        format!(
-                            "{}{}{}{}{}{ROPE}",
-                            header(f16),
-                            decl(1, "dst", "u32"),
-                            decl(2, "src0", "u32"),
-                            decl(3, "src1", "u32"),
-                            decl(4, "src2", "u32")
-                        )
-                    }),
-                )
-            }
-            Op::Im2Col {
-                s0,
-                s1,
-                p0,
-                p1,
-                d0,
-                d1,
-                is_2d,
-            } => {
-                let k = ctx.tensor(src(0));
-                let x = ctx.tensor(src(1));
-                p.tensor(id)?;
-                p.tensor(src(1))?;
-                // Fold the 1-D case into the 2-D one: KH = IH = OH = 1.
-                let (kw, kh) = (k.ne[0], if is_2d { k.ne[1] } else { 1 });
-                let (iw, ih, ic, nb_) = if is_2d {
-                    (x.ne[0], x.ne[1], x.ne[2], x.ne[3])
-                } else {
-                    (x.ne[0], 1, x.ne[1], x.ne[2])
-                };
-                let (ow, oh) = (t.ne[1], if is_2d { t.ne[2] } else { 1 });
-                // Strides of src1 (slot 1) as (w, h, c, n) and of dst as (col, ow, oh, n).
-                let xs = p.params[9 + 5..9 + 9].to_vec();
-                let ds = p.params[5..9].to_vec();
-                if !is_2d {
-                    p.params[9 + 5..9 + 9].copy_from_slice(&[xs[0], 0, xs[1], xs[2]]);
-                    p.params[5..9].copy_from_slice(&[ds[0], ds[1], 0, ds[2]]);
-                }
-                let vals = [kw, kh, ic, iw, ih, ow, oh, nb_, s0, s1, p0, p1, d0, d1];
-                p.u(0, n as u32);
-                for (i, v) in vals.iter().enumerate() {
-                    p.u(1 + i, *v as u32);
-                }
-                (
-                    format!("im2col_{}", tname(d)),
-                    "main",
-                    grid(n, WG as usize, maxd),
-                    Box::new(move |f16| {
-                        format!(
-                            "{}{}{}{}{IM2COL}",
-                            header(f16),
-                            decl(1, "dst", elem(d, f16)),
-                            decl(2, "src1", "u32"),
-                            writer(d, f16)
-                        )
-                    }),
-                )
-            }
-            Op::Pool2d {
-                op,
-                k0,
-                k1,
-                s0,
-                s1,
-                p0,
-                p1,
-            } => {
-                p.tensor(id)?;
-                p.tensor(src(0))?;
-                p.u(0, n as u32);
-                let vals = [(op == PoolOp::Max) as usize, k0, k1, s0, s1, p0, p1];
-                for (i, v) in vals.iter().enumerate() {
-                    p.u(1 + i, *v as u32);
-                }
-                (
-                    "pool_2d".into(),
-                    "main",
-                    grid(n, WG as usize, maxd),
-                    Box::new(|f16| {
-                        format!(
-                            "{}{}{}{POOL_2D}",
-                            header(f16),
-                            decl(1, "dst", "u32"),
-                            decl(2, "src0", "u32")
-                        )
-                    }),
-                )
-            }
-            Op::SumRows | Op::Mean | Op::Argmax | Op::Sum => {
-                p.tensor(id)?;
-                p.tensor(src(0))?;
-                let s = ctx.tensor(src(0));
-                let rows = if t.op == Op::Sum { 1 } else { s.nrows() };
-                p.u(0, rows as u32);
-                p.u(
-                    1,
-                    match t.op {
-                        Op::SumRows => 0,
-                        Op::Mean => 1,
-                        Op::Argmax => 2,
-                        _ => 3,
-                    },
-                );
-                (
-                    "rows".into(),
-                    "main",
-                    grid(rows, 1, maxd),
-                    Box::new(|f16| {
-                        format!(
-                            "{}{}{}{ROWS}",
-                            header(f16),
-                            decl(1, "dst", "u32"),
-                            decl(2, "src0", "u32")
-                        )
-                    }),
-                )
-            }
-            other => {
-                return Err(Error::UnsupportedOp(format!(
-                    "{} on WebGPU (node '{}')",
-                    other.name(),
+                    0.0,
+                    0.0,
+                ),
+                Op::Scale { s, b } => (9, s, b),
+                Op::Sqr => (10, 0.0, 0.0),
+                Op::Sqrt => (11, 0.0, 0.0),
+                Op::Log => (12, 0.0, 0.0),
+                _ => (13, 0.0, 0.0),
+            };
+            p.u(1, code);
+            p.f(2, s);
+            p.f(3, b);
+            (
+                "unary".into(),
+                "main",
+                grid(n, WG as usize, maxd),
+                Box::new(|f16| {
+                    format!(
+                        "{}{}{}{UNARY}",
+                        header(f16),
+                        decl(1, "dst", "u32"),
+                        decl(2, "src0", "u32")
+                    )
+                }),
+            )
+        }
+        Op::Dup | Op::Cont | Op::Cpy => {
+            let s0 = ctx.tensor(src(0)).dtype;
+            p.tensor(id)?;
+            p.tensor(src(0))?;
+            p.u(0, n as u32);
+            let pairs = d == DType::F16 && !f16;
+            if pairs && p.params[0] % 2 != 0 {
+                return Err(Error::Backend(format!(
+                    "f16 destination '{}' is not 4-byte aligned (f32 path)",
                     t.name
-                )))
+                )));
             }
-        };
+            let key = format!(
+                "cpy_{}_{}{}",
+                tname(s0),
+                tname(d),
+                if pairs { "_pairs" } else { "" }
+            );
+            (
+                key,
+                if pairs { "main_pairs" } else { "main" },
+                grid(if pairs { n.div_ceil(2) } else { n }, WG as usize, maxd),
+                Box::new(move |f16| {
+                    let (single, pairs_src) = CPY.split_once("// @@PAIRS@@\n").unwrap_or((CPY, ""));
+                    format!(
+                        "{}{}{}{}{}{}",
+                        header(f16),
+                        decl(1, "dst", elem(d, f16)),
+                        decl(2, "src0", elem(s0, f16)),
+                        reader("read_src", "src0", s0, f16),
+                        writer(d, f16),
+                        if pairs { pairs_src } else { single },
+                    )
+                }),
+            )
+        }
+        Op::Concat { dim } => {
+            p.tensor(id)?;
+            p.tensor(src(0))?;
+            p.tensor(src(1))?;
+            p.u(0, n as u32);
+            p.u(1, dim as u32);
+            (
+                "concat".into(),
+                "main",
+                grid(n, WG as usize, maxd),
+                Box::new(|f16| {
+                    format!(
+                        "{}{}{}{}{CONCAT}",
+                        header(f16),
+                        decl(1, "dst", "u32"),
+                        decl(2, "src0", "u32"),
+                        decl(3, "src1", "u32")
+                    )
+                }),
+            )
+        }
+        Op::Norm { eps } | Op::RmsNorm { eps } => {
+            p.tensor(id)?;
+            p.tensor(src(0))?;
+            let rows = t.nrows();
+            p.u(0, rows as u32);
+            p.u(1, matches!(t.op, Op::RmsNorm { .. }) as u32);
+            p.f(2, eps);
+            (
+                "norm".into(),
+                "main",
+                grid(rows, 1, maxd),
+                Box::new(|f16| {
+                    format!(
+                        "{}{}{}{NORM}",
+                        header(f16),
+                        decl(1, "dst", "u32"),
+                        decl(2, "src0", "u32")
+                    )
+                }),
+            )
+        }
+        Op::MulMat => {
+            let a = ctx.tensor(src(0));
+            let b = ctx.tensor(src(1));
+            let s0 = a.dtype;
+            p.tensor(id)?;
+            p.tensor(src(0))?;
+            p.tensor(src(1))?;
+            let (m, nn) = (a.ne[1], b.ne[1]);
+            let batch = b.ne[2] * b.ne[3];
+            p.u(0, (b.ne[2] / a.ne[2].max(1)) as u32);
+            p.u(1, (b.ne[3] / a.ne[3].max(1)) as u32);
+            let vec = nn == 1;
+            let rows = vec && shared.matvec_rows;
+            let groups = if rows {
+                grid(m * batch, 64, maxd)
+            } else if vec {
+                grid(m * batch, 1, maxd)
+            } else {
+                [
+                    m.div_ceil(TILE) as u32,
+                    nn.div_ceil(TILE) as u32,
+                    batch as u32,
+                ]
+            };
+            if !vec && (groups[0] > maxd || groups[1] > maxd || groups[2] > maxd) {
+                return Err(Error::Backend(format!(
+                    "mul_mat '{}' needs more workgroups than the adapter allows",
+                    t.name
+                )));
+            }
+            (
+                format!("mul_mat_{}", tname(s0)),
+                if rows {
+                    "mat_vec_rows"
+                } else if vec {
+                    "mat_vec"
+                } else {
+                    "mat_mat"
+                },
+                groups,
+                Box::new(move |f16| {
+                    format!(
+                        "{}{}{}{}{}{MUL_MAT}",
+                        header(f16),
+                        decl(1, "dst", "u32"),
+                        decl(2, "src0", elem(s0, f16)),
+                        decl(3, "src1", "u32"),
+                        load_a(s0, f16)
+                    )
+                }),
+            )
+        }
+        Op::GetRows => {
+            let s0 = ctx.tensor(src(0)).dtype;
+            p.tensor(id)?;
+            p.tensor(src(0))?;
+            p.tensor(src(1))?;
+            p.u(0, n as u32);
+            (
+                format!("get_rows_{}", tname(s0)),
+                "main",
+                grid(n, WG as usize, maxd),
+                Box::new(move |f16| {
+                    format!(
+                        "{}{}{}{}{}{GET_ROWS}",
+                        header(f16),
+                        decl(1, "dst", "u32"),
+                        decl(2, "src0", elem(s0, f16)),
+                        decl(3, "src1", "u32"),
+                        load_a(s0, f16)
+                    )
+                }),
+            )
+        }
+        Op::SoftMax { scale, max_bias } => {
+            p.tensor(id)?;
+            p.tensor(src(0))?;
+            let mask = t.src[1];
+            let mt = mask.map(|m| ctx.tensor(m).dtype).unwrap_or(DType::F32);
+            match mask {
+                Some(m) => p.tensor(m)?,
+                None => p.tensor(src(0))?,
+            }
+            let rows = t.nrows();
+            p.u(0, rows as u32);
+            p.f(1, scale);
+            p.u(2, mask.is_some() as u32);
+            p.f(3, max_bias);
+            let n_head = t.ne[2] as u32;
+            let n_head_log2 = if n_head == 0 {
+                1
+            } else {
+                1u32 << (31 - n_head.leading_zeros())
+            };
+            p.u(4, n_head_log2);
+            p.f(5, 2f32.powf(-max_bias / n_head_log2 as f32));
+            p.f(6, 2f32.powf(-(max_bias / 2.0) / n_head_log2 as f32));
+            (
+                format!("soft_max_{}", tname(mt)),
+                "main",
+                grid(rows, 1, maxd),
+                Box::new(move |f16| {
+                    format!(
+                        "{}{}{}{}{}{SOFT_MAX}",
+                        header(f16),
+                        decl(1, "dst", "u32"),
+                        decl(2, "src0", "u32"),
+                        decl(3, "src1", elem(mt, f16)),
+                        reader("read_mask", "src1", mt, f16)
+                    )
+                }),
+            )
+        }
+        Op::Rope(rp) => {
+            p.tensor(id)?;
+            p.tensor(src(0))?;
+            p.tensor(src(1))?;
+            match t.src[2] {
+                Some(ff) => p.tensor(ff)?,
+                None => p.tensor(src(0))?,
+            }
+            let pairs = n / 2;
+            p.u(0, pairs as u32);
+            p.u(1, rp.n_dims as u32);
+            p.u(2, (rp.mode == RopeMode::Neox) as u32);
+            p.f(3, rp.freq_base.powf(-2.0 / rp.n_dims as f32));
+            p.f(4, rp.freq_scale);
+            p.f(5, rp.ext_factor);
+            p.f(6, rp.attn_factor);
+            let corr = rope_yarn_corr_dims(
+                rp.n_dims,
+                rp.n_ctx_orig,
+                rp.freq_base,
+                rp.beta_fast,
+                rp.beta_slow,
+            );
+            p.f(7, corr[0]);
+            p.f(8, corr[1]);
+            p.u(9, t.src[2].is_some() as u32);
+            (
+                "rope".into(),
+                "main",
+                grid(pairs, WG as usize, maxd),
+                Box::new(|f16| {
+                    format!(
+                        "{}{}{}{}{}{ROPE}",
+                        header(f16),
+                        decl(1, "dst", "u32"),
+                        decl(2, "src0", "u32"),
+                        decl(3, "src1", "u32"),
+                        decl(4, "src2", "u32")
+                    )
+                }),
+            )
+        }
+        Op::Im2Col {
+            s0,
+            s1,
+            p0,
+            p1,
+            d0,
+            d1,
+            is_2d,
+        } => {
+            let k = ctx.tensor(src(0));
+            let x = ctx.tensor(src(1));
+            p.tensor(id)?;
+            p.tensor(src(1))?;
+            // Fold the 1-D case into the 2-D one: KH = IH = OH = 1.
+            let (kw, kh) = (k.ne[0], if is_2d { k.ne[1] } else { 1 });
+            let (iw, ih, ic, nb_) = if is_2d {
+                (x.ne[0], x.ne[1], x.ne[2], x.ne[3])
+            } else {
+                (x.ne[0], 1, x.ne[1], x.ne[2])
+            };
+            let (ow, oh) = (t.ne[1], if is_2d { t.ne[2] } else { 1 });
+            // Strides of src1 (slot 1) as (w, h, c, n) and of dst as (col, ow, oh, n).
+            let xs = p.params[9 + 5..9 + 9].to_vec();
+            let ds = p.params[5..9].to_vec();
+            if !is_2d {
+                p.params[9 + 5..9 + 9].copy_from_slice(&[xs[0], 0, xs[1], xs[2]]);
+                p.params[5..9].copy_from_slice(&[ds[0], ds[1], 0, ds[2]]);
+            }
+            let vals = [kw, kh, ic, iw, ih, ow, oh, nb_, s0, s1, p0, p1, d0, d1];
+            p.u(0, n as u32);
+            for (i, v) in vals.iter().enumerate() {
+                p.u(1 + i, *v as u32);
+            }
+            (
+                format!("im2col_{}", tname(d)),
+                "main",
+                grid(n, WG as usize, maxd),
+                Box::new(move |f16| {
+                    format!(
+                        "{}{}{}{}{IM2COL}",
+                        header(f16),
+                        decl(1, "dst", elem(d, f16)),
+                        decl(2, "src1", "u32"),
+                        writer(d, f16)
+                    )
+                }),
+            )
+        }
+        Op::Pool2d {
+            op,
+            k0,
+            k1,
+            s0,
+            s1,
+            p0,
+            p1,
+        } => {
+            p.tensor(id)?;
+            p.tensor(src(0))?;
+            p.u(0, n as u32);
+            let vals = [(op == PoolOp::Max) as usize, k0, k1, s0, s1, p0, p1];
+            for (i, v) in vals.iter().enumerate() {
+                p.u(1 + i, *v as u32);
+            }
+            (
+                "pool_2d".into(),
+                "main",
+                grid(n, WG as usize, maxd),
+                Box::new(|f16| {
+                    format!(
+                        "{}{}{}{POOL_2D}",
+                        header(f16),
+                        decl(1, "dst", "u32"),
+                        decl(2, "src0", "u32")
+                    )
+                }),
+            )
+        }
+        Op::SumRows | Op::Mean | Op::Argmax | Op::Sum => {
+            p.tensor(id)?;
+            p.tensor(src(0))?;
+            let s = ctx.tensor(src(0));
+            let rows = if t.op == Op::Sum { 1 } else { s.nrows() };
+            p.u(0, rows as u32);
+            p.u(
+                1,
+                match t.op {
+                    Op::SumRows => 0,
+                    Op::Mean => 1,
+                    Op::Argmax => 2,
+                    _ => 3,
+                },
+            );
+            (
+                "rows".into(),
+                "main",
+                grid(rows, 1, maxd),
+                Box::new(|f16| {
+                    format!(
+                        "{}{}{}{ROWS}",
+                        header(f16),
+                        decl(1, "dst", "u32"),
+                        decl(2, "src0", "u32")
+                    )
+                }),
+            )
+        }
+        other => {
+            return Err(Error::UnsupportedOp(format!(
+                "{} on WebGPU (node '{}')",
+                other.name(),
+                t.name
+            )))
+        }
+    };
     Ok(Some(Dispatch {
         key: format!("{key}:{entry}"),
         entry,
@@ -811,7 +825,12 @@ pub(crate) fn rope_yarn_corr_dims(
 
 /// Get or build the pipeline for a dispatch.
 pub(crate) fn pipeline(shared: &Shared, d: &Dispatch<'_>) -> Result<Arc<Pipeline>> {
-    if let Some(p) = shared.pipelines.lock().ok().and_then(|m| m.get(&d.key).cloned()) {
+    if let Some(p) = shared
+        .pipelines
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&d.key).cloned())
+    {
         return Ok(p);
     }
     let n_storage = d.binds.len();

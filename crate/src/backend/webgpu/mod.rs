@@ -27,9 +27,9 @@ mod kernels;
 pub mod util;
 
 pub use buffer::{read_tensor_async, WebGpuBuffer, WebGpuBufferType};
-pub use compute::bench_mul_mat_webgpu;
 #[cfg(not(target_arch = "wasm32"))]
 pub use compute::bench_mul_mat_on;
+pub use compute::bench_mul_mat_webgpu;
 pub use util::block_on;
 
 /// Options for opening a device.
@@ -108,7 +108,11 @@ impl std::fmt::Display for AdapterReport {
     }
 }
 
-fn report(info: &wgpu::AdapterInfo, features: wgpu::Features, limits: &wgpu::Limits) -> AdapterReport {
+fn report(
+    info: &wgpu::AdapterInfo,
+    features: wgpu::Features,
+    limits: &wgpu::Limits,
+) -> AdapterReport {
     AdapterReport {
         name: info.name.clone(),
         backend: format!("{:?}", info.backend),
@@ -221,7 +225,9 @@ impl WebGpuDevice {
                     .await
                     .into_iter()
                     .find(|a| a.get_info().name.to_lowercase().contains(&want))
-                    .ok_or_else(|| Error::Backend(format!("no WebGPU adapter named like '{want}'")))?
+                    .ok_or_else(|| {
+                        Error::Backend(format!("no WebGPU adapter named like '{want}'"))
+                    })?
             }
             _ => inst
                 .request_adapter(&wgpu::RequestAdapterOptions {
@@ -331,7 +337,11 @@ impl Device for WebGpuDevice {
         format!(
             "{}{}",
             self.shared.report,
-            if self.shared.use_f16 { "" } else { " [f32 path]" }
+            if self.shared.use_f16 {
+                ""
+            } else {
+                " [f32 path]"
+            }
         )
     }
     fn kind(&self) -> DeviceKind {
@@ -418,10 +428,12 @@ pub fn default_device() -> Option<Arc<WebGpuDevice>> {
     #[cfg(not(target_arch = "wasm32"))]
     {
         DEVICES
-            .get_or_init(|| match WebGpuDevice::new_blocking(&WebGpuOptions::from_env()) {
-                Ok(d) => vec![d],
-                Err(_) => Vec::new(),
-            })
+            .get_or_init(
+                || match WebGpuDevice::new_blocking(&WebGpuOptions::from_env()) {
+                    Ok(d) => vec![d],
+                    Err(_) => Vec::new(),
+                },
+            )
             .first()
             .cloned()
     }

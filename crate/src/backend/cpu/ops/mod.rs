@@ -18,6 +18,11 @@ pub fn simd_name() -> &'static str {
 
 /// Whether the CPU backend can compute node `t`.
 pub fn supports(ctx: &Context, t: TensorId) -> bool {
+    // Views and leafs run no kernel.
+    let op = ctx.tensor(t).op;
+    if op.is_view() || op == Op::None {
+        return true;
+    }
     match super::resolve_node_shape(ctx, t) {
         Some(node) => check_supported(&node).is_ok(),
         None => false,
