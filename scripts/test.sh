@@ -19,6 +19,12 @@ cargo clippy --workspace --all-targets --release -q -- -D warnings
 step "wasm32 build check"
 cargo check -q --target wasm32-unknown-unknown -p ggweb
 
+step "GPU driver for the WebGPU tests (lavapipe)"
+source scripts/setup-gpu.sh
+
+step "models for the LLM tests (PyPI, cached)"
+bash scripts/fetch-models.sh
+
 step "native tests"
 cargo build -q --release --bin ggweb
 cargo test --release --workspace 2>&1 | tee "$root/target/native-tests.log" | grep -E '^(test result|running|error|failures:|---- )|panicked|FAILED' || true

@@ -331,7 +331,7 @@ pub(crate) fn shape4(ne: &[usize]) -> Result<[usize; MAX_DIMS]> {
 }
 
 pub(crate) fn check_block(dtype: DType, ne0: usize) -> Result<()> {
-    if ne0 % dtype.block_size() != 0 {
+    if !ne0.is_multiple_of(dtype.block_size()) {
         return Err(Error::Shape(format!(
             "ne[0] = {ne0} is not a multiple of {}'s block size {}",
             dtype,

@@ -232,7 +232,7 @@ impl DType {
     /// or the size overflows.
     pub fn row_size(self, ne: usize) -> Result<usize> {
         let bs = self.block_size();
-        if ne % bs != 0 {
+        if !ne.is_multiple_of(bs) {
             return Err(Error::Shape(format!(
                 "row of {ne} elements is not a multiple of {}'s block size {bs}",
                 self.name()

@@ -2,10 +2,12 @@
 //!
 //! Data flow: GGUF bytes → [`gguf`] (validated) → weights described in a [`Context`] and placed in
 //! backend buffers → model code builds a [`Graph`] with op constructors → [`alloc`] plans memory →
-//! a backend computes it → outputs are read back.
+//! a backend (or the scheduler) computes it → outputs are read back.
 
 pub mod alloc;
+pub mod bench;
 pub mod backend;
+pub mod bench;
 pub mod context;
 pub mod dtype;
 pub mod error;

@@ -218,6 +218,34 @@ fn mul_mat_many_chunks_all_thread_counts() {
     }
 }
 
+/// k longer than the float GEMM's k-block (512), odd, so partial sums accumulate across blocks
+/// and the last block has a SIMD tail; quantized types with many blocks.
+#[test]
+fn mul_mat_long_k() {
+    for (wt, k) in [
+        (DType::F32, 1031),
+        (DType::F16, 1031),
+        (DType::BF16, 1031),
+        (DType::Q4_0, 1056),
+        (DType::Q8_0, 1056),
+        (DType::Q4_K, 1280),
+    ] {
+        for (m, n, threads) in [(19, 11, 2), (21, 1, 3), (5, 16, 1)] {
+            let c = Case {
+                wt,
+                bt: DType::F32,
+                k,
+                m,
+                n,
+                batch: [1, 1, 1, 1],
+                layout: Layout::Contiguous,
+                threads,
+            };
+            check(c, 99 + m as u64);
+        }
+    }
+}
+
 /// Two mul_mats in one graph (the chunk counter is reset per node), the second consuming the
 /// first's output.
 #[test]

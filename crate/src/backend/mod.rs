@@ -9,6 +9,8 @@ use crate::graph::Graph;
 use crate::{Context, Result, TensorId};
 
 pub mod cpu;
+#[cfg(feature = "webgpu")]
+pub mod webgpu;
 pub mod sched;
 
 /// What a buffer is used for; the scheduler keeps ops next to their weights.
@@ -101,7 +103,11 @@ pub trait Registry: Send + Sync {
 
 /// All registries compiled in, CPU last (lowest priority).
 pub fn registries() -> Vec<Arc<dyn Registry>> {
-    vec![Arc::new(cpu::CpuRegistry)]
+    let mut v: Vec<Arc<dyn Registry>> = Vec::new();
+    #[cfg(feature = "webgpu")]
+    v.push(Arc::new(webgpu::WebGpuRegistry));
+    v.push(Arc::new(cpu::CpuRegistry));
+    v
 }
 
 /// Every device of every registry, in priority order.

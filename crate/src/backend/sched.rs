@@ -319,22 +319,21 @@ impl Scheduler {
     /// to their copies: build a fresh graph for each compute (as with ggml_backend_sched_reset).
     pub fn compute(&mut self, ctx: &mut Context, graph: &Graph) -> Result<()> {
         self.plan(ctx, graph)?;
-        let splits = std::mem::take(&mut self.splits);
-        let result = (|| {
-            for s in &splits {
-                for &(orig, copy) in &s.inputs {
-                    let bytes = ctx.read_bytes(orig)?;
-                    ctx.set_bytes(copy, &bytes)?;
-                }
-                let mut g = Graph::new();
-                for &n in &s.nodes {
-                    g.nodes.push(n);
-                }
-                self.backends[s.backend].graph_compute(ctx, &g)?;
+        self.compute_planned(ctx)
+    }
+
+    /// Compute the splits of the last [`Scheduler::plan`] (set the inputs in between, as with
+    /// ggml_backend_sched_alloc_graph followed by graph_compute).
+    pub fn compute_planned(&mut self, ctx: &Context) -> Result<()> {
+        for s in &self.splits {
+            for &(orig, copy) in &s.inputs {
+                let bytes = ctx.read_bytes(orig)?;
+                ctx.set_bytes(copy, &bytes)?;
             }
-            Ok(())
-        })();
-        self.splits = splits;
-        result
+            let mut g = Graph::new();
+            g.nodes.extend_from_slice(&s.nodes);
+            self.backends[s.backend].graph_compute(ctx, &g)?;
+        }
+        Ok(())
     }
 }

@@ -6,7 +6,11 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use ggweb::gguf::{Array, GgufFile, Value};
-use ggweb::models::mnist::{self, Mnist, MnistKind};
+use ggweb::models::chat::ChatMessage;
+use ggweb::models::llm::Llm;
+use ggweb::models::mnist::{self, Mnist};
+use ggweb::models::runner::BackendChoice;
+use ggweb::models::sampler::SamplerOptions;
 use ggweb::{DType, Error, Result};
 use serde_json::json;
 
@@ -40,13 +44,88 @@ enum Cmd {
         data: Option<PathBuf>,
         #[arg(long)]
         threads: Option<usize>,
+        /// cpu, webgpu or auto (WebGPU when an adapter exists).
+        #[arg(long, default_value = "cpu")]
+        backend: String,
         #[arg(long)]
         json: bool,
+    },
+    /// Print the token ids of TEXT as a JSON array.
+    Tokenize {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        /// Do not add BOS/EOS even when the model's metadata asks for them.
+        #[arg(long)]
+        no_bos: bool,
+        /// Treat special-token text (e.g. `<|im_start|>`) as plain text.
+        #[arg(long)]
+        no_parse_special: bool,
+        text: String,
+    },
+    /// Generate text after a prompt.
+    Generate {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        #[arg(short = 'p', long)]
+        prompt: String,
+        #[arg(short = 'n', long, default_value_t = 64)]
+        n_predict: usize,
+        /// 0 = greedy.
+        #[arg(long, default_value_t = 0.0)]
+        temp: f32,
+        #[arg(long, default_value_t = 40)]
+        top_k: usize,
+        #[arg(long, default_value_t = 0.95)]
+        top_p: f32,
+        #[arg(long, default_value_t = 0.05)]
+        min_p: f32,
+        #[arg(long, default_value_t = 1.0)]
+        repeat_penalty: f32,
+        #[arg(long, default_value_t = 0x5eed)]
+        seed: u64,
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long, default_value_t = 2048)]
+        ctx_size: usize,
+        /// Wrap the prompt in the model's chat template as a user message.
+        #[arg(long)]
+        chat: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Evaluate a prompt and write the last position's logits (little-endian f32).
+    Eval {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        #[arg(short = 'p', long)]
+        prompt: String,
+        #[arg(long)]
+        logits_out: PathBuf,
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Chat with a model in the terminal (empty line or Ctrl-D to quit; /reset starts over).
+    Chat {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        #[arg(long, default_value_t = 0.7)]
+        temp: f32,
+        #[arg(long, default_value_t = 512)]
+        n_predict: usize,
+        #[arg(long)]
+        system: Option<String>,
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long, default_value_t = 4096)]
+        ctx_size: usize,
     },
     /// mul_mat throughput (GFLOP/s) per weight type.
     Bench {
         #[arg(long)]
         json: bool,
+        /// cpu or webgpu.
+        #[arg(long, default_value = "cpu")]
+        backend: String,
         /// Weight types (comma-separated); default f32,f16,q4_0,q8_0,q4_K.
         #[arg(long)]
         types: Option<String>,
@@ -90,16 +169,88 @@ pub fn run() -> Result<()> {
             model,
             data,
             threads,
+            backend,
             json,
-        } => mnist_cmd(&model, data.as_deref(), threads, json),
+        } => mnist_cmd(&model, data.as_deref(), threads, &backend, json),
         Cmd::Bench {
             json,
+            backend,
             types,
             threads,
             n,
             size,
             seconds,
-        } => bench(json, types, threads, n, size, seconds),
+        } => bench(json, &backend, types, threads, n, size, seconds),
+        Cmd::Tokenize {
+            model,
+            no_bos,
+            no_parse_special,
+            text,
+        } => {
+            let file = GgufFile::open(&model)?;
+            let tok = ggweb::models::tokenizer::Tokenizer::from_gguf(file.header())?;
+            let ids = tok.tokenize(&text, !no_bos, !no_parse_special);
+            println!(
+                "{}",
+                serde_json::to_string(&ids).map_err(|e| Error::InvalidArgument(e.to_string()))?
+            );
+            Ok(())
+        }
+        Cmd::Generate {
+            model,
+            prompt,
+            n_predict,
+            temp,
+            top_k,
+            top_p,
+            min_p,
+            repeat_penalty,
+            seed,
+            threads,
+            ctx_size,
+            chat,
+            json,
+        } => {
+            let opts = SamplerOptions {
+                temperature: temp,
+                top_k,
+                top_p,
+                min_p,
+                repeat_penalty,
+                seed,
+                ..Default::default()
+            };
+            generate(
+                &model, &prompt, n_predict, opts, threads, ctx_size, chat, json,
+            )
+        }
+        Cmd::Eval {
+            model,
+            prompt,
+            logits_out,
+            threads,
+        } => {
+            let mut llm = Llm::open(&model, 4096, threads.unwrap_or_else(default_threads))?;
+            let ids = llm.tokenize(&prompt, true, true);
+            let (logits, _) = llm.eval_prompt(&ids)?;
+            let bytes: Vec<u8> = logits.iter().flat_map(|x| x.to_le_bytes()).collect();
+            std::fs::write(&logits_out, bytes)?;
+            eprintln!(
+                "{} prompt tokens, {} logits written to {}",
+                ids.len(),
+                logits.len(),
+                logits_out.display()
+            );
+            Ok(())
+        }
+        Cmd::Chat {
+            model,
+            temp,
+            n_predict,
+            system,
+            threads,
+            ctx_size,
+        } => chat(&model, temp, n_predict, system, threads, ctx_size),
     }
 }
 
@@ -313,8 +464,10 @@ fn parse_list<T: std::str::FromStr>(
         .collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn bench(
     as_json: bool,
+    backend: &str,
     types: Option<String>,
     threads: Option<String>,
     ns: Option<String>,
@@ -332,19 +485,25 @@ fn bench(
         .collect::<Result<_>>()?;
     let threads: Vec<usize> = parse_list(threads, "1,2", "thread count")?;
     let ns: Vec<usize> = parse_list(ns, "1,512", "n")?;
+    // The GPU does not use the CPU threads.
+    let threads = if backend == "webgpu" { vec![1] } else { threads };
     let mut rows = Vec::new();
     for &n in &ns {
         for &dt in &types {
             for &th in &threads {
-                let r = bench_stub(dt, size, n, size, th, seconds)?;
+                let r = match backend {
+                    "cpu" => ggweb::bench::bench_mul_mat(dt, size, n, size, th, seconds)?.gflops,
+                    "webgpu" => webgpu_bench(dt, size, n, seconds)?,
+                    other => return Err(Error::InvalidArgument(format!("bench backend '{other}' (cpu or webgpu)"))),
+                };
                 if !as_json {
                     println!(
                         "mul_mat {:<5} m={size} n={n:<4} k={size} threads={th}: {:8.1} GFLOP/s",
                         dt.name(),
-                        r.gflops
+                        r
                     );
                 }
-                rows.push(json!({"op": "mul_mat", "type": dt.name(), "m": size, "n": n, "k": size, "threads": th, "gflops": r.gflops}));
+                rows.push(json!({"op": "mul_mat", "type": dt.name(), "m": size, "n": n, "k": size, "threads": th, "backend": backend, "gflops": r}));
             }
         }
     }
@@ -353,9 +512,125 @@ fn bench(
     }
     Ok(())
 }
-struct BenchStub {
-    gflops: f64,
+
+fn default_threads() -> usize {
+    ggweb::backend::cpu::threadpool::default_n_threads()
 }
-fn bench_stub(_: DType, _: usize, _: usize, _: usize, _: usize, _: f64) -> Result<BenchStub> {
-    Err(Error::UnsupportedOp("bench".into()))
+
+#[allow(clippy::too_many_arguments)]
+fn generate(
+    model: &Path,
+    prompt: &str,
+    n_predict: usize,
+    opts: SamplerOptions,
+    threads: Option<usize>,
+    ctx_size: usize,
+    chat: bool,
+    as_json: bool,
+) -> Result<()> {
+    let mut llm = Llm::open(model, ctx_size, threads.unwrap_or_else(default_threads))?;
+    let text = if chat {
+        llm.apply_chat_template(&[ChatMessage::new("user", prompt)], true)
+    } else {
+        prompt.to_string()
+    };
+    let ids = llm.tokenize(&text, true, true);
+    let t0 = Instant::now();
+    let mut t_first: Option<Instant> = None;
+    let stream = !as_json;
+    let out = llm.generate(&ids, n_predict, opts, |_, piece| {
+        t_first.get_or_insert_with(Instant::now);
+        if stream {
+            print!("{piece}");
+            let _ = std::io::stdout().flush();
+        }
+        true
+    })?;
+    let t_end = Instant::now();
+    let t_first = t_first.unwrap_or(t_end);
+    let prompt_s = (t_first - t0).as_secs_f64();
+    let gen_s = (t_end - t_first).as_secs_f64();
+    // The first generated token's evaluation is counted in the generation phase.
+    let n_gen_evals = out.ids.len().saturating_sub(1).max(1);
+    let prompt_tps = out.n_prompt_evaluated as f64 / prompt_s.max(1e-9);
+    let gen_tps = n_gen_evals as f64 / gen_s.max(1e-9);
+    if as_json {
+        println!(
+            "{}",
+            json!({"prompt_ids": out.prompt_ids, "ids": out.ids, "text": out.text,
+                   "prompt_tok_per_s": prompt_tps, "gen_tok_per_s": gen_tps, "stopped_at_eog": out.stopped_at_eog})
+        );
+    } else {
+        println!();
+        eprintln!(
+            "prompt: {} tokens, {prompt_tps:.1} tok/s; generation: {} tokens, {gen_tps:.1} tok/s",
+            ids.len(),
+            out.ids.len()
+        );
+    }
+    Ok(())
+}
+
+fn chat(
+    model: &Path,
+    temp: f32,
+    n_predict: usize,
+    system: Option<String>,
+    threads: Option<usize>,
+    ctx_size: usize,
+) -> Result<()> {
+    let mut llm = Llm::open(model, ctx_size, threads.unwrap_or_else(default_threads))?;
+    let mut messages: Vec<ChatMessage> = system
+        .iter()
+        .map(|s| ChatMessage::new("system", s))
+        .collect();
+    let stdin = std::io::stdin();
+    eprintln!(
+        "chatting with {} ({}); empty line to quit, /reset to start over",
+        model.display(),
+        llm.architecture
+    );
+    loop {
+        eprint!("> ");
+        let mut line = String::new();
+        if stdin.read_line(&mut line)? == 0 || line.trim().is_empty() {
+            return Ok(());
+        }
+        if line.trim() == "/reset" {
+            messages.retain(|m| m.role == "system");
+            llm.reset();
+            continue;
+        }
+        messages.push(ChatMessage::new("user", line.trim_end()));
+        let prompt = llm.apply_chat_template(&messages, true);
+        let ids = llm.tokenize(&prompt, true, true);
+        let opts = SamplerOptions {
+            temperature: temp,
+            seed: messages.len() as u64,
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let out = llm.generate(&ids, n_predict, opts, |_, piece| {
+            print!("{piece}");
+            let _ = std::io::stdout().flush();
+            true
+        })?;
+        println!();
+        eprintln!(
+            "[{} tokens, {:.1} tok/s]",
+            out.ids.len(),
+            out.ids.len() as f64 / t0.elapsed().as_secs_f64()
+        );
+        messages.push(ChatMessage::new("assistant", &out.text));
+    }
+}
+
+#[cfg(feature = "webgpu")]
+fn webgpu_bench(dt: DType, size: usize, n: usize, seconds: f64) -> Result<f64> {
+    ggweb::backend::webgpu::bench_mul_mat_webgpu(dt, size, n, size, seconds)
+}
+
+#[cfg(not(feature = "webgpu"))]
+fn webgpu_bench(_: DType, _: usize, _: usize, _: f64) -> Result<f64> {
+    Err(Error::Backend("built without the webgpu feature".into()))
 }

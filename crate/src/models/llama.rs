@@ -469,7 +469,8 @@ impl LlamaModel {
             // gemma3 scales q by 1/sqrt(head_dim) before attention: the same as scaling here.
             let kq = ctx.soft_max_ext(kq, Some(m), kq_scale, 0.0)?;
             let vt = ctx.transpose(vc)?; // [n_kv, dv, n_head_kv]
-            let vt = ctx.cont(vt)?;
+                                         // f32 so the softmax weights are not rounded to f16 (as flash attention keeps them).
+            let vt = ctx.cast(vt, DType::F32)?;
             let kqv = ctx.mul_mat(vt, kq)?; // [dv, n_tokens, n_head]
             let kqv = ctx.permute(kqv, [0, 2, 1, 3])?; // [dv, n_head, n_tokens]
             let kqv = ctx.cont(kqv)?;

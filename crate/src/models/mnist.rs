@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use crate::alloc::GraphAllocator;
-use crate::backend::cpu::{cpu_buffer_type, CpuBackend, HostBytes};
+use crate::backend::cpu::HostBytes;
 use crate::context::Mark;
 use crate::gguf::Gguf;
+use crate::models::runner::{BackendChoice, Runner};
 use crate::models::weights::Weights;
 use crate::tensor::PoolOp;
 use crate::{Context, DType, Error, Graph, Result, TensorId};
@@ -65,8 +65,7 @@ pub struct Mnist {
     kind: MnistKind,
     params: Params,
     mark: Mark,
-    backend: CpuBackend,
-    galloc: GraphAllocator,
+    runner: Runner,
     // Keeps the file bytes alive: the weights point into them.
     _bytes: Arc<dyn HostBytes>,
 }
@@ -85,6 +84,12 @@ fn expect_shape(ctx: &Context, id: TensorId, ne: [usize; 4]) -> Result<TensorId>
 impl Mnist {
     /// Load a model from the bytes of its GGUF file.
     pub fn from_bytes(bytes: Arc<dyn HostBytes>, n_threads: usize) -> Result<Mnist> {
+        Self::with_backend(bytes, BackendChoice::Cpu, n_threads)
+    }
+
+    /// Load on the chosen backends (`Runner::report` says what was picked).
+    pub fn with_backend(bytes: Arc<dyn HostBytes>, backend: BackendChoice, n_threads: usize) -> Result<Mnist> {
+        let runner = Runner::new(backend, n_threads)?;
         let gguf = Gguf::parse(bytes.bytes())?;
         let arch = gguf.architecture().unwrap_or("");
         let kind = match arch {
@@ -97,7 +102,7 @@ impl Mnist {
             }
         };
         let mut ctx = Context::new();
-        let w = Weights::load(&mut ctx, &gguf, bytes.clone())?;
+        let w = Weights::load_into(&mut ctx, &gguf, bytes.clone(), Some(runner.weights_buffer_type()))?;
         let params = match kind {
             MnistKind::Fc => Params::Fc {
                 fc1_w: expect_shape(&ctx, w.get("fc1.weight")?, [784, 500, 1, 1])?,
@@ -120,8 +125,7 @@ impl Mnist {
             kind,
             params,
             mark,
-            backend: CpuBackend::new(n_threads),
-            galloc: GraphAllocator::new(cpu_buffer_type()),
+            runner,
             _bytes: bytes,
         })
     }
@@ -148,7 +152,16 @@ impl Mnist {
     }
 
     pub fn set_n_threads(&mut self, n: usize) {
-        self.backend.set_n_threads(n);
+        self.runner.set_n_threads(n);
+    }
+
+    /// Which backends run this model, and why.
+    pub fn backend_report(&self) -> &str {
+        &self.runner.report
+    }
+
+    pub fn runner_mut(&mut self) -> &mut Runner {
+        &mut self.runner
     }
 
     /// Build the forward graph for `n` images; returns (input [784, n], logits [10, n]).
@@ -202,7 +215,7 @@ impl Mnist {
 
     /// Logits for `images` (n × 784 pixels in [0, 1]), n × 10 values.
     pub fn logits(&mut self, images: &[f32]) -> Result<Vec<f32>> {
-        if images.len() % IMAGE_PIXELS != 0 {
+        if !images.len().is_multiple_of(IMAGE_PIXELS) {
             return Err(Error::Shape(format!(
                 "{} pixels is not a whole number of 28x28 images",
                 images.len()
@@ -222,9 +235,9 @@ impl Mnist {
         let n = images.len() / IMAGE_PIXELS;
         let (input, logits) = self.build(n)?;
         let graph = Graph::build(&self.ctx, &[logits]);
-        self.galloc.alloc_graph(&mut self.ctx, &graph)?;
+        self.runner.alloc(&mut self.ctx, &graph)?;
         self.ctx.set_f32(input, images)?;
-        self.backend.compute(&self.ctx, &graph)?;
+        self.runner.compute(&self.ctx)?;
         self.ctx.get_f32(logits)
     }
 

@@ -1,5 +1,9 @@
 //! Models built on the core: MNIST, and the weights loader they share.
+pub mod chat;
 pub mod llama;
+pub mod llm;
 pub mod mnist;
+pub mod runner;
 pub mod sampler;
+pub mod tokenizer;
 pub mod weights;

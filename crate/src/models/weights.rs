@@ -21,6 +21,17 @@ impl Weights {
     /// The bytes are used in place when the data section is 32-byte aligned in memory, else copied
     /// once into an aligned buffer (kernels read f32/f16 with aligned loads).
     pub fn load(ctx: &mut Context, gguf: &Gguf, bytes: Arc<dyn HostBytes>) -> Result<Weights> {
+        Self::load_into(ctx, gguf, bytes, None)
+    }
+
+    /// As [`Weights::load`], but into a buffer of `buft` when that is device memory (the tensors
+    /// are uploaded once); host buffer types use the bytes in place.
+    pub fn load_into(
+        ctx: &mut Context,
+        gguf: &Gguf,
+        bytes: Arc<dyn HostBytes>,
+        buft: Option<&Arc<dyn crate::backend::BufferType>>,
+    ) -> Result<Weights> {
         let file = bytes.bytes();
         let start = usize::try_from(gguf.data_offset)
             .map_err(|_| Error::Gguf("data offset does not fit in memory".into()))?;
@@ -31,7 +42,7 @@ impl Weights {
             )));
         }
         let len = file.len() - start;
-        let aligned = (file.as_ptr() as usize + start) % 32 == 0;
+        let aligned = (file.as_ptr() as usize + start).is_multiple_of(32);
         let buffer: Arc<dyn Buffer> = if aligned {
             Arc::new(CpuBuffer::from_host_bytes(bytes.clone(), start, len)?)
         } else {

@@ -4,7 +4,7 @@
 //! can never make sense; whether a backend implements a particular type combination is decided
 //! later by the backend (`supports_op`), which gives a clean `Error::UnsupportedOp` at compute.
 
-use crate::tensor::{Op, RopeMode, RopeParams, UnaryOp};
+use crate::tensor::{Op, RopeParams, UnaryOp};
 use crate::{Context, DType, Error, Result, TensorId};
 
 mod nn;
@@ -293,16 +293,17 @@ impl Context {
                 tp.ne, ne[2]
             )));
         }
-        if params.n_dims == 0 || params.n_dims % 2 != 0 || params.n_dims > ne[0] {
+        if params.n_dims == 0 || params.n_dims & 1 != 0 || params.n_dims > ne[0] {
             return Err(Error::Shape(format!(
                 "ROPE: n_dims {} must be even, positive and <= ne0 {}",
                 params.n_dims, ne[0]
             )));
         }
-        if params.mode != RopeMode::Normal && params.mode != RopeMode::Neox {
-            return Err(Error::InvalidArgument("ROPE: unknown mode".into()));
-        }
-        if !(params.freq_base > 0.0) || !(params.freq_scale > 0.0) {
+        if params.freq_base.is_nan()
+            || params.freq_base <= 0.0
+            || params.freq_scale.is_nan()
+            || params.freq_scale <= 0.0
+        {
             return Err(Error::InvalidArgument(format!(
                 "ROPE: freq_base {} / freq_scale {} must be positive",
                 params.freq_base, params.freq_scale

@@ -515,8 +515,8 @@ impl GgmlBlock for BlockQ2K {
             }
             if max_scale > 0.0 {
                 let iscale = Q4SCALE / max_scale;
-                for j in 0..QK_K / 16 {
-                    y.scales[j] = nearest_int(iscale * scales[j]) as u8;
+                for (ys, s) in y.scales.iter_mut().zip(&scales) {
+                    *ys = nearest_int(iscale * s) as u8;
                 }
                 y.d = f16::from_f32(max_scale / Q4SCALE);
             } else {
@@ -525,9 +525,9 @@ impl GgmlBlock for BlockQ2K {
             }
             if max_min > 0.0 {
                 let iscale = Q4SCALE / max_min;
-                for j in 0..QK_K / 16 {
-                    let l = nearest_int(iscale * mins[j]);
-                    y.scales[j] |= (l << 4) as u8;
+                for (ys, m) in y.scales.iter_mut().zip(&mins) {
+                    let l = nearest_int(iscale * m);
+                    *ys |= (l << 4) as u8;
                 }
                 y.dmin = f16::from_f32(max_min / Q4SCALE);
             } else {
@@ -930,8 +930,8 @@ impl GgmlBlock for BlockQ6K {
             }
             let iscale = -128.0 / max_scale;
             y.d = f16::from_f32(1.0 / iscale);
-            for ib in 0..QK_K / 16 {
-                y.scales[ib] = nearest_int(iscale * scales[ib]).min(127) as i8;
+            for (ys, s) in y.scales.iter_mut().zip(&scales) {
+                *ys = nearest_int(iscale * s).min(127) as i8;
             }
             for j in 0..QK_K / 16 {
                 let d = fp16(y.d) * y.scales[j] as f32;

@@ -142,7 +142,7 @@ impl GgmlBlock for bf16 {
 pub(crate) fn cast_blocks<B: Pod>(bytes: &[u8]) -> Cow<'_, [B]> {
     let size = std::mem::size_of::<B>();
     assert!(
-        bytes.len() % size == 0,
+        bytes.len() / size * size == bytes.len(),
         "{} bytes is not a whole number of {size}-byte blocks",
         bytes.len()
     );
@@ -160,7 +160,7 @@ pub(crate) fn cast_blocks<B: Pod>(bytes: &[u8]) -> Cow<'_, [B]> {
 pub(crate) fn with_blocks_mut<B: Pod, R>(bytes: &mut [u8], f: impl FnOnce(&mut [B]) -> R) -> R {
     let size = std::mem::size_of::<B>();
     assert!(
-        bytes.len() % size == 0,
+        bytes.len() / size * size == bytes.len(),
         "{} bytes is not a whole number of {size}-byte blocks",
         bytes.len()
     );
@@ -346,15 +346,33 @@ mod simd_x86 {
 
     erase_dot!(dot_f32, f32, f32, x86::vec_dot_f32);
     erase_dot!(dot_f16, f16, f16, x86::vec_dot_f16);
+    erase_dot!(dot_bf16, bf16, bf16, x86::vec_dot_bf16);
     erase_dot!(dot_q4_0, BlockQ4_0, BlockQ8_0, x86::vec_dot_q4_0_q8_0);
     erase_dot!(dot_q4_1, BlockQ4_1, BlockQ8_1, x86::vec_dot_q4_1_q8_1);
     erase_dot!(dot_q5_0, BlockQ5_0, BlockQ8_0, x86::vec_dot_q5_0_q8_0);
     erase_dot!(dot_q5_1, BlockQ5_1, BlockQ8_1, x86::vec_dot_q5_1_q8_1);
     erase_dot!(dot_q8_0, BlockQ8_0, BlockQ8_0, x86::vec_dot_q8_0_q8_0);
+    erase_dot!(dot_q2_k, BlockQ2K, BlockQ8K, x86::vec_dot_q2_k_q8_k);
+    erase_dot!(dot_q3_k, BlockQ3K, BlockQ8K, x86::vec_dot_q3_k_q8_k);
     erase_dot!(dot_q4_k, BlockQ4K, BlockQ8K, x86::vec_dot_q4_k_q8_k);
     erase_dot!(dot_q5_k, BlockQ5K, BlockQ8K, x86::vec_dot_q5_k_q8_k);
     erase_dot!(dot_q6_k, BlockQ6K, BlockQ8K, x86::vec_dot_q6_k_q8_k);
 
+    fn f16_to_f32(src: &[u8], dst: &mut [f32]) {
+        x86::f16_to_f32_row(&cast_blocks::<f16>(src), dst);
+    }
+    fn f32_to_f16(src: &[f32], dst: &mut [u8]) {
+        with_blocks_mut::<f16, ()>(dst, |ys| x86::f32_to_f16_row(src, ys));
+    }
+    fn deq_q4_0(src: &[u8], dst: &mut [f32]) {
+        x86::dequantize_row_q4_0(&cast_blocks::<BlockQ4_0>(src), dst);
+    }
+    fn deq_q8_0(src: &[u8], dst: &mut [f32]) {
+        x86::dequantize_row_q8_0(&cast_blocks::<BlockQ8_0>(src), dst);
+    }
+    fn deq_q4_k(src: &[u8], dst: &mut [f32]) {
+        x86::dequantize_row_q4_k(&cast_blocks::<BlockQ4K>(src), dst);
+    }
     fn quant_q8_0(src: &[f32], dst: &mut [u8]) {
         with_blocks_mut::<BlockQ8_0, ()>(dst, |ys| x86::quantize_row_q8_0(src, ys));
     }
@@ -376,19 +394,32 @@ mod simd_x86 {
         };
         set(t, DType::F32, dot_f32);
         set(t, DType::F16, dot_f16);
+        set(t, DType::BF16, dot_bf16);
         set(t, DType::Q4_0, dot_q4_0);
         set(t, DType::Q4_1, dot_q4_1);
         set(t, DType::Q5_0, dot_q5_0);
         set(t, DType::Q5_1, dot_q5_1);
         set(t, DType::Q8_0, dot_q8_0);
+        set(t, DType::Q2_K, dot_q2_k);
+        set(t, DType::Q3_K, dot_q3_k);
         set(t, DType::Q4_K, dot_q4_k);
         set(t, DType::Q5_K, dot_q5_k);
         set(t, DType::Q6_K, dot_q6_k);
+        let deq = |t: &mut [TypeTraits; N_TRAITS], d: DType, f: fn(&[u8], &mut [f32])| {
+            if let Some(i) = index(d) {
+                t[i].to_f32 = f;
+            }
+        };
+        deq(t, DType::F16, f16_to_f32);
+        deq(t, DType::Q4_0, deq_q4_0);
+        deq(t, DType::Q8_0, deq_q8_0);
+        deq(t, DType::Q4_K, deq_q4_k);
         let q = |t: &mut [TypeTraits; N_TRAITS], d: DType, f: fn(&[f32], &mut [u8])| {
             if let Some(i) = index(d) {
                 t[i].from_f32 = f;
             }
         };
+        q(t, DType::F16, f32_to_f16);
         q(t, DType::Q8_0, quant_q8_0);
         q(t, DType::Q8_1, quant_q8_1);
         q(t, DType::Q8_K, quant_q8_k);
@@ -402,7 +433,13 @@ mod simd_aarch64 {
 
     erase_dot!(dot_f32, f32, f32, neon::vec_dot_f32);
     erase_dot!(dot_q4_0, BlockQ4_0, BlockQ8_0, neon::vec_dot_q4_0_q8_0);
+    erase_dot!(dot_q4_1, BlockQ4_1, BlockQ8_1, neon::vec_dot_q4_1_q8_1);
+    erase_dot!(dot_q5_0, BlockQ5_0, BlockQ8_0, neon::vec_dot_q5_0_q8_0);
+    erase_dot!(dot_q5_1, BlockQ5_1, BlockQ8_1, neon::vec_dot_q5_1_q8_1);
     erase_dot!(dot_q8_0, BlockQ8_0, BlockQ8_0, neon::vec_dot_q8_0_q8_0);
+    erase_dot!(dot_q4_k, BlockQ4K, BlockQ8K, neon::vec_dot_q4_k_q8_k);
+    erase_dot!(dot_q5_k, BlockQ5K, BlockQ8K, neon::vec_dot_q5_k_q8_k);
+    erase_dot!(dot_q6_k, BlockQ6K, BlockQ8K, neon::vec_dot_q6_k_q8_k);
 
     pub(super) fn install(t: &mut [TypeTraits; N_TRAITS]) {
         let set = |t: &mut [TypeTraits; N_TRAITS], d: DType, f: fn(usize, &[u8], &[u8]) -> f32| {
@@ -412,7 +449,13 @@ mod simd_aarch64 {
         };
         set(t, DType::F32, dot_f32);
         set(t, DType::Q4_0, dot_q4_0);
+        set(t, DType::Q4_1, dot_q4_1);
+        set(t, DType::Q5_0, dot_q5_0);
+        set(t, DType::Q5_1, dot_q5_1);
         set(t, DType::Q8_0, dot_q8_0);
+        set(t, DType::Q4_K, dot_q4_k);
+        set(t, DType::Q5_K, dot_q5_k);
+        set(t, DType::Q6_K, dot_q6_k);
     }
 }
 

@@ -9,13 +9,13 @@
 //! Quantized dots compute the same integer sums as the scalar reference and differ only in the
 //! order of the f32 accumulation (8 lanes). The q8 quantizers are bit-exact with the reference.
 
-use half::f16;
+use half::{bf16, f16};
 use std::sync::OnceLock;
 
 use super::vec;
 use crate::quant::{
-    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0,
-    BlockQ8_1, GgmlBlock,
+    BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    BlockQ8K, BlockQ8_0, BlockQ8_1, GgmlBlock,
 };
 
 /// Whether this CPU has AVX2, FMA and F16C (detected once, cached).
@@ -76,6 +76,54 @@ pub fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
     }
 }
 
+/// f16 → f32 conversion of a row (F16C; exact).
+pub fn f16_to_f32_row(x: &[f16], y: &mut [f32]) {
+    check("f16_to_f32_row", x.len(), y.len());
+    if available() {
+        // SAFETY: the CPU supports avx2/fma/f16c (checked above); lengths are equal.
+        unsafe { avx2::f16_to_f32_row(x, y) }
+    } else {
+        for (o, v) in y.iter_mut().zip(x) {
+            *o = v.to_f32();
+        }
+    }
+}
+
+/// f32 → f16 conversion of a row (F16C, round to nearest even: the same bits as
+/// `f16::from_f32` for every non-NaN input).
+pub fn f32_to_f16_row(x: &[f32], y: &mut [f16]) {
+    check("f32_to_f16_row", x.len(), y.len());
+    if available() {
+        // SAFETY: the CPU supports avx2/fma/f16c (checked above); lengths are equal.
+        unsafe { avx2::f32_to_f16_row(x, y) }
+    } else {
+        for (o, v) in y.iter_mut().zip(x) {
+            *o = f16::from_f32(*v);
+        }
+    }
+}
+
+/// Σ x·y over bf16 (exact widening to f32, f32 FMA accumulation).
+pub fn dot_bf16(x: &[bf16], y: &[bf16]) -> f32 {
+    check("dot_bf16", x.len(), y.len());
+    if available() {
+        // SAFETY: the CPU supports avx2/fma/f16c (checked above); lengths are equal.
+        unsafe { avx2::dot_bf16(x, y) }
+    } else {
+        let mut sum = 0f64;
+        for (a, b) in x.iter().zip(y) {
+            sum += (a.to_f32() * b.to_f32()) as f64;
+        }
+        sum as f32
+    }
+}
+
+/// `vec_dot`-shaped bf16 dot (`n` elements).
+pub fn vec_dot_bf16(n: usize, x: &[bf16], y: &[bf16]) -> f32 {
+    check("vec_dot_bf16", x.len(), n);
+    dot_bf16(x, y)
+}
+
 /// `vec_dot`-shaped f32 dot (`n` elements).
 pub fn vec_dot_f32(n: usize, x: &[f32], y: &[f32]) -> f32 {
     check("vec_dot_f32", x.len(), n);
@@ -126,6 +174,14 @@ quant_dot!(
     vec_dot_q8_0_q8_0, BlockQ8_0, BlockQ8_0
 );
 quant_dot!(
+    /// q2_K · q8_K.
+    vec_dot_q2_k_q8_k, BlockQ2K, BlockQ8K
+);
+quant_dot!(
+    /// q3_K · q8_K.
+    vec_dot_q3_k_q8_k, BlockQ3K, BlockQ8K
+);
+quant_dot!(
     /// q4_K · q8_K.
     vec_dot_q4_k_q8_k, BlockQ4K, BlockQ8K
 );
@@ -167,18 +223,47 @@ quantizer!(
     quantize_row_q8_k, BlockQ8K
 );
 
+macro_rules! dequantizer {
+    ($(#[$doc:meta])* $name:ident, $b:ty) => {
+        $(#[$doc])*
+        pub fn $name(x: &[$b], y: &mut [f32]) {
+            check(stringify!($name), x.len() * <$b as GgmlBlock>::BLCK, y.len());
+            if available() {
+                // SAFETY: the CPU supports avx2/fma/f16c (checked above); y holds exactly
+                // x.len() blocks of output.
+                unsafe { avx2::$name(x, y) }
+            } else {
+                <$b as GgmlBlock>::to_f32(x, y)
+            }
+        }
+    };
+}
+
+dequantizer!(
+    /// q4_0 → f32, bit-exact with the scalar `dequantize_row_q4_0`.
+    dequantize_row_q4_0, BlockQ4_0
+);
+dequantizer!(
+    /// q8_0 → f32, bit-exact with the scalar `dequantize_row_q8_0`.
+    dequantize_row_q8_0, BlockQ8_0
+);
+dequantizer!(
+    /// q4_K → f32, bit-exact with the scalar `dequantize_row_q4_K` (multiply, then subtract).
+    dequantize_row_q4_k, BlockQ4K
+);
+
 mod avx2 {
     //! Every function requires AVX2, FMA and F16C; callers check [`super::available`].
     #![allow(clippy::missing_safety_doc)]
 
-    use half::f16;
+    use half::{bf16, f16};
     use std::arch::x86_64::*;
 
     use crate::dtype::QK_K;
-    use crate::quant::k_quants::{q8k_bsums, scales_mins_k4};
+    use crate::quant::k_quants::{q3k_scales, q8k_bsums, scales_mins_k4};
     use crate::quant::{
-        BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
-        BlockQ8_0, BlockQ8_1,
+        BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
+        BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1,
     };
 
     #[inline]
@@ -345,6 +430,39 @@ mod avx2 {
         sum
     }
 
+    /// 8 bf16 at `p` widened to f32 (a bf16 is the top half of an f32).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load_bf16x8(p: *const bf16) -> __m256 {
+        let w = _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i));
+        _mm256_castsi256_ps(_mm256_slli_epi32(w, 16))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_bf16(x: &[bf16], y: &[bf16]) -> f32 {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_ptr());
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 32 <= n {
+            for (k, a) in acc.iter_mut().enumerate() {
+                let o = i + 8 * k;
+                *a = _mm256_fmadd_ps(load_bf16x8(xp.add(o)), load_bf16x8(yp.add(o)), *a);
+            }
+            i += 32;
+        }
+        while i + 8 <= n {
+            acc[0] = _mm256_fmadd_ps(load_bf16x8(xp.add(i)), load_bf16x8(yp.add(i)), acc[0]);
+            i += 8;
+        }
+        let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let mut sum = hsum_f32_8(s);
+        for j in i..n {
+            sum += x[j].to_f32() * y[j].to_f32();
+        }
+        sum
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
         let n = x.len().min(y.len());
@@ -359,6 +477,35 @@ mod avx2 {
         }
         for j in i..n {
             y[j] += a * h2f(x[j]);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn f16_to_f32_row(x: &[f16], y: &mut [f32]) {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr() as *const __m128i, y.as_mut_ptr());
+        let mut i = 0;
+        while i + 8 <= n {
+            _mm256_storeu_ps(yp.add(i), _mm256_cvtph_ps(_mm_loadu_si128(xp.add(i / 8))));
+            i += 8;
+        }
+        for j in i..n {
+            y[j] = h2f(x[j]);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn f32_to_f16_row(x: &[f32], y: &mut [f16]) {
+        let n = x.len().min(y.len());
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr() as *mut __m128i);
+        let mut i = 0;
+        while i + 8 <= n {
+            let h = _mm256_cvtps_ph(_mm256_loadu_ps(xp.add(i)), _MM_FROUND_TO_NEAREST_INT);
+            _mm_storeu_si128(yp.add(i / 8), h);
+            i += 8;
+        }
+        for j in i..n {
+            y[j] = f16::from_f32(x[j]);
         }
     }
 
@@ -443,6 +590,87 @@ mod avx2 {
         }
         let m = _mm256_loadu_si256(m16.as_ptr() as *const __m256i);
         hsum_i32_8(_mm256_madd_epi16(b, m))
+    }
+
+    /// Scale vector for a maddubs result of 32 elements: `lo` for elements 0..16, `hi` for 16..32.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn scales_16_16(lo: i16, hi: i16) -> __m256i {
+        _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+        let m3 = _mm256_set1_epi8(3);
+        let mut acc = _mm256_setzero_ps();
+        let mut acc_m = 0f32;
+        for (bx, by) in x.iter().zip(y) {
+            let d = by.d * h2f(bx.d);
+            let dmin = by.d * h2f(bx.dmin);
+            let mut mins = [0i16; 16];
+            for (m, s) in mins.iter_mut().zip(&bx.scales) {
+                *m = (s >> 4) as i16;
+            }
+            let b = _mm256_loadu_si256(by.bsums.as_ptr() as *const __m256i);
+            let m = _mm256_loadu_si256(mins.as_ptr() as *const __m256i);
+            acc_m += dmin * hsum_i32_8(_mm256_madd_epi16(b, m)) as f32;
+            let mut sumi = _mm256_setzero_si256();
+            let mut is = 0;
+            for half in 0..2 {
+                // Bits 0–1 of every byte are the next 2-bit quants (16-bit shifts only bring the
+                // neighbouring byte's bits in above them).
+                let mut q2 = _mm256_loadu_si256(bx.qs.as_ptr().add(32 * half) as *const __m256i);
+                for shift in 0..4 {
+                    let q = _mm256_and_si256(q2, m3);
+                    q2 = _mm256_srli_epi16(q2, 2);
+                    let q8 = loadu_i8x32(by.qs.as_ptr().add(128 * half + 32 * shift));
+                    let sc = scales_16_16(
+                        (bx.scales[is] & 0xF) as i16,
+                        (bx.scales[is + 1] & 0xF) as i16,
+                    );
+                    is += 2;
+                    let p = _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, q8));
+                    sumi = _mm256_add_epi32(sumi, p);
+                }
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        hsum_f32_8(acc) - acc_m
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+        let m3 = _mm256_set1_epi8(3);
+        let m1 = _mm256_set1_epi8(1);
+        let four = _mm256_set1_epi8(4);
+        let mut acc = _mm256_setzero_ps();
+        for (bx, by) in x.iter().zip(y) {
+            let d = by.d * h2f(bx.d);
+            let sc = q3k_scales(&bx.scales);
+            let mut hb = _mm256_loadu_si256(bx.hmask.as_ptr() as *const __m256i);
+            let mut sumi = _mm256_setzero_si256();
+            let mut g = 0;
+            for half in 0..2 {
+                let mut q2 = _mm256_loadu_si256(bx.qs.as_ptr().add(32 * half) as *const __m256i);
+                for shift in 0..4 {
+                    // q + 4·hbit is the unsigned quant; subtract 4·q8 afterwards.
+                    let h = _mm256_slli_epi16(_mm256_and_si256(hb, m1), 2);
+                    hb = _mm256_srli_epi16(hb, 1);
+                    let q = _mm256_or_si256(_mm256_and_si256(q2, m3), h);
+                    q2 = _mm256_srli_epi16(q2, 2);
+                    let q8 = loadu_i8x32(by.qs.as_ptr().add(128 * half + 32 * shift));
+                    let p = _mm256_sub_epi16(
+                        _mm256_maddubs_epi16(q, q8),
+                        _mm256_maddubs_epi16(four, q8),
+                    );
+                    let s = scales_16_16(sc[g] as i16, sc[g + 1] as i16);
+                    g += 2;
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p));
+                }
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        hsum_f32_8(acc)
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -549,16 +777,65 @@ mod avx2 {
                         _mm256_maddubs_epi16(*qk, q8),
                         _mm256_maddubs_epi16(m32s, q8),
                     );
-                    let scv = _mm256_set_m128i(
-                        _mm_set1_epi16(sc[2 * k + 1] as i16),
-                        _mm_set1_epi16(sc[2 * k] as i16),
-                    );
+                    let scv = scales_16_16(sc[2 * k] as i16, sc[2 * k + 1] as i16);
                     sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scv, p));
                 }
             }
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
         hsum_f32_8(acc)
+    }
+
+    /// 32 signed bytes → 32 f32 times `d`, stored at `y` (32 floats).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn store_scaled_i8x32(q: __m256i, d: __m256, m: __m256, y: *mut f32) {
+        let lo = _mm256_castsi256_si128(q);
+        let hi = _mm256_extracti128_si256(q, 1);
+        let parts = [lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)];
+        for (k, p) in parts.iter().enumerate() {
+            let v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(*p));
+            _mm256_storeu_ps(y.add(8 * k), _mm256_sub_ps(_mm256_mul_ps(v, d), m));
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dequantize_row_q4_0(x: &[BlockQ4_0], y: &mut [f32]) {
+        let off = _mm256_set1_epi8(8);
+        let zero = _mm256_setzero_ps();
+        for (b, out) in x.iter().zip(y.chunks_exact_mut(32)) {
+            let q = _mm256_sub_epi8(bytes_from_nibbles_32(&b.qs), off);
+            store_scaled_i8x32(q, _mm256_set1_ps(h2f(b.d)), zero, out.as_mut_ptr());
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dequantize_row_q8_0(x: &[BlockQ8_0], y: &mut [f32]) {
+        let zero = _mm256_setzero_ps();
+        for (b, out) in x.iter().zip(y.chunks_exact_mut(32)) {
+            let q = loadu_i8x32(b.qs.as_ptr());
+            store_scaled_i8x32(q, _mm256_set1_ps(h2f(b.d)), zero, out.as_mut_ptr());
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dequantize_row_q4_k(x: &[BlockQ4K], y: &mut [f32]) {
+        let m4 = _mm256_set1_epi8(0x0F);
+        for (b, out) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
+            let d = h2f(b.d);
+            let min = h2f(b.dmin);
+            let (sc, m) = scales_mins_k4(&b.scales);
+            for j in 0..QK_K / 64 {
+                let q = _mm256_loadu_si256(b.qs.as_ptr().add(32 * j) as *const __m256i);
+                let o = out.as_mut_ptr().add(64 * j);
+                let (d1, m1) = (d * sc[2 * j] as f32, min * m[2 * j] as f32);
+                let (d2, m2) = (d * sc[2 * j + 1] as f32, min * m[2 * j + 1] as f32);
+                let lo = _mm256_and_si256(q, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                store_scaled_i8x32(lo, _mm256_set1_ps(d1), _mm256_set1_ps(m1), o);
+                store_scaled_i8x32(hi, _mm256_set1_ps(d2), _mm256_set1_ps(m2), o.add(32));
+            }
+        }
     }
 
     /// C's `roundf` (half away from zero), exactly.

@@ -54,8 +54,8 @@ pub fn supported(node: &NodeRef) -> bool {
             matches!(s0, DType::F32 | DType::F16)
                 && d == s0
                 && s1 == Some(DType::I32)
-                && node.src[2].map_or(true, |f| f.dtype == DType::F32)
-                && p.n_dims % 2 == 0
+                && !matches!(node.src[2], Some(f) if f.dtype != DType::F32)
+                && p.n_dims & 1 == 0
                 && p.n_dims <= node.dst.ne[0]
         }
         Op::GetRows => {
@@ -67,8 +67,8 @@ pub fn supported(node: &NodeRef) -> bool {
             if s.nelements() != node.dst.nelements() {
                 return false;
             }
-            (s0 == d && (!s0.is_quantized() || s.ne == node.dst.ne))
-                || (convertible(s0) && convertible(d))
+            let same_bytes = s.ne == node.dst.ne || (s.is_contiguous() && node.dst.is_contiguous());
+            (s0 == d && (!s0.is_quantized() || same_bytes)) || (convertible(s0) && convertible(d))
         }
         _ => false,
     }
@@ -299,7 +299,7 @@ fn map(p: &ComputeParams, node: &NodeRef, f: impl Fn(f32) -> f32) {
 /// GELU, tanh approximation, in f32.
 #[inline]
 fn gelu(x: f32) -> f32 {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_56;
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     const COEF_A: f32 = 0.044_715;
     0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh())
 }
@@ -686,6 +686,16 @@ fn copy(p: &ComputeParams, node: &NodeRef) {
     let ne0 = d.ne[0];
     let range = thread_range(d.nrows(), p.ith, p.nth);
     if range.is_empty() {
+        return;
+    }
+    if same_type && s.ne != d.ne && s.is_contiguous() && d.is_contiguous() {
+        // Same bytes in the same order (ggml's dup of contiguous tensors): copy rows of bytes.
+        let row_bytes = ne0 / d.dtype.block_size() * d.dtype.type_size();
+        let start = range.start * row_bytes;
+        let len = range.len() * row_bytes;
+        // SAFETY: both tensors are contiguous with equal byte sizes (same type and element
+        // count); this thread copies its own span of dst rows.
+        unsafe { std::ptr::copy(s.ptr.add(start), d.ptr.add(start), len) };
         return;
     }
     if s.ne == d.ne {

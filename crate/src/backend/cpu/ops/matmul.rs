@@ -38,10 +38,24 @@ struct MatKernel {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 enum Tiled {
     F32,
     F16,
     Bf16,
+    /// q4_0 weights × q8_0 columns (AVX2 only).
+    Q4_0,
+    /// q8_0 weights × q8_0 columns (AVX2 only).
+    Q8_0,
+    /// q4_K weights × q8_K columns (AVX2 only).
+    Q4K,
+}
+
+impl Tiled {
+    /// Quantized tiles use their own GEMM tile shape.
+    fn is_quant(self) -> bool {
+        matches!(self, Tiled::Q4_0 | Tiled::Q8_0 | Tiled::Q4K)
+    }
 }
 
 fn f32_from_f32(src: &[f32], dst: &mut [u8]) {
@@ -101,10 +115,27 @@ fn kernel_for(dtype: DType) -> Option<MatKernel> {
                 vec_dot_type: tt.vec_dot_type,
                 from_f32: vt.from_f32,
                 vec_dot: tt.vec_dot,
-                tiled: None,
+                tiled: quant_tiled(dtype),
             })
         }
     }
+}
+
+/// Register-tiled kernels for quantized weights where this CPU has them.
+fn quant_tiled(dtype: DType) -> Option<Tiled> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx2() {
+            return match dtype {
+                DType::Q4_0 => Some(Tiled::Q4_0),
+                DType::Q8_0 => Some(Tiled::Q8_0),
+                DType::Q4_K => Some(Tiled::Q4K),
+                _ => None,
+            };
+        }
+    }
+    let _ = dtype;
+    None
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -132,6 +163,9 @@ unsafe fn tile<const R: usize, const C: usize>(
                     Tiled::F32 => x86::tile_f32::<R, C>(n, a, b, out),
                     Tiled::F16 => x86::tile_f16::<R, C>(n, a, b, out),
                     Tiled::Bf16 => x86::tile_bf16::<R, C>(n, a, b, out),
+                    Tiled::Q4_0 => x86::tile_q4_0::<R, C>(n, a, b, out),
+                    Tiled::Q8_0 => x86::tile_q8_0::<R, C>(n, a, b, out),
+                    Tiled::Q4K => x86::tile_q4_k::<R, C>(n, a, b, out),
                 }
             }
             return;
@@ -174,6 +208,7 @@ pub fn simd_name() -> &'static str {
     "portable"
 }
 
+#[allow(clippy::needless_range_loop)]
 /// Portable tile: 8 partial sums per dot product (vectorizes where the target allows).
 ///
 /// # Safety
@@ -194,6 +229,9 @@ unsafe fn tile_portable<const R: usize, const C: usize>(
                 Tiled::F16 => f16::from_bits((p as *const u16).add(i).read_unaligned()).to_f32(),
                 Tiled::Bf16 => {
                     f32::from_bits(((p as *const u16).add(i).read_unaligned() as u32) << 16)
+                }
+                Tiled::Q4_0 | Tiled::Q8_0 | Tiled::Q4K => {
+                    unreachable!("quantized tiles exist only with AVX2")
                 }
             }
         }
@@ -293,6 +331,212 @@ mod x86 {
             }
         };
     }
+
+    /// Σ over 32 byte pairs of x·y (signed i8 both) as 8 f32 lanes of partial sums, with |x|
+    /// precomputed (`ax`) so it serves several y.
+    #[inline(always)]
+    unsafe fn dot_i8_pairs(ax: __m256i, x: __m256i, y: __m256i) -> __m256 {
+        // SAFETY: AVX2 enabled by the caller.
+        unsafe {
+            let sy = _mm256_sign_epi8(y, x);
+            let p16 = _mm256_maddubs_epi16(ax, sy);
+            _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn half_at(p: *const u8) -> f32 {
+        // SAFETY: p addresses 2 bytes; F16C enabled by the caller.
+        unsafe {
+            let h = (p as *const u16).read_unaligned();
+            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
+        }
+    }
+
+    macro_rules! qtile_impl {
+        ($name:ident, $xsize:expr, $decode:expr) => {
+            /// R×C dot products of quantized weight rows against q8_0 columns (ggml block
+            /// layouts: f16 scale first). Each weight block is decoded once for all C columns.
+            ///
+            /// # Safety
+            /// AVX2/FMA/F16C available; pointers address n/32 blocks.
+            #[target_feature(enable = "avx2,fma,f16c")]
+            pub unsafe fn $name<const R: usize, const C: usize>(
+                n: usize,
+                a: [*const u8; R],
+                b: [*const u8; C],
+                out: &mut [[f32; C]; R],
+            ) {
+                const YS: usize = 34;
+                let decode = $decode;
+                // SAFETY: block indices < n/32; features enabled by the attribute.
+                unsafe {
+                    let mut acc = [[_mm256_setzero_ps(); C]; R];
+                    for blk in 0..n / 32 {
+                        // Scales broadcast once per block (vector multiplies below, no
+                        // per-element scalar products and broadcasts).
+                        let mut dy = [_mm256_setzero_ps(); C];
+                        let mut qy = [_mm256_setzero_si256(); C];
+                        for c in 0..C {
+                            let yb = b[c].add(blk * YS);
+                            dy[c] = _mm256_set1_ps(half_at(yb));
+                            qy[c] = _mm256_loadu_si256(yb.add(2) as *const __m256i);
+                        }
+                        for r in 0..R {
+                            let xb = a[r].add(blk * $xsize);
+                            let dx = _mm256_set1_ps(half_at(xb));
+                            let qx: __m256i = decode(xb.add(2));
+                            let ax = _mm256_sign_epi8(qx, qx);
+                            for c in 0..C {
+                                let p = _mm256_mul_ps(dot_i8_pairs(ax, qx, qy[c]), dy[c]);
+                                acc[r][c] = _mm256_fmadd_ps(dx, p, acc[r][c]);
+                            }
+                        }
+                    }
+                    for r in 0..R {
+                        for c in 0..C {
+                            out[r][c] = hsum(acc[r][c]);
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    qtile_impl!(tile_q4_0, 18, |qs: *const u8| {
+        // 16 bytes → 32 nibbles (low nibbles are elements 0..16, high 16..32), minus 8.
+        let t = _mm_loadu_si128(qs as *const __m128i);
+        let both = _mm256_insertf128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+        let nib = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+        _mm256_sub_epi8(nib, _mm256_set1_epi8(8))
+    });
+    qtile_impl!(tile_q8_0, 34, |qs: *const u8| _mm256_loadu_si256(
+        qs as *const __m256i
+    ));
+
+    /// R×C dot products of q4_K weight rows (144-byte super-blocks: f16 d, f16 dmin, 12 bytes of
+    /// packed 6-bit scales/mins, 128 bytes of nibbles) against q8_K columns (292 bytes: f32 d,
+    /// 256 i8, 16 i16 partial sums). Each weight super-block is decoded once for all C columns:
+    /// x = d·sc_j·q − dmin·m_j, so dot = d·dy·Σ_j sc_j·Σ q·y − dmin·dy·Σ_j m_j·bsum_j.
+    ///
+    /// # Safety
+    /// AVX2/FMA/F16C available; pointers address n/256 super-blocks.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn tile_q4_k<const R: usize, const C: usize>(
+        n: usize,
+        a: [*const u8; R],
+        b: [*const u8; C],
+        out: &mut [[f32; C]; R],
+    ) {
+        const XS: usize = 144;
+        const YS: usize = 292;
+        // SAFETY: block indices < n/256; features enabled by the attribute.
+        unsafe {
+            let mut acc = [[_mm256_setzero_ps(); C]; R];
+            let m4 = _mm256_set1_epi8(0x0F);
+            for blk in 0..n / 256 {
+                for r in 0..R {
+                    let xb = a[r].add(blk * XS);
+                    let d = half_at(xb);
+                    let dmin = half_at(xb.add(2));
+                    let s = &*(xb.add(4) as *const [u8; 12]);
+                    // 6-bit scales and mins of the 8 sub-blocks of 32.
+                    let mut sc = [0i16; 8];
+                    let mut mn = [0i16; 16];
+                    for j in 0..8 {
+                        let (c, m) = if j < 4 {
+                            (s[j] & 63, s[j + 4] & 63)
+                        } else {
+                            (
+                                (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4),
+                                (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
+                            )
+                        };
+                        sc[j] = c as i16;
+                        // Each min covers two 16-element bsums.
+                        mn[2 * j] = m as i16;
+                        mn[2 * j + 1] = m as i16;
+                    }
+                    let mins = _mm256_loadu_si256(mn.as_ptr() as *const __m256i);
+                    let qs = xb.add(16);
+                    let mut qx = [_mm256_setzero_si256(); 8];
+                    for g in 0..4 {
+                        let v = _mm256_loadu_si256(qs.add(32 * g) as *const __m256i);
+                        qx[2 * g] = _mm256_and_si256(v, m4);
+                        qx[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    }
+                    for c in 0..C {
+                        let yb = b[c].add(blk * YS);
+                        let dy = (yb as *const f32).read_unaligned();
+                        let qy = yb.add(4);
+                        let mut isum = _mm256_setzero_si256();
+                        for j in 0..8 {
+                            let y = _mm256_loadu_si256(qy.add(32 * j) as *const __m256i);
+                            let p = _mm256_maddubs_epi16(qx[j], y);
+                            isum = _mm256_add_epi32(
+                                isum,
+                                _mm256_madd_epi16(p, _mm256_set1_epi16(sc[j])),
+                            );
+                        }
+                        let bs = _mm256_loadu_si256(yb.add(260) as *const __m256i);
+                        let msum = _mm256_madd_epi16(bs, mins);
+                        acc[r][c] = _mm256_fmadd_ps(
+                            _mm256_set1_ps(d * dy),
+                            _mm256_cvtepi32_ps(isum),
+                            acc[r][c],
+                        );
+                        acc[r][c] = _mm256_fnmadd_ps(
+                            _mm256_set1_ps(dmin * dy),
+                            _mm256_cvtepi32_ps(msum),
+                            acc[r][c],
+                        );
+                    }
+                }
+            }
+            for r in 0..R {
+                for c in 0..C {
+                    out[r][c] = hsum(acc[r][c]);
+                }
+            }
+        }
+    }
+
+    macro_rules! panel_impl {
+        ($name:ident, $tile:ident) => {
+            /// Every row of the panel against C columns with the tile kernel, stores inlined.
+            ///
+            /// # Safety
+            /// AVX2/FMA/F16C available; panel rows and columns hold `n` elements.
+            #[target_feature(enable = "avx2,fma,f16c")]
+            pub unsafe fn $name<const R: usize, const C: usize>(
+                n: usize,
+                pn: &super::Panel,
+                b: [*const u8; C],
+                accumulate: bool,
+            ) {
+                // SAFETY: forwarded from the caller.
+                unsafe {
+                    super::panel_generic::<R, C>(pn, accumulate, |ar, o| {
+                        $tile::<R, C>(n, ar, b, o)
+                    });
+                    let mut i = pn.nrows / R * R;
+                    while i < pn.nrows {
+                        let mut o = [[0f32; C]; 1];
+                        $tile::<1, C>(n, [pn.a0.add(i * pn.lda)], b, &mut o);
+                        super::store_tile::<1, C>(pn, i, &o, accumulate);
+                        i += 1;
+                    }
+                }
+            }
+        };
+    }
+
+    panel_impl!(panel_f32, tile_f32);
+    panel_impl!(panel_f16, tile_f16);
+    panel_impl!(panel_bf16, tile_bf16);
+    panel_impl!(panel_q4_0, tile_q4_0);
+    panel_impl!(panel_q8_0, tile_q8_0);
+    panel_impl!(panel_q4_k, tile_q4_k);
 
     tile_impl!(
         tile_f32,
@@ -446,6 +690,11 @@ fn mul_mat_work_size(node: &NodeRef) -> usize {
 const GEMM_R: usize = 4;
 const GEMM_C: usize = 3;
 const GEMV_R: usize = 4;
+/// k-block (elements) of the float GEMM: 16 rows + 3 columns of 512 f32 fit in L1.
+const KC: usize = 512;
+/// Tile shape of the quantized kernels for GEMM.
+const QGEMM_R: usize = 2;
+const QGEMM_C: usize = 4;
 
 fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     let (a, b) = (node.src0(), node.src1());
@@ -528,20 +777,50 @@ fn mul_mat_chunk(
         };
         match plan.kernel.tiled {
             Some(t) => {
-                let mut jj = j;
-                while jj < j + nc {
-                    let left = j + nc - jj;
-                    if left >= GEMM_C && !gemv {
-                        let bc: [*const u8; GEMM_C] = std::array::from_fn(|c| col_ptr(jj + c));
-                        run_rows::<GEMM_C>(t, k, rows.clone(), bc, &row_ptr, |i, c| {
-                            out_ptr(i, jj + c)
-                        });
-                        jj += GEMM_C;
-                    } else {
-                        let bc = [col_ptr(jj)];
-                        run_rows::<1>(t, k, rows.clone(), bc, &row_ptr, |i, _| out_ptr(i, jj));
-                        jj += 1;
+                // Float GEMM: split k so the chunk's rows and the current columns stay in L1
+                // across column groups; partial sums accumulate in dst.
+                let (kc, es) = match t {
+                    Tiled::F32 if !gemv => (KC, 4),
+                    Tiled::F16 | Tiled::Bf16 if !gemv => (KC, 2),
+                    _ => (k, 0),
+                };
+                let mut kb = 0;
+                while kb < k {
+                    let kn = kc.min(k - kb);
+                    let acc = kb > 0;
+                    let off = kb * es;
+                    // SAFETY: kb < k, so the offset stays inside the row.
+                    let cp = |jj: usize| unsafe { col_ptr(jj).add(off) };
+                    let panel = |jj: usize| Panel {
+                        // SAFETY: as above.
+                        a0: unsafe { row_ptr(rows.start).add(off) },
+                        lda: a.nb[1],
+                        nrows: rows.len(),
+                        out0: out_ptr(rows.start, jj) as *mut u8,
+                        ldo: d.nb[1],
+                    };
+                    let mut jj = j;
+                    while jj < j + nc {
+                        let left = j + nc - jj;
+                        let pn = panel(jj);
+                        if !gemv && t.is_quant() && left >= QGEMM_C {
+                            let bc: [*const u8; QGEMM_C] = std::array::from_fn(|c| cp(jj + c));
+                            run_rows::<QGEMM_R, QGEMM_C>(t, kn, &pn, bc, acc);
+                            jj += QGEMM_C;
+                        } else if !gemv && !t.is_quant() && left >= GEMM_C && left != 4 {
+                            let bc: [*const u8; GEMM_C] = std::array::from_fn(|c| cp(jj + c));
+                            run_rows::<GEMM_R, GEMM_C>(t, kn, &pn, bc, acc);
+                            jj += GEMM_C;
+                        } else if !gemv && !t.is_quant() && left >= 2 {
+                            // 4 = 2 + 2 and 2 use two-column tiles rather than a lone column.
+                            run_rows::<GEMM_R, 2>(t, kn, &pn, [cp(jj), cp(jj + 1)], acc);
+                            jj += 2;
+                        } else {
+                            run_rows::<GEMV_R, 1>(t, kn, &pn, [cp(jj)], acc);
+                            jj += 1;
+                        }
                     }
+                    kb += kn;
                 }
             }
             None => {
@@ -563,40 +842,109 @@ fn mul_mat_chunk(
     }
 }
 
-/// All rows of `rows` against the C columns `bc`, R rows at a time.
+/// A block of weight rows and where their results go.
+#[derive(Clone, Copy)]
+struct Panel {
+    /// First weight row (already offset to the current k-block).
+    a0: *const u8,
+    /// Bytes between weight rows.
+    lda: usize,
+    nrows: usize,
+    /// dst element of the first row and first column.
+    out0: *mut u8,
+    /// Bytes between dst columns (dst rows are contiguous f32).
+    ldo: usize,
+}
+
+/// All rows of the panel against the C columns `bc`, R rows at a time (then one at a time);
+/// results are stored, or added when `accumulate`.
 #[inline]
-fn run_rows<const C: usize>(
+fn run_rows<const R: usize, const C: usize>(
     t: Tiled,
     k: usize,
-    rows: std::ops::Range<usize>,
+    pn: &Panel,
     bc: [*const u8; C],
-    row_ptr: &impl Fn(usize) -> *const u8,
-    out: impl Fn(usize, usize) -> *mut f32,
+    accumulate: bool,
 ) {
-    const R: usize = if GEMM_R > GEMV_R { GEMM_R } else { GEMV_R };
-    let mut i = rows.start;
-    while i + R <= rows.end {
-        let ar: [*const u8; R] = std::array::from_fn(|r| row_ptr(i + r));
-        let mut o = [[0f32; C]; R];
-        // SAFETY: rows and columns hold k elements each.
-        unsafe { tile::<R, C>(t, k, ar, bc, &mut o) };
-        for (r, orow) in o.iter().enumerate() {
-            for (c, v) in orow.iter().enumerate() {
-                // SAFETY: output element inside dst, owned by this chunk.
-                unsafe { *out(i + r, c) = *v };
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx2() {
+            // SAFETY: AVX2/FMA/F16C present; the panel and columns are inside their tensors.
+            unsafe {
+                match t {
+                    Tiled::F32 => x86::panel_f32::<R, C>(k, pn, bc, accumulate),
+                    Tiled::F16 => x86::panel_f16::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Bf16 => x86::panel_bf16::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q4_0 => x86::panel_q4_0::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q8_0 => x86::panel_q8_0::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q4K => x86::panel_q4_k::<R, C>(k, pn, bc, accumulate),
+                }
+            }
+            return;
+        }
+    }
+    // SAFETY: the panel and columns are inside their tensors (caller).
+    unsafe {
+        panel_generic::<R, C>(
+            pn,
+            accumulate,
+            |ar: [*const u8; R], o: &mut [[f32; C]; R]| tile::<R, C>(t, k, ar, bc, o),
+        );
+        let mut i = pn.nrows / R * R;
+        while i < pn.nrows {
+            let mut o = [[0f32; C]; 1];
+            tile::<1, C>(t, k, [pn.a0.add(i * pn.lda)], bc, &mut o);
+            store_tile::<1, C>(pn, i, &o, accumulate);
+            i += 1;
+        }
+    }
+}
+
+/// Write (or add) an R×C result tile for rows i.. of the panel.
+///
+/// # Safety
+/// Rows i..i+R and the C columns are inside dst.
+#[inline(always)]
+unsafe fn store_tile<const R: usize, const C: usize>(
+    pn: &Panel,
+    i: usize,
+    o: &[[f32; C]; R],
+    accumulate: bool,
+) {
+    for (r, orow) in o.iter().enumerate() {
+        for (c, v) in orow.iter().enumerate() {
+            // SAFETY: caller.
+            unsafe {
+                let p = pn.out0.add(c * pn.ldo + (i + r) * 4) as *mut f32;
+                if accumulate {
+                    *p += *v
+                } else {
+                    *p = *v
+                }
             }
         }
-        i += R;
     }
-    while i < rows.end {
-        let mut o = [[0f32; C]; 1];
-        // SAFETY: as above.
-        unsafe { tile::<1, C>(t, k, [row_ptr(i)], bc, &mut o) };
-        for (c, v) in o[0].iter().enumerate() {
-            // SAFETY: as above.
-            unsafe { *out(i, c) = *v };
-        }
-        i += 1;
+}
+
+/// The full R-row tiles of a panel (the remainder rows are left to the caller).
+///
+/// # Safety
+/// As [`store_tile`]; `tile` must be safe to call on the panel's rows.
+#[inline(always)]
+unsafe fn panel_generic<const R: usize, const C: usize>(
+    pn: &Panel,
+    accumulate: bool,
+    mut tile: impl FnMut([*const u8; R], &mut [[f32; C]; R]),
+) {
+    let mut i = 0;
+    while i + R <= pn.nrows {
+        // SAFETY: rows i..i+R are inside the panel.
+        let ar: [*const u8; R] = std::array::from_fn(|r| unsafe { pn.a0.add((i + r) * pn.lda) });
+        let mut o = [[0f32; C]; R];
+        tile(ar, &mut o);
+        // SAFETY: caller.
+        unsafe { store_tile::<R, C>(pn, i, &o, accumulate) };
+        i += R;
     }
 }
 

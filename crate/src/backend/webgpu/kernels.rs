@@ -1,0 +1,897 @@
+//! Which nodes the WebGPU backend can compute (exactly), and how: the WGSL source of each
+//! (kernel, type, variant), its bindings, parameters and workgroup counts.
+//!
+//! Conventions shared with `shaders/common.wgsl`: binding 0 is a 256-byte uniform of 64 words;
+//! bindings 1.. are the tensors (dst, src0, src1, src2) as `array<u32>` (or `array<f16>` on the
+//! f16 path), bound at their offsets rounded down to the storage alignment. Words 9t..9t+8
+//! describe tensor slot t (0 = dst): element offset inside the binding, ne[4], nb[4] in
+//! elements of the binding (4 bytes for f32/i32, 2 for f16, 1 for quantized blocks); the
+//! kernel's own scalars start at word 36.
+
+use std::sync::Arc;
+
+use super::buffer::WebGpuBuffer;
+use super::Shared;
+use crate::tensor::{Op, PoolOp, RopeMode, Tensor, UnaryOp};
+use crate::{Context, DType, Error, Result, TensorId};
+
+const COMMON: &str = include_str!("../../../../shaders/common.wgsl");
+const QUANTS: &str = include_str!("../../../../shaders/quants.wgsl");
+const BINARY: &str = include_str!("../../../../shaders/binary.wgsl");
+const UNARY: &str = include_str!("../../../../shaders/unary.wgsl");
+const CPY: &str = include_str!("../../../../shaders/cpy.wgsl");
+const MUL_MAT: &str = include_str!("../../../../shaders/mul_mat.wgsl");
+const GET_ROWS: &str = include_str!("../../../../shaders/get_rows.wgsl");
+const SOFT_MAX: &str = include_str!("../../../../shaders/soft_max.wgsl");
+const NORM: &str = include_str!("../../../../shaders/norm.wgsl");
+const ROPE: &str = include_str!("../../../../shaders/rope.wgsl");
+const CONCAT: &str = include_str!("../../../../shaders/concat.wgsl");
+const IM2COL: &str = include_str!("../../../../shaders/im2col.wgsl");
+const POOL_2D: &str = include_str!("../../../../shaders/pool_2d.wgsl");
+const ROWS: &str = include_str!("../../../../shaders/rows.wgsl");
+
+/// Weight types of mul_mat and get_rows.
+pub(crate) const MATMUL_TYPES: [DType; 10] = [
+    DType::F32,
+    DType::F16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
+/// Workgroup size of the elementwise kernels (see the WGSL files).
+const WG: u32 = 256;
+/// Output tile of the tiled mul_mat.
+const TILE: usize = 64;
+
+/// A compiled pipeline and the number of tensor bindings it takes.
+pub(crate) struct Pipeline {
+    pub pipeline: wgpu::ComputePipeline,
+    pub n_storage: usize,
+}
+
+/// Elements of a binding: bytes per unit of offsets and strides.
+fn unit(dtype: DType) -> usize {
+    match dtype {
+        DType::F32 | DType::I32 => 4,
+        DType::F16 => 2,
+        _ => 1,
+    }
+}
+
+fn tname(dtype: DType) -> String {
+    format!("{dtype}").to_lowercase()
+}
+
+/// Exact support check: `Ok` when the node can run here, otherwise why not.
+pub(crate) fn check(shared: &Shared, ctx: &Context, id: TensorId) -> std::result::Result<(), String> {
+    let t = ctx.tensor(id);
+    if t.op.is_view() || t.op == Op::None {
+        return Ok(());
+    }
+    let src = |i: usize| t.src[i].map(|s| ctx.tensor(s));
+    let max = shared.max_binding();
+    let align = shared.alignment();
+    for (k, x) in std::iter::once(Some(t)).chain((0..4).map(src)).enumerate() {
+        let Some(x) = x else { continue };
+        if x.nbytes() + align > max {
+            return Err(format!(
+                "{}: tensor '{}' ({}) is {} bytes, more than one storage binding \
+                 (max_storage_buffer_binding_size {} bytes) allows; keep it on the CPU",
+                t.op.name(),
+                x.name,
+                if k == 0 { "dst".to_string() } else { format!("src{}", k - 1) },
+                x.nbytes(),
+                max
+            ));
+        }
+        let u = unit(x.dtype);
+        if x.nb.iter().any(|&nb| nb % u != 0) {
+            return Err(format!(
+                "{}: strides {:?} of '{}' are not multiples of {u} bytes",
+                t.op.name(),
+                x.nb,
+                x.name
+            ));
+        }
+    }
+    let ty = |x: Option<&Tensor>| x.map(|x| x.dtype);
+    let (s0, s1, s2) = (ty(src(0)), ty(src(1)), ty(src(2)));
+    let d = t.dtype;
+    use DType::*;
+    let f32s = |v: &[Option<DType>]| v.iter().all(|x| *x == Some(F32));
+    let ok = match t.op {
+        Op::Add | Op::Sub | Op::Mul | Op::Div => f32s(&[s0, s1, Some(d)]),
+        Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Log | Op::Unary(_) | Op::Repeat => {
+            f32s(&[s0, Some(d)])
+        }
+        Op::Dup | Op::Cont | Op::Cpy => {
+            let s = src(0).map(|x| x.nelements());
+            matches!(s0, Some(F32) | Some(F16))
+                && matches!(d, F32 | F16)
+                && s == Some(t.nelements())
+                && (d != F16 || shared.use_f16 || t.is_contiguous())
+        }
+        Op::Concat { dim } => dim < 4 && matches!(d, F32 | I32) && s0 == Some(d) && s1 == Some(d),
+        Op::Norm { .. } | Op::RmsNorm { .. } => f32s(&[s0, Some(d)]),
+        Op::MulMat => {
+            s0.is_some_and(|x| MATMUL_TYPES.contains(&x))
+                && src(0).is_some_and(|x| x.nb[0] == x.dtype.type_size())
+                && s1 == Some(F32)
+                && d == F32
+        }
+        Op::SoftMax { .. } => f32s(&[s0, Some(d)]) && matches!(s1, None | Some(F32) | Some(F16)),
+        Op::Rope(p) => {
+            f32s(&[s0, Some(d)])
+                && s1 == Some(I32)
+                && matches!(s2, None | Some(F32))
+                && t.ne[0] % 2 == 0
+                && p.n_dims % 2 == 0
+                && p.n_dims <= t.ne[0]
+        }
+        Op::GetRows => {
+            s0.is_some_and(|x| MATMUL_TYPES.contains(&x))
+                && src(0).is_some_and(|x| x.nb[0] == x.dtype.type_size())
+                && s1 == Some(I32)
+                && d == F32
+        }
+        Op::Im2Col { .. } => s1 == Some(F32) && (d == F32 || (d == F16 && shared.use_f16)),
+        Op::Pool2d { .. } => f32s(&[s0, Some(d)]),
+        Op::SumRows | Op::Mean | Op::Sum => f32s(&[s0, Some(d)]),
+        Op::Argmax => s0 == Some(F32) && d == I32,
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        let types: Vec<String> = t
+            .srcs()
+            .map(|s| ctx.tensor(s).dtype.to_string())
+            .collect();
+        Err(format!(
+            "{} for src types [{}] -> {} is not implemented on WebGPU{}",
+            t.op.name(),
+            types.join(", "),
+            d,
+            if shared.use_f16 { "" } else { " (f32 path)" }
+        ))
+    }
+}
+
+/// Where a tensor's bytes are.
+pub(crate) struct Loc<'a> {
+    pub buf: &'a WebGpuBuffer,
+    pub offset: usize,
+}
+
+pub(crate) fn locate<'a>(ctx: &'a Context, id: TensorId) -> Result<Loc<'a>> {
+    let t = ctx.tensor(id);
+    let (data, extra) = match (&t.data, t.view_src) {
+        (Some(d), _) => (d, 0),
+        (None, Some(v)) => match &ctx.tensor(v).data {
+            Some(d) => (d, t.view_offs),
+            None => return Err(Error::Backend(format!("tensor '{}' has no data", t.name))),
+        },
+        _ => return Err(Error::Backend(format!("tensor '{}' has no data", t.name))),
+    };
+    let buf = data
+        .buffer
+        .as_any()
+        .downcast_ref::<WebGpuBuffer>()
+        .ok_or_else(|| {
+            Error::Backend(format!(
+                "tensor '{}' is in a {} buffer, not a WebGPU buffer",
+                t.name,
+                data.buffer.name()
+            ))
+        })?;
+    let offset = data.offset + extra;
+    if offset + t.nbytes() > buf.size() {
+        return Err(Error::Backend(format!(
+            "tensor '{}' lies outside its buffer",
+            t.name
+        )));
+    }
+    Ok(Loc { buf, offset })
+}
+
+use crate::backend::Buffer as _;
+
+/// One tensor binding: buffer range.
+pub(crate) struct Bind<'a> {
+    pub buf: &'a wgpu::Buffer,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// A planned dispatch.
+pub(crate) struct Dispatch<'a> {
+    pub key: String,
+    pub entry: &'static str,
+    pub make_src: Box<dyn Fn(bool) -> String + 'a>,
+    pub binds: Vec<Bind<'a>>,
+    pub params: [u32; 64],
+    pub groups: [u32; 3],
+}
+
+struct Planner<'a> {
+    ctx: &'a Context,
+    shared: &'a Shared,
+    binds: Vec<Bind<'a>>,
+    params: [u32; 64],
+}
+
+impl<'a> Planner<'a> {
+    /// Bind tensor `id` as slot `binds.len()` and describe it in the parameters.
+    fn tensor(&mut self, id: TensorId) -> Result<()> {
+        let slot = self.binds.len();
+        let t = self.ctx.tensor(id);
+        let loc = locate(self.ctx, id)?;
+        let align = self.shared.alignment();
+        let bind_off = loc.offset / align * align;
+        let rel = loc.offset - bind_off;
+        let u = unit(t.dtype);
+        if rel % u != 0 {
+            return Err(Error::Backend(format!(
+                "tensor '{}' at byte offset {} is not aligned to its element size",
+                t.name, loc.offset
+            )));
+        }
+        let size = ((rel + t.nbytes()).div_ceil(4) * 4).max(4);
+        if size > self.shared.max_binding() {
+            return Err(Error::Backend(format!(
+                "tensor '{}' ({} bytes) exceeds max_storage_buffer_binding_size",
+                t.name,
+                t.nbytes()
+            )));
+        }
+        self.binds.push(Bind {
+            buf: &loc.buf.buf,
+            offset: bind_off as u64,
+            size: size as u64,
+        });
+        if slot < 4 {
+            let p = &mut self.params[slot * 9..slot * 9 + 9];
+            p[0] = (rel / u) as u32;
+            for d in 0..4 {
+                p[1 + d] = t.ne[d] as u32;
+                p[5 + d] = (t.nb[d] / u) as u32;
+            }
+        }
+        Ok(())
+    }
+    fn u(&mut self, i: usize, v: u32) {
+        self.params[36 + i] = v;
+    }
+    fn f(&mut self, i: usize, v: f32) {
+        self.params[36 + i] = v.to_bits();
+    }
+}
+
+/// Storage declaration of binding `b` named `name` holding `elem`s.
+fn decl(b: usize, name: &str, elem: &str) -> String {
+    format!("@group(0) @binding({b}) var<storage, read_write> {name}: array<{elem}>;\n")
+}
+
+/// The element type a tensor of `dtype` is bound as.
+fn elem(dtype: DType, f16: bool) -> &'static str {
+    if dtype == DType::F16 && f16 {
+        "f16"
+    } else {
+        "u32"
+    }
+}
+
+/// WGSL of `fn <name>(i: u32) -> f32` reading element i of binding `var` of type `dtype`.
+fn reader(name: &str, var: &str, dtype: DType, f16: bool) -> String {
+    match dtype {
+        DType::F16 if f16 => format!("fn {name}(i: u32) -> f32 {{ return f32({var}[i]); }}\n"),
+        DType::F16 => format!(
+            "fn {name}(i: u32) -> f32 {{ return unpack2x16float({var}[i >> 1u])[i & 1u]; }}\n"
+        ),
+        _ => format!("fn {name}(i: u32) -> f32 {{ return bitcast<f32>({var}[i]); }}\n"),
+    }
+}
+
+/// WGSL of `fn write_dst(i: u32, v: f32)`.
+fn writer(dtype: DType, f16: bool) -> String {
+    match dtype {
+        DType::F16 if f16 => "fn write_dst(i: u32, v: f32) { dst[i] = f16(v); }\n".into(),
+        _ => "fn write_dst(i: u32, v: f32) { dst[i] = bitcast<u32>(v); }\n".into(),
+    }
+}
+
+/// WGSL of `fn load_a(base: u32, k: u32) -> f32`: element k of the row starting at `base`
+/// (units of src0's binding) of a weight of `dtype`.
+fn load_a(dtype: DType, f16: bool) -> String {
+    use DType::*;
+    match dtype {
+        F32 | F16 => format!(
+            "{}fn load_a(base: u32, k: u32) -> f32 {{ return read_a(base + k); }}\n",
+            reader("read_a", "src0", dtype, f16)
+        ),
+        q => format!(
+            "{QUANTS}fn load_a(base: u32, k: u32) -> f32 {{ return deq_{}(base, k); }}\n",
+            tname(q)
+        ),
+    }
+}
+
+fn header(f16: bool) -> String {
+    let mut s = String::new();
+    if f16 {
+        s.push_str("enable f16;\n");
+    }
+    s.push_str(COMMON);
+    s
+}
+
+/// Workgroups for `n` items at `per` items per group, as a 2-D grid within the per-dimension
+/// limit (kernels linearise with `wg_index`).
+fn grid(n: usize, per: usize, max_dim: u32) -> [u32; 3] {
+    let groups = n.div_ceil(per).max(1);
+    let max = max_dim as usize;
+    if groups <= max {
+        [groups as u32, 1, 1]
+    } else {
+        [max as u32, groups.div_ceil(max) as u32, 1]
+    }
+}
+
+/// Plan the dispatch of node `id` (None for views, leaves and empty tensors).
+pub(crate) fn plan<'a>(
+    shared: &'a Shared,
+    ctx: &'a Context,
+    id: TensorId,
+) -> Result<Option<Dispatch<'a>>> {
+    let t = ctx.tensor(id);
+    if t.op.is_view() || t.op == Op::None || t.nelements() == 0 {
+        return Ok(None);
+    }
+    check(shared, ctx, id).map_err(|m| Error::UnsupportedOp(format!("{m} (node '{}')", t.name)))?;
+    let f16 = shared.use_f16;
+    let maxd = shared.limits.max_compute_workgroups_per_dimension;
+    let mut p = Planner {
+        ctx,
+        shared,
+        binds: Vec::new(),
+        params: [0; 64],
+    };
+    let src = |i: usize| t.src[i].expect("checked by `check`");
+    let n = t.nelements();
+    let d = t.dtype;
+    let (key, entry, groups, make_src): (String, &'static str, [u32; 3], Box<dyn Fn(bool) -> String>) =
+        match t.op {
+            Op::Add | Op::Sub | Op::Mul | Op::Div => {
+                p.tensor(id)?;
+                p.tensor(src(0))?;
+                p.tensor(src(1))?;
+                p.u(0, n as u32);
+                p.u(
+                    1,
+                    match t.op {
+                        Op::Add => 0,
+                        Op::Sub => 1,
+                        Op::Mul => 2,
+                        _ => 3,
+                    },
+                );
+                (
+                    "binary".into(),
+                    "main",
+                    grid(n, WG as usize, maxd),
+                    Box::new(|f16| {
+                        format!(
+                            "{}{}{}{}{BINARY}",
+                            header(f16),
+                            decl(1, "dst", "u32"),
+                            decl(2, "src0", "u32"),
+                            decl(3, "src1", "u32")
+                        )
+                    }),
+                )
+            }
+            Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Log | Op::Unary(_) | Op::Repeat => {
+                p.tensor(id)?;
+                p.tensor(src(0))?;
+                p.u(0, n as u32);
+                let (code, s, b) = match t.op {
+                    Op::Unary(u) => (
+                        match u {
+                            UnaryOp::Abs => 0,
+                            UnaryOp::Neg => 1,
+                            UnaryOp::Relu => 2,
+                            UnaryOp::Gelu => 3,
+                            UnaryOp::GeluErf => 4,
+                            UnaryOp::Silu => 5,
+                            UnaryOp::Tanh => 6,
+                            UnaryOp::Sigmoid => 7,
+                            UnaryOp::Exp => 8,
+                        },
+                        0.0,
+                        0.0,
+                    ),
+                    Op::Scale { s, b } => (9, s, b),
+                    Op::Sqr => (10, 0.0, 0.0),
+                    Op::Sqrt => (11, 0.0, 0.0),
+                    Op::Log => (12, 0.0, 0.0),
+                    _ => (13, 0.0, 0.0),
+                };
+                p.u(1, code);
+                p.f(2, s);
+                p.f(3, b);
+                (
+                    "unary".into(),
+                    "main",
+                    grid(n, WG as usize, maxd),
+                    Box::new(|f16| {
+                        format!(
+                            "{}{}{}{UNARY}",
+                            header(f16),
+                            decl(1, "dst", "u32"),
+                            decl(2, "src0", "u32")
+                        )
+                    }),
+                )
+            }
+            Op::Dup | Op::Cont | Op::Cpy => {
+                let s0 = ctx.tensor(src(0)).dtype;
+                p.tensor(id)?;
+                p.tensor(src(0))?;
+                p.u(0, n as u32);
+                let pairs = d == DType::F16 && !f16;
+                if pairs && p.params[0] % 2 != 0 {
+                    return Err(Error::Backend(format!(
+                        "f16 destination '{}' is not 4-byte aligned (f32 path)",
+                        t.name
+                    )));
+                }
+                let key = format!("cpy_{}_{}{}", tname(s0), tname(d), if pairs { "_pairs" } else { "" });
+                (
+                    key,
+                    if pairs { "main_pairs" } else { "main" },
+                    grid(if pairs { n.div_ceil(2) } else { n }, WG as usize, maxd),
+                    Box::new(move |f16| {
+                        let (single, pairs_src) = CPY.split_once("// @@PAIRS@@\n").unwrap_or((CPY, ""));
+                        format!(
+                            "{}{}{}{}{}{}",
+                            header(f16),
+                            decl(1, "dst", elem(d, f16)),
+                            decl(2, "src0", elem(s0, f16)),
+                            reader("read_src", "src0", s0, f16),
+                            writer(d, f16),
+                            if pairs { pairs_src } else { single },
+                        )
+                    }),
+                )
+            }
+            Op::Concat { dim } => {
+                p.tensor(id)?;
+                p.tensor(src(0))?;
+                p.tensor(src(1))?;
+                p.u(0, n as u32);
+                p.u(1, dim as u32);
+                (
+                    "concat".into(),
+                    "main",
+                    grid(n, WG as usize, maxd),
+                    Box::new(|f16| {
+                        format!(
+                            "{}{}{}{}{CONCAT}",
+                            header(f16),
+                            decl(1, "dst", "u32"),
+                            decl(2, "src0", "u32"),
+                            decl(3, "src1", "u32")
+                        )
+                    }),
+                )
+            }
+            Op::Norm { eps } | Op::RmsNorm { eps } => {
+                p.tensor(id)?;
+                p.tensor(src(0))?;
+                let rows = t.nrows();
+                p.u(0, rows as u32);
+                p.u(1, matches!(t.op, Op::RmsNorm { .. }) as u32);
+                p.f(2, eps);
+                (
+                    "norm".into(),
+                    "main",
+                    grid(rows, 1, maxd),
+                    Box::new(|f16| {
+                        format!(
+                            "{}{}{}{NORM}",
+                            header(f16),
+                            decl(1, "dst", "u32"),
+                            decl(2, "src0", "u32")
+                        )
+                    }),
+                )
+            }
+            Op::MulMat => {
+                let a = ctx.tensor(src(0));
+                let b = ctx.tensor(src(1));
+                let s0 = a.dtype;
+                p.tensor(id)?;
+                p.tensor(src(0))?;
+                p.tensor(src(1))?;
+                let (m, nn) = (a.ne[1], b.ne[1]);
+                let batch = b.ne[2] * b.ne[3];
+                p.u(0, (b.ne[2] / a.ne[2].max(1)) as u32);
+                p.u(1, (b.ne[3] / a.ne[3].max(1)) as u32);
+                let vec = nn == 1;
+                let rows = vec && shared.matvec_rows;
+                let groups = if rows {
+                    grid(m * batch, 64, maxd)
+                } else if vec {
+                    grid(m * batch, 1, maxd)
+                } else {
+                    [
+                        m.div_ceil(TILE) as u32,
+                        nn.div_ceil(TILE) as u32,
+                        batch as u32,
+                    ]
+                };
+                if !vec && (groups[0] > maxd || groups[1] > maxd || groups[2] > maxd) {
+                    return Err(Error::Backend(format!(
+                        "mul_mat '{}' needs more workgroups than the adapter allows",
+                        t.name
+                    )));
+                }
+                (
+                    format!("mul_mat_{}", tname(s0)),
+                    if rows {
+                        "mat_vec_rows"
+                    } else if vec {
+                        "mat_vec"
+                    } else {
+                        "mat_mat"
+                    },
+                    groups,
+                    Box::new(move |f16| {
+                        format!(
+                            "{}{}{}{}{}{MUL_MAT}",
+                            header(f16),
+                            decl(1, "dst", "u32"),
+                            decl(2, "src0", elem(s0, f16)),
+                            decl(3, "src1", "u32"),
+                            load_a(s0, f16)
+                        )
+                    }),
+                )
+            }
+            Op::GetRows => {
+                let s0 = ctx.tensor(src(0)).dtype;
+                p.tensor(id)?;
+                p.tensor(src(0))?;
+                p.tensor(src(1))?;
+                p.u(0, n as u32);
+                (
+                    format!("get_rows_{}", tname(s0)),
+                    "main",
+                    grid(n, WG as usize, maxd),
+                    Box::new(move |f16| {
+                        format!(
+                            "{}{}{}{}{}{GET_ROWS}",
+                            header(f16),
+                            decl(1, "dst", "u32"),
+                            decl(2, "src0", elem(s0, f16)),
+                            decl(3, "src1", "u32"),
+                            load_a(s0, f16)
+                        )
+                    }),
+                )
+            }
+            Op::SoftMax { scale, max_bias } => {
+                p.tensor(id)?;
+                p.tensor(src(0))?;
+                let mask = t.src[1];
+                let mt = mask.map(|m| ctx.tensor(m).dtype).unwrap_or(DType::F32);
+                match mask {
+                    Some(m) => p.tensor(m)?,
+                    None => p.tensor(src(0))?,
+                }
+                let rows = t.nrows();
+                p.u(0, rows as u32);
+                p.f(1, scale);
+                p.u(2, mask.is_some() as u32);
+                p.f(3, max_bias);
+                let n_head = t.ne[2] as u32;
+                let n_head_log2 = if n_head == 0 {
+                    1
+                } else {
+                    1u32 << (31 - n_head.leading_zeros())
+                };
+                p.u(4, n_head_log2);
+                p.f(5, 2f32.powf(-max_bias / n_head_log2 as f32));
+                p.f(6, 2f32.powf(-(max_bias / 2.0) / n_head_log2 as f32));
+                (
+                    format!("soft_max_{}", tname(mt)),
+                    "main",
+                    grid(rows, 1, maxd),
+                    Box::new(move |f16| {
+                        format!(
+                            "{}{}{}{}{}{SOFT_MAX}",
+                            header(f16),
+                            decl(1, "dst", "u32"),
+                            decl(2, "src0", "u32"),
+                            decl(3, "src1", elem(mt, f16)),
+                            reader("read_mask", "src1", mt, f16)
+                        )
+                    }),
+                )
+            }
+            Op::Rope(rp) => {
+                p.tensor(id)?;
+                p.tensor(src(0))?;
+                p.tensor(src(1))?;
+                match t.src[2] {
+                    Some(ff) => p.tensor(ff)?,
+                    None => p.tensor(src(0))?,
+                }
+                let pairs = n / 2;
+                p.u(0, pairs as u32);
+                p.u(1, rp.n_dims as u32);
+                p.u(2, (rp.mode == RopeMode::Neox) as u32);
+                p.f(3, rp.freq_base.powf(-2.0 / rp.n_dims as f32));
+                p.f(4, rp.freq_scale);
+                p.f(5, rp.ext_factor);
+                p.f(6, rp.attn_factor);
+                let corr = rope_yarn_corr_dims(
+                    rp.n_dims,
+                    rp.n_ctx_orig,
+                    rp.freq_base,
+                    rp.beta_fast,
+                    rp.beta_slow,
+                );
+                p.f(7, corr[0]);
+                p.f(8, corr[1]);
+                p.u(9, t.src[2].is_some() as u32);
+                (
+                    "rope".into(),
+                    "main",
+                    grid(pairs, WG as usize, maxd),
+                    Box::new(|f16| {
+                        format!(
+                            "{}{}{}{}{}{ROPE}",
+                            header(f16),
+                            decl(1, "dst", "u32"),
+                            decl(2, "src0", "u32"),
+                            decl(3, "src1", "u32"),
+                            decl(4, "src2", "u32")
+                        )
+                    }),
+                )
+            }
+            Op::Im2Col {
+                s0,
+                s1,
+                p0,
+                p1,
+                d0,
+                d1,
+                is_2d,
+            } => {
+                let k = ctx.tensor(src(0));
+                let x = ctx.tensor(src(1));
+                p.tensor(id)?;
+                p.tensor(src(1))?;
+                // Fold the 1-D case into the 2-D one: KH = IH = OH = 1.
+                let (kw, kh) = (k.ne[0], if is_2d { k.ne[1] } else { 1 });
+                let (iw, ih, ic, nb_) = if is_2d {
+                    (x.ne[0], x.ne[1], x.ne[2], x.ne[3])
+                } else {
+                    (x.ne[0], 1, x.ne[1], x.ne[2])
+                };
+                let (ow, oh) = (t.ne[1], if is_2d { t.ne[2] } else { 1 });
+                // Strides of src1 (slot 1) as (w, h, c, n) and of dst as (col, ow, oh, n).
+                let xs = p.params[9 + 5..9 + 9].to_vec();
+                let ds = p.params[5..9].to_vec();
+                if !is_2d {
+                    p.params[9 + 5..9 + 9].copy_from_slice(&[xs[0], 0, xs[1], xs[2]]);
+                    p.params[5..9].copy_from_slice(&[ds[0], ds[1], 0, ds[2]]);
+                }
+                let vals = [kw, kh, ic, iw, ih, ow, oh, nb_, s0, s1, p0, p1, d0, d1];
+                p.u(0, n as u32);
+                for (i, v) in vals.iter().enumerate() {
+                    p.u(1 + i, *v as u32);
+                }
+                (
+                    format!("im2col_{}", tname(d)),
+                    "main",
+                    grid(n, WG as usize, maxd),
+                    Box::new(move |f16| {
+                        format!(
+                            "{}{}{}{}{IM2COL}",
+                            header(f16),
+                            decl(1, "dst", elem(d, f16)),
+                            decl(2, "src1", "u32"),
+                            writer(d, f16)
+                        )
+                    }),
+                )
+            }
+            Op::Pool2d {
+                op,
+                k0,
+                k1,
+                s0,
+                s1,
+                p0,
+                p1,
+            } => {
+                p.tensor(id)?;
+                p.tensor(src(0))?;
+                p.u(0, n as u32);
+                let vals = [(op == PoolOp::Max) as usize, k0, k1, s0, s1, p0, p1];
+                for (i, v) in vals.iter().enumerate() {
+                    p.u(1 + i, *v as u32);
+                }
+                (
+                    "pool_2d".into(),
+                    "main",
+                    grid(n, WG as usize, maxd),
+                    Box::new(|f16| {
+                        format!(
+                            "{}{}{}{POOL_2D}",
+                            header(f16),
+                            decl(1, "dst", "u32"),
+                            decl(2, "src0", "u32")
+                        )
+                    }),
+                )
+            }
+            Op::SumRows | Op::Mean | Op::Argmax | Op::Sum => {
+                p.tensor(id)?;
+                p.tensor(src(0))?;
+                let s = ctx.tensor(src(0));
+                let rows = if t.op == Op::Sum { 1 } else { s.nrows() };
+                p.u(0, rows as u32);
+                p.u(
+                    1,
+                    match t.op {
+                        Op::SumRows => 0,
+                        Op::Mean => 1,
+                        Op::Argmax => 2,
+                        _ => 3,
+                    },
+                );
+                (
+                    "rows".into(),
+                    "main",
+                    grid(rows, 1, maxd),
+                    Box::new(|f16| {
+                        format!(
+                            "{}{}{}{ROWS}",
+                            header(f16),
+                            decl(1, "dst", "u32"),
+                            decl(2, "src0", "u32")
+                        )
+                    }),
+                )
+            }
+            other => {
+                return Err(Error::UnsupportedOp(format!(
+                    "{} on WebGPU (node '{}')",
+                    other.name(),
+                    t.name
+                )))
+            }
+        };
+    Ok(Some(Dispatch {
+        key: format!("{key}:{entry}"),
+        entry,
+        make_src,
+        binds: p.binds,
+        params: p.params,
+        groups,
+    }))
+}
+
+/// ggml_rope_yarn_corr_dims.
+pub(crate) fn rope_yarn_corr_dims(
+    n_dims: usize,
+    n_ctx_orig: usize,
+    freq_base: f32,
+    beta_fast: f32,
+    beta_slow: f32,
+) -> [f32; 2] {
+    let corr_dim = |n_rot: f32| {
+        n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
+            / (2.0 * freq_base.ln())
+    };
+    let start = corr_dim(beta_fast).floor();
+    let end = corr_dim(beta_slow).ceil();
+    [start.max(0.0), end.min(n_dims as f32 - 1.0)]
+}
+
+/// Get or build the pipeline for a dispatch.
+pub(crate) fn pipeline(shared: &Shared, d: &Dispatch<'_>) -> Result<Arc<Pipeline>> {
+    if let Some(p) = shared.pipelines.lock().ok().and_then(|m| m.get(&d.key).cloned()) {
+        return Ok(p);
+    }
+    let n_storage = d.binds.len();
+    let layout = layout(shared, n_storage);
+    let src = (d.make_src)(shared.use_f16);
+    let module = shared
+        .device
+        .create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(&d.key),
+            source: wgpu::ShaderSource::Wgsl(src.into()),
+        });
+    let pipeline = shared
+        .device
+        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(&d.key),
+            layout: Some(&layout.1),
+            module: &module,
+            entry_point: Some(d.entry),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+    shared
+        .take_error()
+        .map_err(|e| Error::Backend(format!("building WebGPU kernel {}: {e}", d.key)))?;
+    let p = Arc::new(Pipeline {
+        pipeline,
+        n_storage,
+    });
+    if let Ok(mut m) = shared.pipelines.lock() {
+        m.insert(d.key.clone(), p.clone());
+    }
+    Ok(p)
+}
+
+/// The bind group and pipeline layouts for `n` tensor bindings (cached).
+pub(crate) fn layout(
+    shared: &Shared,
+    n: usize,
+) -> Arc<(wgpu::BindGroupLayout, wgpu::PipelineLayout)> {
+    if let Some(l) = shared.layouts.lock().ok().and_then(|m| m.get(&n).cloned()) {
+        return l;
+    }
+    let mut entries = vec![wgpu::BindGroupLayoutEntry {
+        binding: 0,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }];
+    for b in 1..=n {
+        entries.push(wgpu::BindGroupLayoutEntry {
+            binding: b as u32,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: false },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        });
+    }
+    let bgl = shared
+        .device
+        .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: None,
+            entries: &entries,
+        });
+    let pl = shared
+        .device
+        .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: None,
+            bind_group_layouts: &[Some(&bgl)],
+            immediate_size: 0,
+        });
+    let l = Arc::new((bgl, pl));
+    if let Ok(mut m) = shared.layouts.lock() {
+        m.insert(n, l.clone());
+    }
+    l
+}

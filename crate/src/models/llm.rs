@@ -1,0 +1,184 @@
+//! A language model session: tokenizer + model + KV cache + sampler, with prompt caching (a new
+//! prompt that extends the cached tokens only evaluates the new part) and streaming UTF-8 text.
+
+use std::sync::Arc;
+
+use crate::backend::cpu::HostBytes;
+use crate::gguf::Gguf;
+use crate::models::chat::{ChatFormat, ChatMessage};
+use crate::models::llama::LlamaModel;
+use crate::models::sampler::{Sampler, SamplerOptions};
+use crate::models::tokenizer::Tokenizer;
+use crate::{Error, Result};
+
+pub struct Llm {
+    pub model: LlamaModel,
+    pub tokenizer: Tokenizer,
+    pub chat: ChatFormat,
+    pub architecture: String,
+    /// Tokens whose keys and values are in the cache, in order.
+    cached: Vec<u32>,
+}
+
+/// What one `generate` call produced.
+#[derive(Debug, Clone, Default)]
+pub struct Generated {
+    pub prompt_ids: Vec<u32>,
+    pub ids: Vec<u32>,
+    pub text: String,
+    /// Prompt tokens actually evaluated (the rest came from the cache).
+    pub n_prompt_evaluated: usize,
+    pub stopped_at_eog: bool,
+}
+
+impl Llm {
+    pub fn from_bytes(bytes: Arc<dyn HostBytes>, n_ctx: usize, n_threads: usize) -> Result<Llm> {
+        let gguf = Gguf::parse(bytes.bytes())?;
+        let tokenizer = Tokenizer::from_gguf(&gguf)?;
+        let chat = ChatFormat::from_gguf(&gguf);
+        let architecture = gguf.architecture().unwrap_or("").to_string();
+        let model = LlamaModel::from_bytes(bytes, n_ctx, n_threads)?;
+        if tokenizer.n_tokens() < model.hp.n_vocab {
+            return Err(Error::Model(format!(
+                "tokenizer has {} tokens, the model {}",
+                tokenizer.n_tokens(),
+                model.hp.n_vocab
+            )));
+        }
+        Ok(Llm {
+            model,
+            tokenizer,
+            chat,
+            architecture,
+            cached: Vec::new(),
+        })
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open(path: &std::path::Path, n_ctx: usize, n_threads: usize) -> Result<Llm> {
+        let file = crate::gguf::GgufFile::open(path)?;
+        Self::from_bytes(Arc::new(file), n_ctx, n_threads)
+    }
+
+    /// Token ids of `text`; `add_special` adds BOS/EOS as the model's metadata says.
+    pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
+        self.tokenizer.tokenize(text, add_special, parse_special)
+    }
+
+    pub fn detokenize(&self, ids: &[u32]) -> String {
+        self.tokenizer.decode(ids)
+    }
+
+    pub fn apply_chat_template(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> String {
+        self.chat.render(messages, add_generation_prompt)
+    }
+
+    /// Forget the conversation.
+    pub fn reset(&mut self) {
+        self.cached.clear();
+        self.model.reset();
+    }
+
+    /// Evaluate `prompt_ids` after the longest prefix already in the cache; returns the last
+    /// position's logits and the number of tokens evaluated.
+    pub fn eval_prompt(&mut self, prompt_ids: &[u32]) -> Result<(Vec<f32>, usize)> {
+        if prompt_ids.is_empty() {
+            return Err(Error::InvalidArgument("empty prompt".into()));
+        }
+        let mut common = self
+            .cached
+            .iter()
+            .zip(prompt_ids)
+            .take_while(|(a, b)| a == b)
+            .count();
+        // At least one token must run to produce logits.
+        if common == prompt_ids.len() {
+            common -= 1;
+        }
+        self.model.truncate(common);
+        self.cached.truncate(common);
+        let rest = &prompt_ids[common..];
+        let logits = self.model.eval(rest, false)?;
+        self.cached.extend_from_slice(rest);
+        Ok((logits, rest.len()))
+    }
+
+    /// Evaluate one generated token; returns its logits.
+    pub fn eval_token(&mut self, token: u32) -> Result<Vec<f32>> {
+        let logits = self.model.eval(&[token], false)?;
+        self.cached.push(token);
+        Ok(logits)
+    }
+
+    /// Generate up to `n_predict` tokens after `prompt`, calling `on_piece` with each piece of
+    /// text as soon as it is complete UTF-8; `on_piece` returns false to stop.
+    pub fn generate(
+        &mut self,
+        prompt_ids: &[u32],
+        n_predict: usize,
+        opts: SamplerOptions,
+        mut on_piece: impl FnMut(u32, &str) -> bool,
+    ) -> Result<Generated> {
+        let mut sampler = Sampler::new(opts);
+        for &t in prompt_ids {
+            sampler.accept(t);
+        }
+        let (mut logits, n_eval) = self.eval_prompt(prompt_ids)?;
+        let mut out = Generated {
+            prompt_ids: prompt_ids.to_vec(),
+            n_prompt_evaluated: n_eval,
+            ..Default::default()
+        };
+        let mut pending: Vec<u8> = Vec::new();
+        for _ in 0..n_predict {
+            let tok = sampler.sample(&logits);
+            sampler.accept(tok);
+            if self.tokenizer.is_eog(tok) {
+                out.stopped_at_eog = true;
+                break;
+            }
+            out.ids.push(tok);
+            pending.extend_from_slice(self.tokenizer.token_to_piece(tok, false));
+            let piece = take_utf8(&mut pending);
+            out.text.push_str(&piece);
+            let go_on = on_piece(tok, &piece);
+            if !go_on || self.model.n_past() >= self.model.n_ctx {
+                break;
+            }
+            logits = self.eval_token(tok)?;
+        }
+        if !pending.is_empty() {
+            out.text.push_str(&String::from_utf8_lossy(&pending));
+        }
+        Ok(out)
+    }
+}
+
+/// The longest valid UTF-8 prefix of `buf`, removed from it (an incomplete character at the end
+/// stays for the next piece; invalid bytes become U+FFFD).
+pub fn take_utf8(buf: &mut Vec<u8>) -> String {
+    match std::str::from_utf8(buf) {
+        Ok(s) => {
+            let s = s.to_string();
+            buf.clear();
+            s
+        }
+        Err(e) => {
+            let valid = e.valid_up_to();
+            if e.error_len().is_none() {
+                // Incomplete sequence at the end: keep it.
+                let s = String::from_utf8_lossy(&buf[..valid]).into_owned();
+                buf.drain(..valid);
+                s
+            } else {
+                let s = String::from_utf8_lossy(buf).into_owned();
+                buf.clear();
+                s
+            }
+        }
+    }
+}

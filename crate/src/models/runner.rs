@@ -1,0 +1,109 @@
+//! Choosing backends for a model and running its graphs through the scheduler: `cpu`, `webgpu`
+//! (WebGPU first, the CPU for what it cannot run) or `auto` (WebGPU when an adapter exists). The
+//! choice and its reasons are kept in [`Runner::report`] for the CLI and the JS API.
+
+use std::sync::Arc;
+
+use crate::backend::cpu::{cpu_buffer_type, CpuBackend};
+use crate::backend::sched::Scheduler;
+use crate::backend::{Backend, BufferType};
+use crate::{Context, Error, Graph, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    Cpu,
+    WebGpu,
+    Auto,
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "cpu" => Ok(BackendChoice::Cpu),
+            "webgpu" => Ok(BackendChoice::WebGpu),
+            "auto" => Ok(BackendChoice::Auto),
+            other => Err(Error::InvalidArgument(format!("unknown backend '{other}' (cpu, webgpu or auto)"))),
+        }
+    }
+}
+
+pub struct Runner {
+    sched: Scheduler,
+    weights_buft: Arc<dyn BufferType>,
+    /// Which backends run, and why (e.g. "WebGPU: llvmpipe (Vulkan), f16; CPU for the rest").
+    pub report: String,
+    /// True when a GPU backend is in use.
+    pub gpu: bool,
+}
+
+impl Runner {
+    pub fn new(choice: BackendChoice, n_threads: usize) -> Result<Runner> {
+        if choice != BackendChoice::Cpu {
+            #[cfg(feature = "webgpu")]
+            if let Some(dev) = crate::backend::webgpu::default_device() {
+                let a = dev.adapter();
+                let report = format!(
+                    "WebGPU: {} ({}), {} path; CPU ({n_threads} threads) for ops WebGPU does not run",
+                    a.name,
+                    a.backend,
+                    if dev.uses_f16() { "f16" } else { "f32" }
+                );
+                let gpu: Box<dyn Backend> = Box::new(dev.backend());
+                let buft: Arc<dyn BufferType> = dev.webgpu_buffer_type();
+                let sched = Scheduler::new(vec![gpu, cpu_backend(n_threads)])?;
+                return Ok(Runner { sched, weights_buft: buft, report, gpu: true });
+            }
+            if choice == BackendChoice::WebGpu {
+                return Err(Error::Backend(
+                    "no WebGPU adapter found (natively it needs a Vulkan, Metal or DX12 driver, e.g. Debian's mesa-vulkan-drivers)"
+                        .into(),
+                ));
+            }
+        }
+        let report = match choice {
+            BackendChoice::Cpu => format!("CPU ({n_threads} threads)"),
+            _ => format!("CPU ({n_threads} threads): no WebGPU adapter found"),
+        };
+        Ok(Runner { sched: Scheduler::new(vec![cpu_backend(n_threads)])?, weights_buft: cpu_buffer_type(), report, gpu: false })
+    }
+
+    /// Where model weights should live.
+    pub fn weights_buffer_type(&self) -> &Arc<dyn BufferType> {
+        &self.weights_buft
+    }
+
+    pub fn set_debug(&mut self, on: bool) {
+        self.sched.set_debug(on);
+    }
+
+    pub fn set_n_threads(&mut self, n: usize) {
+        let last = self.sched.n_backends() - 1;
+        if let Some(cpu) = self.sched.backend_mut(last).as_any_mut().downcast_mut::<CpuBackend>() {
+            cpu.set_n_threads(n);
+        }
+    }
+
+    /// Place and allocate `graph` (set its inputs afterwards, then [`Runner::compute`]).
+    pub fn alloc(&mut self, ctx: &mut Context, graph: &Graph) -> Result<()> {
+        self.sched.plan(ctx, graph).map(|_| ())
+    }
+
+    /// Compute the graph given to the last [`Runner::alloc`] and wait for it.
+    pub fn compute(&mut self, ctx: &Context) -> Result<()> {
+        self.sched.compute_planned(ctx)?;
+        for i in 0..self.sched.n_backends() {
+            self.sched.backend_mut(i).synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// Bytes of compute buffers per backend.
+    pub fn buffer_sizes(&self) -> Vec<usize> {
+        self.sched.buffer_sizes()
+    }
+}
+
+fn cpu_backend(n_threads: usize) -> Box<dyn Backend> {
+    Box::new(CpuBackend::new(n_threads))
+}

@@ -1,0 +1,141 @@
+//! Language models against llama.cpp's reference outputs (`../shared/fixtures/reference`).
+//! The SmolLM2 GGUF is fetched by `scripts/fetch-models.sh` into `~/.cache/ggweb/models`
+//! (or named by `GGWEB_SMOLLM2`).
+
+use std::path::PathBuf;
+
+use ggweb::models::llama::LlamaModel;
+use ggweb::models::sampler::argmax;
+
+const N_VOCAB: usize = 49152;
+const PROMPT: [u32; 11] = [6403, 1980, 253, 655, 28, 665, 436, 253, 1838, 8085, 617];
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/reference")
+}
+
+fn smollm2() -> PathBuf {
+    if let Ok(p) = std::env::var("GGWEB_SMOLLM2") {
+        return p.into();
+    }
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let p = PathBuf::from(home).join(".cache/ggweb/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models.sh",
+        p.display()
+    );
+    p
+}
+
+fn read_f32(name: &str) -> Vec<f32> {
+    let b = std::fs::read(fixtures().join(name)).unwrap();
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn log_softmax(x: &[f32]) -> Vec<f64> {
+    let m = x.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let s: f64 = x.iter().map(|&v| (v as f64 - m).exp()).sum();
+    x.iter().map(|&v| v as f64 - m - s.ln()).collect()
+}
+
+/// KL(reference || ours) in nats.
+fn kl(reference: &[f32], ours: &[f32]) -> f64 {
+    let (p, q) = (log_softmax(reference), log_softmax(ours));
+    p.iter().zip(&q).map(|(lp, lq)| lp.exp() * (lp - lq)).sum()
+}
+
+#[test]
+fn smollm2_prompt_logits_match_llama_cpp() {
+    let mut m = LlamaModel::open(&smollm2(), 128, 2).unwrap();
+    let ours = m.eval(&PROMPT, true).unwrap();
+    let reference = read_f32("logits_smollm2_t1.all.f32");
+    assert_eq!(ours.len(), reference.len());
+    for p in 0..PROMPT.len() {
+        let (a, b) = (
+            &ours[p * N_VOCAB..(p + 1) * N_VOCAB],
+            &reference[p * N_VOCAB..(p + 1) * N_VOCAB],
+        );
+        assert_eq!(argmax(a), argmax(b), "argmax differs at position {p}");
+    }
+    let last = PROMPT.len() - 1;
+    let (a, b) = (&ours[last * N_VOCAB..], &reference[last * N_VOCAB..]);
+    let max_abs = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    let kl = kl(b, a);
+    println!("last position: max |diff| {max_abs:.4}, KL {kl:.6}");
+    assert!(max_abs <= 1.0, "max abs diff {max_abs}");
+    assert!(kl < 0.01, "KL {kl}");
+}
+
+#[test]
+fn smollm2_token_by_token_equals_batch_and_greedy_matches() {
+    let gen: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("logits_smollm2_t1.gen.json")).unwrap(),
+    )
+    .unwrap();
+    let want: Vec<u32> = gen["generated_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect();
+    let mut m = LlamaModel::open(&smollm2(), 128, 2).unwrap();
+    // Feed the prompt one token at a time: the last logits must match the batch reference too.
+    let mut last = Vec::new();
+    for &t in &PROMPT {
+        last = m.eval(&[t], false).unwrap();
+    }
+    let reference = read_f32("logits_smollm2_t1.seq.last.f32");
+    let max_abs = last
+        .iter()
+        .zip(&reference)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    let kl_seq = kl(&reference, &last);
+    println!("sequential last position: max |diff| {max_abs:.4}, KL {kl_seq:.6}");
+    assert!(
+        max_abs <= 1.0 && kl_seq < 0.01,
+        "sequential last logits: max abs {max_abs}, KL {kl_seq}"
+    );
+    // Greedy continuation, teacher-forced with llama.cpp's 32 tokens: at every step our top-1 is
+    // llama.cpp's token, or a near-tie with it (llama.cpp's own configurations move logits by up
+    // to 0.56, so a gap below 0.5 is noise, as the reference notes). Free-running greedy text
+    // follows llama.cpp for 7 tokens and then takes such a near-tie (23.41 vs 23.20), exactly
+    // where wllama diverges from llama.cpp too.
+    let mut near_ties = 0;
+    let mut logits = last;
+    for (step, &w) in want.iter().enumerate() {
+        let top = argmax(&logits);
+        if top != w {
+            let gap = logits[top as usize] - logits[w as usize];
+            assert!(
+                gap < 0.5,
+                "step {step}: our top {top} beats llama.cpp's {w} by {gap}"
+            );
+            near_ties += 1;
+        }
+        logits = m.eval(&[w], false).unwrap();
+    }
+    println!("greedy: {near_ties} near-ties in {} steps", want.len());
+    assert!(near_ties <= 3, "{near_ties} near-ties");
+}
+
+#[test]
+fn llm_errors_are_values() {
+    let mut m = LlamaModel::open(&smollm2(), 8, 1).unwrap();
+    assert!(m.eval(&[], false).is_err());
+    assert!(m.eval(&[49152], false).is_err(), "token id out of range");
+    assert!(m.eval(&[1; 9], false).is_err(), "context overflow");
+    // An MNIST file is a valid GGUF of an unsupported architecture.
+    let mnist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../crate/assets/mnist-fc-f32.gguf");
+    let e = LlamaModel::open(&mnist, 8, 1)
+        .err()
+        .expect("unsupported architecture");
+    assert!(e.to_string().contains("unsupported architecture"), "{e}");
+}

