@@ -5,7 +5,6 @@
 //! a backend (or the scheduler) computes it → outputs are read back.
 
 pub mod alloc;
-pub mod bench;
 pub mod backend;
 pub mod bench;
 pub mod context;
