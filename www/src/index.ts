@@ -6,7 +6,7 @@
  * import { loadGGUF, Graph, Mnist } from 'ggweb';
  * ```
  */
-export { init, simdSupported, type InitOptions, type EngineInfo } from './wasm.js';
+export { init, simdSupported, wasmMemoryBytes, type InitOptions, type EngineInfo } from './wasm.js';
 export { type Source, type Progress, type LoadOptions, readAll, gunzip } from './source.js';
 export {
   GGUF,
@@ -35,3 +35,22 @@ export {
   type Idx,
   type MnistSet,
 } from './mnist.js';
+export {
+  LLM,
+  Generation,
+  clearModelCache,
+  type WorkerLLM,
+  type Backend,
+  type LLMLoadOptions,
+  type LLMProgress,
+  type LLMInfo,
+  type LoadInfo,
+  type MemoryInfo,
+  type SamplingOptions,
+  type GenerateOptions,
+  type GenerationResult,
+  type GenerationStats,
+  type StopReason,
+  type ChatMessage,
+  type TokenizeOptions,
+} from './llm.js';

@@ -41,6 +41,12 @@ export interface EngineInfo {
 let loading: Promise<Engine> | null = null;
 let loaded: Engine | null = null;
 let loadedSimd = false;
+let wasmMemory: WebAssembly.Memory | null = null;
+
+/** Bytes of the engine's wasm linear memory (0 before `init`). */
+export function wasmMemoryBytes(): number {
+  return wasmMemory ? wasmMemory.buffer.byteLength : 0;
+}
 
 async function load(opts: InitOptions): Promise<Engine> {
   const simd = opts.simd ?? simdSupported();
@@ -64,7 +70,8 @@ async function load(opts: InitOptions): Promise<Engine> {
       input = await fs.readFile(u ? url.fileURLToPath(u) : (source as string));
     }
   }
-  await mod.default({ module_or_path: input });
+  const exports = (await mod.default({ module_or_path: input })) as unknown as { memory?: WebAssembly.Memory };
+  wasmMemory = exports?.memory ?? null;
   loadedSimd = simd;
   return mod;
 }

@@ -7,3 +7,27 @@ export const asset = (name) => path.join(ASSETS, name);
 export const GOLDEN = path.join(ROOT, 'native-tests', 'data', 'mnist_logits_first16.json');
 /** Set GGWEB_SIMD=0 to test the scalar build, 1 for SIMD (default: auto). */
 export const initOptions = process.env.GGWEB_SIMD === undefined ? {} : { simd: process.env.GGWEB_SIMD === '1' };
+/** SmolLM2 (scripts/fetch-models.sh) and llama.cpp's reference outputs (../shared/fixtures/reference). */
+export const MODELS = process.env.GGWEB_MODELS || path.join(process.env.GGWEB_CACHE || path.join(process.env.HOME || '', '.cache', 'ggweb'), 'models');
+export const SMOLLM2 = path.join(MODELS, 'SmolLM2-135M-Instruct.Q4_1.gguf');
+export const REFERENCE = path.join(ROOT, '..', 'shared', 'fixtures', 'reference');
+export const PROMPT = 'Once upon a time, there was a little robot who';
+export const PROMPT_IDS = [6403, 1980, 253, 655, 28, 665, 436, 253, 1838, 8085, 617];
+export const GREEDY_7 = [761, 253, 1767, 2470, 288, 919, 701];
+
+/** Compare logits with the reference: argmax, max abs difference, KL(ref || ours). */
+export function compareLogits(ours, ref) {
+  const am = (v) => { let b = 0; for (let i = 1; i < v.length; i++) if (v[i] > v[b]) b = i; return b; };
+  let maxAbs = 0;
+  for (let i = 0; i < ref.length; i++) maxAbs = Math.max(maxAbs, Math.abs(ours[i] - ref[i]));
+  const logp = (v) => {
+    let m = -Infinity; for (const x of v) m = Math.max(m, x);
+    let s = 0; for (const x of v) s += Math.exp(x - m);
+    const lse = m + Math.log(s);
+    return Float64Array.from(v, (x) => x - lse);
+  };
+  const lp = logp(ref), lq = logp(ours);
+  let kl = 0;
+  for (let i = 0; i < ref.length; i++) kl += Math.exp(lp[i]) * (lp[i] - lq[i]);
+  return { argmaxOurs: am(ours), argmaxRef: am(ref), maxAbs, kl };
+}

@@ -140,7 +140,12 @@ impl Scheduler {
                     }
                     (Op::Cpy, _) => self.first_supporting(ctx, node)?,
                     (_, Some(b)) => (b, "view of a tensor there".to_string()),
-                    (_, None) => self.first_supporting(ctx, node)?,
+                    // A view of an unplaced leaf (an input allocated later): it lives where
+                    // unplaced tensors are allocated, the last (CPU) backend.
+                    (_, None) => (
+                        self.backends.len() - 1,
+                        "view of an unplaced tensor".to_string(),
+                    ),
                 }
             } else if let Some((b, w)) = t
                 .srcs()

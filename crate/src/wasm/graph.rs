@@ -385,7 +385,7 @@ impl GraphCore {
         let start = usize::try_from(g.data_offset)
             .map_err(|_| Error::Gguf("data offset too large".into()))?;
         let len = bytes.len().saturating_sub(start);
-        let aligned = (bytes.as_ptr() as usize + start) % 32 == 0;
+        let aligned = (bytes.as_ptr() as usize + start).is_multiple_of(32);
         let buffer: Arc<dyn Buffer> = if aligned {
             let owner: Arc<dyn HostBytes> = bytes.clone();
             Arc::new(CpuBuffer::from_host_bytes(owner, start, len)?)

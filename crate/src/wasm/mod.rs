@@ -10,10 +10,12 @@ use wasm_bindgen::prelude::*;
 mod gguf;
 mod graph;
 mod js;
+mod llm;
 mod mnist;
 
 pub use gguf::GgufStream;
 pub use graph::GraphCore;
+pub use llm::{LlmCore, ModelStream};
 pub use mnist::MnistCore;
 
 #[wasm_bindgen(start)]

@@ -1,0 +1,588 @@
+//! Language models for JavaScript: a thin, step-wise wrapper over [`crate::models::llm::Llm`].
+//!
+//! Loading: JS streams the GGUF into a [`ModelStream`], which holds ONE 64-byte-aligned wasm-side
+//! allocation of the file's final size (from Content-Length / Blob.size, or, when the length is
+//! unknown, from the header: data offset + the end of the last tensor). The model then uses those
+//! bytes in place as its weights ([`HostBytes`]), so the weights exist once in the wasm heap.
+//!
+//! Generation: `begin(ids, options)` then `step()` until it reports `done`; each step evaluates
+//! the prompt (the first step) or samples one token and evaluates it. JS calls `step` in a loop
+//! that yields to the event loop, so a page or worker stays responsive and can stop at any time.
+
+use std::alloc::Layout;
+use std::sync::Arc;
+
+use js_sys::{Float32Array, Object, Reflect, Uint32Array};
+use wasm_bindgen::prelude::*;
+
+use super::js::set;
+use super::js_err;
+use crate::backend::cpu::HostBytes;
+use crate::gguf::{Gguf, HeaderParse, Value};
+use crate::models::chat::{ChatFormat, ChatMessage};
+use crate::models::llm::{take_utf8, Llm};
+use crate::models::sampler::{Sampler, SamplerOptions};
+
+const ALIGN: usize = 64;
+
+/// A fixed-capacity, 64-byte-aligned byte buffer filled front to back (the GGUF file).
+struct AlignedBytes {
+    ptr: *mut u8,
+    cap: usize,
+    len: usize,
+}
+
+// SAFETY: a private heap allocation; after loading it is only read.
+unsafe impl Send for AlignedBytes {}
+// SAFETY: as above.
+unsafe impl Sync for AlignedBytes {}
+
+impl AlignedBytes {
+    fn with_capacity(cap: usize) -> crate::Result<AlignedBytes> {
+        let layout = Layout::from_size_align(cap.max(1), ALIGN)
+            .map_err(|_| crate::Error::OutOfMemory(format!("invalid size {cap}")))?;
+        // SAFETY: non-zero size.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        if ptr.is_null() {
+            return Err(crate::Error::OutOfMemory(format!(
+                "cannot hold a model file of {cap} bytes in wasm memory"
+            )));
+        }
+        Ok(AlignedBytes { ptr, cap, len: 0 })
+    }
+
+    fn extend(&mut self, chunk: &[u8]) -> crate::Result<()> {
+        let end = self.len + chunk.len();
+        if end > self.cap {
+            return Err(crate::Error::Gguf(format!(
+                "the file is longer than expected: {end} bytes received, {} expected",
+                self.cap
+            )));
+        }
+        // SAFETY: `len..end` lies inside the allocation and does not overlap `chunk` (JS memory
+        // copied into wasm by wasm-bindgen, or a distinct Rust buffer).
+        unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), self.ptr.add(self.len), chunk.len()) };
+        self.len = end;
+        Ok(())
+    }
+}
+
+impl HostBytes for AlignedBytes {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes were written by `extend`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for AlignedBytes {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `with_capacity` with this layout.
+        unsafe {
+            std::alloc::dealloc(
+                self.ptr,
+                Layout::from_size_align_unchecked(self.cap.max(1), ALIGN),
+            )
+        };
+    }
+}
+
+/// The end of the last tensor's data: the size of the file as far as the model needs it.
+fn expected_len(g: &Gguf) -> u64 {
+    let end = g
+        .tensors
+        .iter()
+        .map(|t| t.offset.saturating_add(t.size))
+        .max()
+        .unwrap_or(0);
+    g.data_offset.saturating_add(end)
+}
+
+/// A GGUF model file streamed from JavaScript into one wasm allocation of its final size.
+#[wasm_bindgen]
+pub struct ModelStream {
+    /// Bytes before the final allocation exists (only while the header is incomplete and the
+    /// length is unknown; a few MiB at most).
+    head: Vec<u8>,
+    data: Option<AlignedBytes>,
+    file_len: Option<u64>,
+    needed: u64,
+    header: Option<Gguf>,
+    received: u64,
+}
+
+#[wasm_bindgen]
+impl ModelStream {
+    /// `file_len`: the total size when known (Content-Length, Blob.size), else undefined.
+    #[wasm_bindgen(constructor)]
+    pub fn new(file_len: Option<f64>) -> Result<ModelStream, JsError> {
+        let file_len = match file_len {
+            Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= 4_294_967_295.0 => Some(n as u64),
+            Some(n) => {
+                return Err(JsError::new(&format!(
+                    "a model file of {n} bytes does not fit in wasm32 memory (4 GiB)"
+                )))
+            }
+            None => None,
+        };
+        let data = match file_len {
+            Some(n) => Some(AlignedBytes::with_capacity(n as usize).map_err(js_err)?),
+            None => None,
+        };
+        Ok(ModelStream {
+            head: Vec::new(),
+            data,
+            file_len,
+            needed: 24,
+            header: None,
+            received: 0,
+        })
+    }
+
+    /// Append the next bytes of the file; returns true once the header is parsed.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<bool, JsError> {
+        self.received += chunk.len() as u64;
+        if let Some(n) = self.file_len {
+            if self.received > n {
+                return Err(JsError::new(&format!(
+                    "received {} bytes but the file has {n}",
+                    self.received
+                )));
+            }
+        }
+        match &mut self.data {
+            Some(d) => d.extend(chunk).map_err(js_err)?,
+            None => self.head.extend_from_slice(chunk),
+        }
+        if self.header.is_none() {
+            let have: &[u8] = match &self.data {
+                Some(d) => d.bytes(),
+                None => &self.head,
+            };
+            if have.len() as u64 >= self.needed {
+                let parsed = match self.file_len {
+                    Some(n) => Gguf::parse_header_with_len(have, n),
+                    None => Gguf::parse_header(have),
+                }
+                .map_err(js_err)?;
+                match parsed {
+                    HeaderParse::Complete(g) => {
+                        if self.data.is_none() {
+                            // Length unknown: the header says how big the file is.
+                            let want = expected_len(&g).max(self.head.len() as u64);
+                            let want = usize::try_from(want).map_err(|_| {
+                                JsError::new("the model file does not fit in wasm32 memory")
+                            })?;
+                            let mut d = AlignedBytes::with_capacity(want).map_err(js_err)?;
+                            d.extend(&self.head).map_err(js_err)?;
+                            self.head = Vec::new();
+                            self.data = Some(d);
+                        }
+                        self.header = Some(g);
+                    }
+                    HeaderParse::NeedMore(n) => self.needed = n.max(have.len() as u64 + 1),
+                }
+            }
+        }
+        Ok(self.header.is_some())
+    }
+
+    /// Bytes pushed so far.
+    #[wasm_bindgen(getter)]
+    pub fn received(&self) -> f64 {
+        self.received as f64
+    }
+
+    /// The total size once known (Content-Length or the header), else undefined.
+    #[wasm_bindgen(getter)]
+    pub fn total(&self) -> Option<f64> {
+        self.file_len
+            .or_else(|| self.header.as_ref().map(expected_len))
+            .map(|n| n as f64)
+    }
+}
+
+impl ModelStream {
+    fn take(&mut self) -> crate::Result<Arc<AlignedBytes>> {
+        let g = self.header.as_ref().ok_or_else(|| {
+            crate::Error::Gguf(format!(
+                "file of {} bytes is truncated: the header needs at least {} bytes",
+                self.received, self.needed
+            ))
+        })?;
+        let d = self
+            .data
+            .take()
+            .ok_or_else(|| crate::Error::InvalidArgument("this model stream was used".into()))?;
+        if let Some(n) = self.file_len {
+            if d.len as u64 != n {
+                return Err(crate::Error::Gguf(format!(
+                    "file truncated: received {} of {n} bytes",
+                    d.len
+                )));
+            }
+        }
+        g.check_file_len(d.len as u64)?;
+        Ok(Arc::new(d))
+    }
+}
+
+/// A generation in progress.
+struct Gen {
+    sampler: Sampler,
+    prompt: Vec<u32>,
+    prompt_done: bool,
+    logits: Vec<f32>,
+    pending: Vec<u8>,
+    n_gen: usize,
+    max_tokens: usize,
+    ids: Vec<u32>,
+}
+
+/// A language model (llama, gemma3) with its tokenizer, KV cache and a step-wise generator.
+#[wasm_bindgen]
+pub struct LlmCore {
+    llm: Llm,
+    header: Gguf,
+    file_bytes: usize,
+    gen: Option<Gen>,
+}
+
+fn get_num(o: &JsValue, key: &str) -> Result<Option<f64>, JsError> {
+    if o.is_undefined() || o.is_null() {
+        return Ok(None);
+    }
+    let v = Reflect::get(o, &JsValue::from_str(key)).map_err(|_| JsError::new("bad options"))?;
+    if v.is_undefined() || v.is_null() {
+        return Ok(None);
+    }
+    match v.as_f64() {
+        Some(x) if x.is_finite() => Ok(Some(x)),
+        _ => Err(JsError::new(&format!(
+            "invalid argument: option {key} must be a finite number"
+        ))),
+    }
+}
+
+fn sampler_options(o: &JsValue) -> Result<SamplerOptions, JsError> {
+    let mut s = SamplerOptions::default();
+    if let Some(t) = get_num(o, "temperature")? {
+        s.temperature = t as f32;
+    }
+    if let Some(k) = get_num(o, "topK")? {
+        s.top_k = k.max(0.0) as usize;
+    }
+    if let Some(p) = get_num(o, "topP")? {
+        s.top_p = p as f32;
+    }
+    if let Some(p) = get_num(o, "minP")? {
+        s.min_p = p as f32;
+    }
+    if let Some(p) = get_num(o, "repeatPenalty")? {
+        s.repeat_penalty = p as f32;
+    }
+    if let Some(n) = get_num(o, "repeatLastN")? {
+        s.repeat_last_n = n.max(0.0) as usize;
+    }
+    if let Some(seed) = get_num(o, "seed")? {
+        s.seed = seed.abs() as u64;
+    }
+    Ok(s)
+}
+
+#[wasm_bindgen]
+impl LlmCore {
+    /// Build the model from a completely streamed file (consumes the stream's bytes).
+    pub fn load(file: &mut ModelStream, n_ctx: u32) -> Result<LlmCore, JsError> {
+        let bytes = file.take().map_err(js_err)?;
+        let file_bytes = bytes.len;
+        let header = Gguf::parse(bytes.bytes()).map_err(js_err)?;
+        // An unsupported architecture is named before anything else is read.
+        crate::models::llama::HParams::from_gguf(&header).map_err(js_err)?;
+        let owner: Arc<dyn HostBytes> = bytes;
+        let llm = Llm::from_bytes(owner, n_ctx.max(1) as usize, 1).map_err(js_err)?;
+        Ok(LlmCore {
+            llm,
+            header,
+            file_bytes,
+            gen: None,
+        })
+    }
+
+    /// `general.architecture` (llama, gemma3, …).
+    #[wasm_bindgen(getter)]
+    pub fn architecture(&self) -> String {
+        self.llm.architecture.clone()
+    }
+
+    /// Context size in tokens.
+    #[wasm_bindgen(getter, js_name = nCtx)]
+    pub fn n_ctx(&self) -> u32 {
+        self.llm.model.n_ctx as u32
+    }
+
+    /// Tokens currently in the KV cache.
+    #[wasm_bindgen(getter, js_name = nPast)]
+    pub fn n_past(&self) -> u32 {
+        self.llm.model.n_past() as u32
+    }
+
+    #[wasm_bindgen(getter, js_name = nVocab)]
+    pub fn n_vocab(&self) -> u32 {
+        self.llm.model.hp.n_vocab as u32
+    }
+
+    /// Model facts: `{architecture, name, nCtx, nCtxTrain, nVocab, nLayer, nEmbd, nHead,
+    /// nHeadKv, nParams, fileBytes, chatTemplate, bos, eos, chatFormat}`.
+    pub fn info(&self) -> JsValue {
+        let hp = &self.llm.model.hp;
+        let o = Object::new();
+        set(&o, "architecture", self.llm.architecture.as_str());
+        let s = |k: &str| {
+            self.header
+                .get(k)
+                .and_then(Value::as_str)
+                .map(JsValue::from_str)
+                .unwrap_or(JsValue::NULL)
+        };
+        set(&o, "name", s("general.name"));
+        set(&o, "chatTemplate", s("tokenizer.chat_template"));
+        set(&o, "nCtx", self.llm.model.n_ctx as u32);
+        set(&o, "nCtxTrain", hp.n_ctx_train as u32);
+        set(&o, "nVocab", hp.n_vocab as u32);
+        set(&o, "nLayer", hp.n_layer as u32);
+        set(&o, "nEmbd", hp.n_embd as u32);
+        set(&o, "nHead", hp.n_head as u32);
+        set(&o, "nHeadKv", hp.n_head_kv as u32);
+        let n_params: u64 = self
+            .header
+            .tensors
+            .iter()
+            .map(|t| t.ne.iter().product::<u64>())
+            .sum();
+        set(&o, "nParams", n_params as f64);
+        set(&o, "fileBytes", self.file_bytes as f64);
+        let tok = &self.llm.tokenizer;
+        set(&o, "bos", tok.bos().map(JsValue::from).unwrap_or(JsValue::NULL));
+        set(&o, "eos", tok.eos().map(JsValue::from).unwrap_or(JsValue::NULL));
+        let fmt = match self.llm.chat {
+            ChatFormat::ChatMl { .. } => "chatml",
+            ChatFormat::Gemma => "gemma",
+            ChatFormat::Llama3 => "llama3",
+        };
+        set(&o, "chatFormat", fmt);
+        o.into()
+    }
+
+    /// The whole GGUF header (metadata and tensor infos) as a plain object.
+    pub fn header(&self) -> JsValue {
+        super::gguf::header_to_js(&self.header, Some(self.file_bytes as u64))
+    }
+
+    /// Bytes held: `{weights, kvCache, compute}` (weights are the file bytes, used in place).
+    pub fn memory(&self) -> JsValue {
+        let hp = &self.llm.model.hp;
+        // f16 keys and values.
+        let kv = 2 * hp.n_layer * self.llm.model.n_ctx * hp.n_head_kv * (hp.head_dim_k + hp.head_dim_v);
+        let o = Object::new();
+        set(&o, "weights", self.file_bytes as f64);
+        set(&o, "kvCache", kv as f64);
+        set(&o, "compute", self.llm.model.compute_buffer_size() as f64);
+        o.into()
+    }
+
+    pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Uint32Array {
+        Uint32Array::from(self.llm.tokenize(text, add_special, parse_special).as_slice())
+    }
+
+    pub fn detokenize(&self, ids: &[u32]) -> Result<String, JsError> {
+        self.check_ids(ids)?;
+        Ok(self.llm.detokenize(ids))
+    }
+
+    /// The text of one token (its piece, special tokens rendered).
+    #[wasm_bindgen(js_name = tokenPiece)]
+    pub fn token_piece(&self, id: u32) -> Result<String, JsError> {
+        self.check_ids(&[id])?;
+        Ok(String::from_utf8_lossy(self.llm.tokenizer.token_to_piece(id, true)).into_owned())
+    }
+
+    #[wasm_bindgen(js_name = isEog)]
+    pub fn is_eog(&self, id: u32) -> bool {
+        self.llm.tokenizer.is_eog(id)
+    }
+
+    /// Render `messages` (`[{role, content}]`) with the model's chat template.
+    #[wasm_bindgen(js_name = applyChatTemplate)]
+    pub fn apply_chat_template(
+        &self,
+        messages: JsValue,
+        add_generation_prompt: bool,
+    ) -> Result<String, JsError> {
+        let arr = js_sys::Array::try_from(messages)
+            .map_err(|_| JsError::new("invalid argument: messages must be an array"))?;
+        let mut msgs = Vec::with_capacity(arr.length() as usize);
+        for (i, m) in arr.iter().enumerate() {
+            let field = |k: &str| -> Result<String, JsError> {
+                Reflect::get(&m, &JsValue::from_str(k))
+                    .ok()
+                    .and_then(|v| v.as_string())
+                    .ok_or_else(|| {
+                        JsError::new(&format!(
+                            "invalid argument: messages[{i}].{k} must be a string"
+                        ))
+                    })
+            };
+            msgs.push(ChatMessage::new(&field("role")?, &field("content")?));
+        }
+        Ok(self.llm.apply_chat_template(&msgs, add_generation_prompt))
+    }
+
+    /// Forget the conversation (KV cache).
+    pub fn reset(&mut self) {
+        self.gen = None;
+        self.llm.reset();
+    }
+
+    /// Logits of the last position after `ids` (reusing the cached prefix), n_vocab floats.
+    pub fn logits(&mut self, ids: &[u32]) -> Result<Float32Array, JsError> {
+        self.check_ids(ids)?;
+        self.gen = None;
+        let (logits, _) = self.llm.eval_prompt(ids).map_err(js_err)?;
+        Ok(Float32Array::from(logits.as_slice()))
+    }
+
+    /// Start generating after `prompt_ids` (the prompt is evaluated by the first `step`).
+    /// Options: `{temperature, topK, topP, minP, repeatPenalty, repeatLastN, seed}`.
+    pub fn begin(
+        &mut self,
+        prompt_ids: &[u32],
+        max_tokens: u32,
+        options: JsValue,
+    ) -> Result<(), JsError> {
+        if prompt_ids.is_empty() {
+            return Err(JsError::new("invalid argument: empty prompt"));
+        }
+        self.check_ids(prompt_ids)?;
+        let n_ctx = self.llm.model.n_ctx;
+        if prompt_ids.len() >= n_ctx {
+            return Err(JsError::new(&format!(
+                "context full: the prompt has {} tokens, the context {n_ctx}",
+                prompt_ids.len()
+            )));
+        }
+        let mut sampler = Sampler::new(sampler_options(&options)?);
+        for &t in prompt_ids {
+            sampler.accept(t);
+        }
+        self.gen = Some(Gen {
+            sampler,
+            prompt: prompt_ids.to_vec(),
+            prompt_done: false,
+            logits: Vec::new(),
+            pending: Vec::new(),
+            n_gen: 0,
+            max_tokens: max_tokens as usize,
+            ids: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// One step: `{phase: "prompt", nPrompt, nEvaluated}` after evaluating the prompt, then
+    /// `{phase: "token", token, piece}` per token, and finally `{phase: "done", reason, piece}`
+    /// (`reason`: "eog", "length" or "context"; `piece` holds any text still pending).
+    pub fn step(&mut self) -> Result<JsValue, JsError> {
+        let n_ctx = self.llm.model.n_ctx;
+        let g = self
+            .gen
+            .as_mut()
+            .ok_or_else(|| JsError::new("no generation in progress: call begin() first"))?;
+        let o = Object::new();
+        if !g.prompt_done {
+            let (logits, n) = match self.llm.eval_prompt(&g.prompt) {
+                Ok(x) => x,
+                Err(e) => {
+                    self.gen = None;
+                    return Err(js_err(e));
+                }
+            };
+            g.logits = logits;
+            g.prompt_done = true;
+            set(&o, "phase", "prompt");
+            set(&o, "nPrompt", g.prompt.len() as u32);
+            set(&o, "nEvaluated", n as u32);
+            return Ok(o.into());
+        }
+        let finish = |g: &mut Gen, reason: &str| -> JsValue {
+            let o = Object::new();
+            set(&o, "phase", "done");
+            set(&o, "reason", reason);
+            let rest = String::from_utf8_lossy(&g.pending).into_owned();
+            g.pending.clear();
+            set(&o, "piece", rest);
+            set(&o, "nGenerated", g.n_gen as u32);
+            o.into()
+        };
+        if g.n_gen >= g.max_tokens {
+            let r = finish(g, "length");
+            self.gen = None;
+            return Ok(r);
+        }
+        if g.logits.is_empty() {
+            let r = finish(g, "context");
+            self.gen = None;
+            return Ok(r);
+        }
+        let tok = g.sampler.sample(&g.logits);
+        g.sampler.accept(tok);
+        if self.llm.tokenizer.is_eog(tok) {
+            let r = finish(g, "eog");
+            self.gen = None;
+            return Ok(r);
+        }
+        g.n_gen += 1;
+        g.ids.push(tok);
+        g.pending
+            .extend_from_slice(self.llm.tokenizer.token_to_piece(tok, false));
+        let piece = take_utf8(&mut g.pending);
+        if g.n_gen < g.max_tokens {
+            if self.llm.model.n_past() >= n_ctx {
+                g.logits.clear(); // the next step reports "context"
+            } else {
+                match self.llm.eval_token(tok) {
+                    Ok(l) => g.logits = l,
+                    Err(e) => {
+                        self.gen = None;
+                        return Err(js_err(e));
+                    }
+                }
+            }
+        }
+        set(&o, "phase", "token");
+        set(&o, "token", tok);
+        set(&o, "piece", piece);
+        Ok(o.into())
+    }
+
+    /// Stop the generation in progress (the KV cache keeps what was evaluated).
+    pub fn stop(&mut self) {
+        self.gen = None;
+    }
+
+    /// True while a generation is in progress.
+    #[wasm_bindgen(getter)]
+    pub fn generating(&self) -> bool {
+        self.gen.is_some()
+    }
+}
+
+impl LlmCore {
+    fn check_ids(&self, ids: &[u32]) -> Result<(), JsError> {
+        let n = self.llm.model.hp.n_vocab as u32;
+        match ids.iter().find(|&&t| t >= n) {
+            Some(bad) => Err(JsError::new(&format!(
+                "invalid argument: token id {bad} is out of range (n_vocab {n})"
+            ))),
+            None => Ok(()),
+        }
+    }
+}

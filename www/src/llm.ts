@@ -1,0 +1,526 @@
+/**
+ * Language models (GGUF: llama family, gemma3) in the browser and in Node.
+ *
+ * ```ts
+ * const llm = await LLM.load('/models/SmolLM2-135M-Instruct.Q4_1.gguf', { onProgress: (p) => … });
+ * for await (const piece of llm.generate('Once upon a time', { maxTokens: 64 })) out += piece;
+ * const reply = await llm.chat([{ role: 'user', content: 'Hi!' }]);   // or `for await` it
+ * ```
+ *
+ * The GGUF streams from its source into ONE wasm-side allocation of the final size and the
+ * model uses those bytes in place (no second copy). A URL-loaded model is stored in the Cache API
+ * (`ggweb-models`) and loaded from there next time. `LLM.loadInWorker` runs the same API in a
+ * Web Worker so a page never blocks.
+ */
+import { engine, wasmMemoryBytes } from './wasm.js';
+import { isNode, toError } from './env.js';
+import { openSource, type OpenSource, type Source } from './source.js';
+import type { LlmCore } from '../wasm/simd/ggweb.js';
+
+export type Backend = 'cpu' | 'webgpu' | 'auto';
+
+export interface LLMProgress {
+  /** Bytes read so far. */
+  loaded: number;
+  /** Total bytes when known. */
+  total?: number;
+  /** True when the bytes come from the Cache API. */
+  fromCache: boolean;
+}
+
+export interface LLMLoadOptions {
+  onProgress?: (p: LLMProgress) => void;
+  signal?: AbortSignal;
+  /** Context size in tokens (default 2048, at most the model's training context). */
+  nCtx?: number;
+  /** `cpu` (default). `webgpu` / `auto` are accepted; `loadInfo.backendNote` says what ran and why. */
+  backend?: Backend;
+  /** Use the Cache API for URLs (default true where it exists). */
+  cache?: boolean;
+}
+
+export interface LLMInfo {
+  architecture: string;
+  name: string | null;
+  chatTemplate: string | null;
+  chatFormat: string;
+  nCtx: number;
+  nCtxTrain: number;
+  nVocab: number;
+  nLayer: number;
+  nEmbd: number;
+  nHead: number;
+  nHeadKv: number;
+  nParams: number;
+  fileBytes: number;
+  bos: number | null;
+  eos: number | null;
+}
+
+export interface LoadInfo {
+  seconds: number;
+  bytes: number;
+  fromCache: boolean;
+  /** The backend that runs the model. */
+  backend: 'cpu';
+  /** Why it is the CPU when something else was asked for. */
+  backendNote?: string;
+  /** CPU kernels: `wasm32 simd128` or `scalar`. */
+  kernels: string;
+}
+
+export interface MemoryInfo {
+  /** The GGUF bytes (used in place as weights). */
+  weights: number;
+  kvCache: number;
+  compute: number;
+  /** The whole wasm linear memory. */
+  wasmHeap: number;
+  /** `performance.memory.usedJSHeapSize` where the browser has it. */
+  jsHeap?: number;
+}
+
+export interface SamplingOptions {
+  /** 0 = greedy. Default 0.8. */
+  temperature?: number;
+  /** Default 40 (0 = off). */
+  topK?: number;
+  /** Default 0.95 (1 = off). */
+  topP?: number;
+  /** Default 0.05 (0 = off). */
+  minP?: number;
+  /** Default 1 (off). */
+  repeatPenalty?: number;
+  repeatLastN?: number;
+  seed?: number;
+}
+
+export interface GenerateOptions extends SamplingOptions {
+  /** Tokens to generate at most (default 256). */
+  maxTokens?: number;
+  /** Stop generating (the iterator ends; `stopReason` is `aborted`). */
+  signal?: AbortSignal;
+  /** For a string prompt: add BOS/EOS as the model says (default true). */
+  addSpecial?: boolean;
+  /** Called with each token id and its text. */
+  onToken?: (id: number, piece: string) => void;
+}
+
+export type StopReason = 'eog' | 'length' | 'context' | 'aborted';
+
+export interface GenerationStats {
+  promptTokens: number;
+  /** Prompt tokens evaluated (the rest came from the KV cache). */
+  promptEvaluated: number;
+  promptSeconds: number;
+  promptTokPerS: number;
+  generatedTokens: number;
+  genSeconds: number;
+  genTokPerS: number;
+}
+
+export interface GenerationResult {
+  text: string;
+  tokens: number[];
+  promptTokens: number[];
+  stopReason: StopReason;
+  stats: GenerationStats;
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | (string & {});
+  content: string;
+}
+
+export interface TokenizeOptions {
+  addSpecial?: boolean;
+  parseSpecial?: boolean;
+}
+
+/** An event of the step-wise generator (internal, shared with the worker). */
+export type GenEvent =
+  | { type: 'piece'; piece: string; token: number }
+  | { type: 'done'; result: GenerationResult };
+
+/**
+ * A generation: iterate it for text pieces as they come (`for await`), or `await` it for the
+ * whole result. `stop()` ends it early.
+ */
+export class Generation implements AsyncIterable<string>, PromiseLike<GenerationResult> {
+  #events: AsyncGenerator<GenEvent, void, undefined>;
+  #stop: () => void;
+  #result: Promise<GenerationResult>;
+  #resolve!: (r: GenerationResult) => void;
+  #reject!: (e: unknown) => void;
+  #started = false;
+  /** The result once finished. */
+  result: GenerationResult | null = null;
+
+  /** @internal */
+  constructor(events: AsyncGenerator<GenEvent, void, undefined>, stop: () => void) {
+    this.#events = events;
+    this.#stop = stop;
+    this.#result = new Promise((res, rej) => {
+      this.#resolve = res;
+      this.#reject = rej;
+    });
+    this.#result.catch(() => {});
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<string, void, undefined> {
+    if (this.#started) throw new Error('a Generation can be iterated once');
+    this.#started = true;
+    try {
+      for await (const ev of this.#events) {
+        if (ev.type === 'piece') {
+          if (ev.piece) yield ev.piece;
+        } else {
+          this.result = ev.result;
+          this.#resolve(ev.result);
+        }
+      }
+      if (!this.result) throw new Error('generation ended without a result');
+    } catch (e) {
+      this.#reject(e);
+      throw e;
+    } finally {
+      if (!this.result) this.#stop();
+    }
+  }
+
+  then<A = GenerationResult, B = never>(
+    ok?: ((r: GenerationResult) => A | PromiseLike<A>) | null,
+    fail?: ((e: unknown) => B | PromiseLike<B>) | null,
+  ): Promise<A | B> {
+    if (!this.#started) {
+      (async () => {
+        for await (const _ of this) void _;
+      })().catch(() => {});
+    }
+    return this.#result.then(ok, fail);
+  }
+
+  /** Stop generating; the result's `stopReason` is `aborted`. */
+  stop(): void {
+    this.#stop();
+  }
+}
+
+/** A fast yield to the event loop (no 4 ms setTimeout clamp). */
+function yieldNow(): Promise<void> {
+  if (isNode) return new Promise((r) => setImmediate(r));
+  return new Promise((r) => {
+    const ch = new MessageChannel();
+    ch.port1.onmessage = () => {
+      ch.port1.close();
+      r();
+    };
+    ch.port2.postMessage(0);
+  });
+}
+
+const CACHE_NAME = 'ggweb-models';
+
+function isUrlSource(s: Source): s is string | URL {
+  if (s instanceof URL) return s.protocol === 'http:' || s.protocol === 'https:';
+  if (typeof s !== 'string') return false;
+  return isNode ? /^https?:/i.test(s) : true;
+}
+
+/** Open a model source; URLs go through the Cache API when it exists. */
+async function openModel(
+  source: Source,
+  opts: LLMLoadOptions,
+): Promise<OpenSource & { fromCache: boolean; cached?: Promise<void> }> {
+  const useCache = opts.cache !== false && typeof caches !== 'undefined' && isUrlSource(source);
+  if (!useCache) return { ...(await openSource(source, opts.signal)), fromCache: false };
+  const base = typeof location !== 'undefined' ? location.href : undefined;
+  const url = new URL(String(source), base).href;
+  let cache: Cache | null = null;
+  try {
+    cache = await caches.open(CACHE_NAME);
+  } catch {
+    cache = null; // e.g. an opaque origin
+  }
+  const hit = cache ? await cache.match(url) : undefined;
+  if (hit && hit.body) {
+    const len = hit.headers.get('content-length');
+    return { total: len ? Number(len) : undefined, chunks: bodyChunks(hit.body), name: url, fromCache: true };
+  }
+  const res = await fetch(url, { signal: opts.signal });
+  if (!res.ok) throw new Error(`HTTP ${res.status} ${res.statusText} for ${url}`);
+  const len = res.headers.get('content-length');
+  const total = len !== null && !res.headers.get('content-encoding') ? Number(len) : undefined;
+  if (!res.body) throw new Error(`no response body for ${url}`);
+  let body = res.body;
+  let cached: Promise<void> | undefined;
+  if (cache) {
+    const [a, b] = body.tee();
+    body = a;
+    const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
+    if (total !== undefined) headers['content-length'] = String(total);
+    cached = cache.put(url, new Response(b, { headers })).catch(() => {});
+  }
+  return { total, chunks: bodyChunks(body), name: url, fromCache: false, cached };
+}
+
+async function* bodyChunks(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array, void, undefined> {
+  const reader = body.getReader();
+  let finished = false;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) {
+        finished = true;
+        return;
+      }
+      yield value;
+    }
+  } finally {
+    if (!finished) await reader.cancel().catch(() => {});
+  }
+}
+
+/** Remove cached models (all, or the one at `url`). Returns true when something was removed. */
+export async function clearModelCache(url?: string): Promise<boolean> {
+  if (typeof caches === 'undefined') return false;
+  if (url === undefined) return caches.delete(CACHE_NAME);
+  const c = await caches.open(CACHE_NAME);
+  const base = typeof location !== 'undefined' ? location.href : undefined;
+  return c.delete(new URL(url, base).href);
+}
+
+function backendNote(requested: Backend | undefined): string | undefined {
+  if (!requested || requested === 'cpu') return undefined;
+  const gpu = typeof navigator !== 'undefined' && (navigator as { gpu?: unknown }).gpu;
+  const why = gpu
+    ? 'WebGPU is available, but ggweb has no WebGPU path for language models yet'
+    : 'WebGPU is not available here (no navigator.gpu), and ggweb has no WebGPU path for language models yet';
+  return `${requested} requested: ran on the CPU (wasm) — ${why}`;
+}
+
+function now(): number {
+  return performance.now();
+}
+
+/** A language model running on this thread. See also {@link LLM.loadInWorker}. */
+export class LLM {
+  #core: LlmCore | null;
+  #busy = false;
+  readonly info: LLMInfo;
+  readonly loadInfo: LoadInfo;
+  /** Statistics of the last generation. */
+  lastStats: GenerationStats | null = null;
+
+  private constructor(core: LlmCore, loadInfo: LoadInfo) {
+    this.#core = core;
+    this.info = core.info() as LLMInfo;
+    this.loadInfo = loadInfo;
+  }
+
+  /** Load a GGUF from a URL, a path (Node), a File/Blob, or bytes. */
+  static async load(source: Source, opts: LLMLoadOptions = {}): Promise<LLM> {
+    const t0 = now();
+    const m = await engine();
+    const src = await openModel(source, opts);
+    let stream: InstanceType<typeof m.ModelStream> | null = null;
+    try {
+      stream = new m.ModelStream(src.total);
+      let loaded = 0;
+      for await (const chunk of src.chunks) {
+        opts.signal?.throwIfAborted();
+        stream.push(chunk);
+        loaded += chunk.length;
+        opts.onProgress?.({ loaded, total: src.total ?? stream.total, fromCache: src.fromCache });
+      }
+      opts.signal?.throwIfAborted();
+      const core = m.LlmCore.load(stream, Math.max(1, Math.floor(opts.nCtx ?? 2048)));
+      if (src.cached) await src.cached;
+      const info: LoadInfo = {
+        seconds: (now() - t0) / 1000,
+        bytes: loaded,
+        fromCache: src.fromCache,
+        backend: 'cpu',
+        kernels: m.cpuFeatures(),
+      };
+      const note = backendNote(opts.backend);
+      if (note) info.backendNote = note;
+      return new LLM(core, info);
+    } catch (e) {
+      throw toError(e);
+    } finally {
+      stream?.free();
+    }
+  }
+
+  /** Load in a dedicated Web Worker: the same API, nothing blocks the calling thread. */
+  static async loadInWorker(source: Source, opts: LLMLoadOptions & { worker?: Worker } = {}): Promise<WorkerLLM> {
+    const { WorkerLLM } = await import('./llm-client.js');
+    return WorkerLLM.load(source, opts);
+  }
+
+  #c(): LlmCore {
+    if (!this.#core) throw new Error('this LLM was freed');
+    return this.#core;
+  }
+
+  #call<T>(f: (c: LlmCore) => T): T {
+    try {
+      return f(this.#c());
+    } catch (e) {
+      throw toError(e);
+    }
+  }
+
+  /** Token ids of `text` (default: special tokens added and parsed). */
+  async tokenize(text: string, opts: TokenizeOptions = {}): Promise<number[]> {
+    return this.tokenizeSync(text, opts);
+  }
+  tokenizeSync(text: string, opts: TokenizeOptions = {}): number[] {
+    return Array.from(this.#call((c) => c.tokenize(text, opts.addSpecial ?? true, opts.parseSpecial ?? true)));
+  }
+
+  async detokenize(ids: ArrayLike<number>): Promise<string> {
+    return this.#call((c) => c.detokenize(Uint32Array.from(ids)));
+  }
+
+  /** The prompt text of `messages` in the model's chat format. */
+  async applyChatTemplate(messages: ChatMessage[], addGenerationPrompt = true): Promise<string> {
+    return this.#call((c) => c.applyChatTemplate(messages, addGenerationPrompt));
+  }
+
+  /** Last-position logits after `input` (text or ids; for tests and scoring). */
+  async logits(input: string | ArrayLike<number>, opts: TokenizeOptions = {}): Promise<Float32Array> {
+    this.#guard();
+    const ids = typeof input === 'string' ? this.tokenizeSync(input, opts) : Uint32Array.from(input);
+    return this.#call((c) => c.logits(Uint32Array.from(ids)));
+  }
+
+  /** Bytes held by the model and the wasm heap. */
+  memory(): MemoryInfo {
+    const m = this.#call((c) => c.memory()) as MemoryInfo;
+    m.wasmHeap = wasmMemoryBytes();
+    const pm = (performance as { memory?: { usedJSHeapSize: number } }).memory;
+    if (pm) m.jsHeap = pm.usedJSHeapSize;
+    return m;
+  }
+
+  /** Tokens in the KV cache. */
+  get nPast(): number {
+    return this.#c().nPast;
+  }
+
+  /** Forget the conversation. */
+  reset(): void {
+    this.#call((c) => c.reset());
+  }
+
+  /** Generate after `prompt` (text or token ids). */
+  generate(prompt: string | ArrayLike<number>, opts: GenerateOptions = {}): Generation {
+    let stopped = false;
+    const stop = () => (stopped = true);
+    return new Generation(this.#run(prompt, opts, () => stopped), stop);
+  }
+
+  /** Chat: render `messages` with the model's template and generate the assistant's reply. */
+  chat(messages: ChatMessage[], opts: GenerateOptions = {}): Generation {
+    let stopped = false;
+    const stop = () => (stopped = true);
+    const self = this;
+    async function* run(): AsyncGenerator<GenEvent, void, undefined> {
+      const text = await self.applyChatTemplate(messages, true);
+      yield* self.#run(text, { maxTokens: 512, ...opts }, () => stopped);
+    }
+    return new Generation(run(), stop);
+  }
+
+  /** Generate and return everything at once. */
+  async complete(prompt: string | ArrayLike<number>, opts: GenerateOptions = {}): Promise<GenerationResult> {
+    return this.generate(prompt, opts);
+  }
+
+  #guard(): void {
+    if (this.#busy) throw new Error('this LLM is busy with another generation (stop it first)');
+  }
+
+  async *#run(
+    prompt: string | ArrayLike<number>,
+    opts: GenerateOptions,
+    stopped: () => boolean,
+  ): AsyncGenerator<GenEvent, void, undefined> {
+    this.#guard();
+    this.#busy = true;
+    const c = this.#c();
+    try {
+      const ids =
+        typeof prompt === 'string'
+          ? this.tokenizeSync(prompt, { addSpecial: opts.addSpecial ?? true, parseSpecial: true })
+          : Array.from(prompt);
+      const maxTokens = Math.max(0, Math.floor(opts.maxTokens ?? 256));
+      this.#call(() => c.begin(Uint32Array.from(ids), maxTokens, opts));
+      const stats: GenerationStats = {
+        promptTokens: ids.length,
+        promptEvaluated: 0,
+        promptSeconds: 0,
+        promptTokPerS: 0,
+        generatedTokens: 0,
+        genSeconds: 0,
+        genTokPerS: 0,
+      };
+      const tokens: number[] = [];
+      let text = '';
+      let reason: StopReason | null = null;
+      while (reason === null) {
+        if (stopped() || opts.signal?.aborted) {
+          c.stop();
+          reason = 'aborted';
+          break;
+        }
+        const t0 = now();
+        const ev = this.#call(() => c.step()) as {
+          phase: 'prompt' | 'token' | 'done';
+          piece?: string;
+          token?: number;
+          nEvaluated?: number;
+          reason?: StopReason;
+        };
+        const dt = (now() - t0) / 1000;
+        if (ev.phase === 'prompt') {
+          stats.promptEvaluated = ev.nEvaluated ?? 0;
+          stats.promptSeconds = dt;
+        } else {
+          stats.genSeconds += dt;
+          if (ev.phase === 'token') {
+            tokens.push(ev.token!);
+            text += ev.piece ?? '';
+            opts.onToken?.(ev.token!, ev.piece ?? '');
+            yield { type: 'piece', piece: ev.piece ?? '', token: ev.token! };
+          } else {
+            if (ev.piece) {
+              text += ev.piece;
+              yield { type: 'piece', piece: ev.piece, token: -1 };
+            }
+            reason = ev.reason ?? 'eog';
+          }
+        }
+        await yieldNow();
+      }
+      stats.generatedTokens = tokens.length;
+      stats.promptTokPerS = stats.promptSeconds > 0 ? stats.promptEvaluated / stats.promptSeconds : 0;
+      stats.genTokPerS = stats.genSeconds > 0 ? tokens.length / stats.genSeconds : 0;
+      this.lastStats = stats;
+      yield { type: 'done', result: { text, tokens, promptTokens: ids, stopReason: reason, stats } };
+    } finally {
+      if (c.generating) c.stop();
+      this.#busy = false;
+    }
+  }
+
+  free(): void {
+    this.#core?.free();
+    this.#core = null;
+  }
+}
+
+/** The worker-backed LLM (same API, every method async). */
+export type WorkerLLM = import('./llm-client.js').WorkerLLM;

@@ -1,0 +1,188 @@
+// Browser tests of the LLM API (puppeteer-core driving /usr/bin/chromium, never a downloaded
+// browser): SmolLM2 parity through the npm package in headless Chromium (tokens, last-position
+// logits vs llama.cpp, greedy ids, errors), the chat page end to end (load with progress, send a
+// message, streamed reply, stop, Cache API reload) with screenshots, and the single-thread
+// benchmark (load s, prompt tok/s on a ~119-token prompt, generation tok/s, renderer peak memory).
+// Writes test-output/llm-e2e.json and test-output/chat*.png. Exit code 0 on success.
+// Env: LLM_BENCH=0 skips the benchmark; NATIVE_GGWEB=path runs `ggweb generate --threads 1` beside it.
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import puppeteer from 'puppeteer-core';
+import { SMOLLM2, REFERENCE, PROMPT, PROMPT_IDS, GREEDY_7, compareLogits } from '../test/helpers.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const OUT = path.join(ROOT, 'test-output');
+fs.mkdirSync(OUT, { recursive: true });
+const CHROME = process.env.CHROME || '/usr/bin/chromium';
+const BENCH = process.env.LLM_BENCH !== '0';
+const MODEL_URL = '/models/' + path.basename(SMOLLM2);
+// About 119 tokens (wllama's prompt length in ../shared/notes/browser-anchor.md).
+const LONG_PROMPT =
+  'The history of computing is a story of people who wanted to make machines think faster than they could. ' +
+  'In the early days, engineers built enormous rooms full of vacuum tubes that consumed as much power as a small town, ' +
+  'and a single mistake in the wiring could take weeks to find. Later, transistors replaced the tubes, and integrated ' +
+  'circuits packed thousands of them onto a chip the size of a fingernail. Today a phone in your pocket is more powerful ' +
+  'than all of the computers that sent astronauts to the moon. One morning, a young engineer named Lina opened her old laptop and discovered that';
+
+process.env.PORT = '0';
+const { default: server } = await import(path.join(ROOT, 'scripts', 'serve.mjs'));
+await new Promise((r) => (server.listening ? r() : server.once('listening', r)));
+const base = `http://localhost:${server.address().port}`;
+
+const browser = await puppeteer.launch({
+  executablePath: CHROME,
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+    '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage', '--enable-precise-memory-info'],
+});
+const results = {};
+let failed = false;
+const check = (cond, msg) => {
+  console.log(`${cond ? 'ok  ' : 'FAIL'} ${msg}`);
+  if (!cond) failed = true;
+};
+
+/** Peak resident memory (VmHWM) of Chromium's renderer processes, MiB. */
+function rendererPeakMiB() {
+  const pids = fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  let best = 0;
+  for (const pid of pids) {
+    try {
+      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      if (!cmd.includes('--type=renderer') || !cmd.includes(CHROME.split('/').pop())) continue;
+      const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+      if (m) best = Math.max(best, Number(m[1]) / 1024);
+    } catch {}
+  }
+  return best;
+}
+
+try {
+  const ref = Array.from(new Float32Array(fs.readFileSync(path.join(REFERENCE, 'logits_smollm2_t1.last.f32')).buffer.slice(0)));
+
+  // ---- parity through the npm package, in the page ----
+  let page = await browser.newPage();
+  const logs = [];
+  page.on('console', (m) => logs.push(`[${m.type()}] ${m.text()}`));
+  page.on('pageerror', (e) => logs.push(`[pageerror] ${e.message}`));
+  await page.goto(`${base}/demo/`);
+  const parity = await page.evaluate(async (url, prompt) => {
+    const { LLM, clearModelCache } = await import('/dist/index.js');
+    await clearModelCache();
+    const llm = await LLM.load(url, { nCtx: 512 });
+    const ids = await llm.tokenize(prompt);
+    const logits = Array.from(await llm.logits(ids));
+    llm.reset();
+    const g = await llm.complete(prompt, { maxTokens: 7, temperature: 0 });
+    const errors = [];
+    for (const bad of [new Uint8Array(8), new TextEncoder().encode('GGUF\x03\x00\x00\x00\x05\x00\x00\x00')]) {
+      try { await LLM.load(bad); errors.push(null); } catch (e) { errors.push(e instanceof Error ? e.message : 'not an Error'); }
+    }
+    try { await LLM.load('/models/missing.gguf', { cache: false }); errors.push(null); } catch (e) { errors.push(e.message); }
+    const r = { ids, logits, tokens: g.tokens, text: g.text, errors, memory: llm.memory(), loadInfo: llm.loadInfo };
+    llm.free();
+    return r;
+  }, MODEL_URL, PROMPT);
+  check(JSON.stringify(parity.ids) === JSON.stringify(PROMPT_IDS), `chromium: tokenize ${JSON.stringify(parity.ids)}`);
+  const c = compareLogits(parity.logits, ref);
+  results.parity = { ...c, tokens: parity.tokens, text: parity.text, errors: parity.errors, memory: parity.memory };
+  check(c.argmaxOurs === c.argmaxRef && c.maxAbs <= 1.0 && c.kl < 0.01,
+    `chromium: logits argmax ${c.argmaxOurs}/${c.argmaxRef}, max abs ${c.maxAbs.toFixed(4)}, KL ${c.kl.toExponential(3)}`);
+  check(JSON.stringify(parity.tokens) === JSON.stringify(GREEDY_7), `chromium: greedy 7 ${JSON.stringify(parity.tokens)} "${parity.text}"`);
+  check(parity.errors.every((e) => typeof e === 'string' && e.length > 0), `chromium: errors rejected: ${parity.errors.join(' | ')}`);
+  check(parity.memory.wasmHeap < parity.memory.weights * 1.6 + parity.memory.kvCache + 64 * 2 ** 20,
+    `chromium: wasm heap ${(parity.memory.wasmHeap / 2 ** 20).toFixed(1)} MiB for ${(parity.memory.weights / 2 ** 20).toFixed(1)} MiB of weights (one copy)`);
+  await page.close();
+
+  // ---- the chat page ----
+  page = await browser.newPage();
+  page.on('console', (m) => logs.push(`[${m.type()}] ${m.text()}`));
+  page.on('pageerror', (e) => logs.push(`[pageerror] ${e.message}`));
+  await page.setViewport({ width: 1100, height: 1000 });
+  await page.goto(`${base}/demo/chat.html?maxTokens=40`);
+  await page.waitForFunction(() => window.__chat?.ready || window.__chat?.error, { timeout: 120000 });
+  let st = await page.evaluate(() => window.__chat);
+  check(!st.error && st.ready, `chat: loaded ${st.error ?? `in ${st.loadInfo.seconds.toFixed(2)} s, fromCache ${st.loadInfo.fromCache}`}`);
+  await page.type('#prompt', 'What is the capital of France?');
+  await page.click('#send');
+  const seen = new Set();
+  const t0 = Date.now();
+  while (Date.now() - t0 < 180000) {
+    const s = await page.evaluate(() => ({ gen: window.__chat.generating, n: window.__chat.replies.length, text: document.querySelector('.msg.assistant')?.textContent ?? '' }));
+    if (s.text) seen.add(s.text);
+    if (seen.size === 3) await page.screenshot({ path: path.join(OUT, 'chat-streaming.png') });
+    if (s.n >= 1) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  st = await page.evaluate(() => window.__chat);
+  check(st.replies.length === 1 && st.replies[0].length > 0 && !st.error, `chat: reply "${st.replies[0]}"`);
+  check(seen.size >= 3, `chat: streamed (${seen.size} distinct partial texts seen)`);
+  check(st.stats?.genTokPerS > 0, `chat: ${st.stats?.genTokPerS.toFixed(1)} tok/s shown; memory ${JSON.stringify(st.memory)}`);
+  await page.screenshot({ path: path.join(OUT, 'chat.png') });
+  // Stop button: a long answer stopped early.
+  await page.type('#prompt', 'Write a very long story about a dragon.');
+  await page.click('#send');
+  await page.waitForFunction(() => (document.querySelectorAll('.msg.assistant')[1]?.textContent ?? '').length > 20, { timeout: 120000 });
+  await page.click('#stop');
+  await page.waitForFunction(() => window.__chat.replies.length >= 2, { timeout: 60000 });
+  st = await page.evaluate(() => window.__chat);
+  check(st.stats.generatedTokens < 40, `chat: stop after ${st.stats.generatedTokens} tokens`);
+  results.chat = { reply: st.replies[0], loadInfo: st.loadInfo, stats: st.stats, memory: st.memory };
+  // Reload: the model comes from the Cache API.
+  await page.reload();
+  await page.waitForFunction(() => window.__chat?.ready || window.__chat?.error, { timeout: 120000 });
+  st = await page.evaluate(() => window.__chat);
+  check(st.loadInfo?.fromCache === true, `chat: reload from the Cache API: fromCache ${st.loadInfo?.fromCache} in ${st.loadInfo?.seconds.toFixed(2)} s`);
+  results.chat.reloadInfo = st.loadInfo;
+  await page.close();
+
+  // ---- benchmark: single thread (the wasm build has no threads), in a worker ----
+  if (BENCH) {
+    page = await browser.newPage();
+    await page.goto(`${base}/demo/`);
+    const bench = await page.evaluate(async (url, prompt) => {
+      const { LLM, clearModelCache } = await import('/dist/index.js');
+      await clearModelCache();
+      const llm = await LLM.loadInWorker(url, { nCtx: 2048, cache: false });
+      const runs = [];
+      for (let i = 0; i < 3; i++) {
+        await llm.reset();
+        const r = await llm.complete(prompt, { maxTokens: 64, temperature: 0 });
+        runs.push(r.stats);
+      }
+      const mem = await llm.memory();
+      const load = llm.loadInfo;
+      await llm.free();
+      return { load, runs, mem };
+    }, MODEL_URL, LONG_PROMPT);
+    const med = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    results.bench = {
+      loadSeconds: bench.load.seconds,
+      promptTokens: bench.runs[0].promptTokens,
+      promptTokPerS: med(bench.runs.map((r) => r.promptTokPerS)),
+      genTokens: bench.runs[0].generatedTokens,
+      genTokPerS: med(bench.runs.map((r) => r.genTokPerS)),
+      rendererPeakMiB: rendererPeakMiB(),
+      wasmHeapMiB: bench.mem.wasmHeap / 2 ** 20,
+      kernels: bench.load.kernels,
+      runs: bench.runs,
+    };
+    console.log(`bench (chromium, worker, 1 thread): ${JSON.stringify(results.bench, (k, v) => (k === 'runs' ? undefined : v))}`);
+    if (process.env.NATIVE_GGWEB) {
+      const j = JSON.parse(execFileSync(process.env.NATIVE_GGWEB, ['generate', '-m', SMOLLM2, '-p', LONG_PROMPT, '-n', '64', '--threads', '1', '--json'], { encoding: 'utf8', maxBuffer: 1 << 26 }));
+      results.native = { promptTokens: j.prompt_ids.length, promptTokPerS: j.prompt_tok_per_s, genTokPerS: j.gen_tok_per_s };
+      console.log(`native ggweb generate --threads 1: ${JSON.stringify(results.native)}`);
+    }
+  }
+  if (logs.some((l) => l.startsWith('[pageerror]') || l.startsWith('[error]'))) console.log(logs.join('\n'));
+} catch (e) {
+  console.error(e);
+  failed = true;
+} finally {
+  fs.writeFileSync(path.join(OUT, 'llm-e2e.json'), JSON.stringify(results, null, 2));
+  await browser.close();
+  server.close();
+}
+process.exit(failed ? 1 : 0);

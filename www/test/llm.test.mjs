@@ -1,0 +1,120 @@
+// LLM (SmolLM2-135M-Instruct Q4_1) through the npm package in Node: tokenizer, last-position
+// logits and greedy generation against llama.cpp's reference, streaming, chat, errors.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { init, LLM } from '../dist/index.js';
+import { initOptions, SMOLLM2, REFERENCE, PROMPT, PROMPT_IDS, GREEDY_7, compareLogits, ROOT } from './helpers.mjs';
+
+await init(initOptions);
+assert.ok(fs.existsSync(SMOLLM2), `${SMOLLM2} is missing: run scripts/fetch-models.sh`);
+
+let progress = 0;
+const llm = await LLM.load(SMOLLM2, { nCtx: 512, onProgress: () => progress++, backend: 'webgpu' });
+
+test('load: info, progress, backend note, memory', () => {
+  assert.equal(llm.info.architecture, 'llama');
+  assert.equal(llm.info.nVocab, 49152);
+  assert.equal(llm.info.nCtx, 512);
+  assert.ok(progress > 1, 'progress reported while streaming');
+  assert.equal(llm.loadInfo.backend, 'cpu');
+  assert.match(llm.loadInfo.backendNote, /CPU/);
+  assert.equal(llm.loadInfo.fromCache, false);
+  const m = llm.memory();
+  assert.equal(m.weights, fs.statSync(SMOLLM2).size);
+  // One copy of the weights: the heap holds the file once plus KV cache and compute buffers.
+  assert.ok(m.wasmHeap < m.weights * 1.6 + m.kvCache + 64 * 2 ** 20, `wasm heap ${m.wasmHeap} vs weights ${m.weights}`);
+  console.log(`load ${llm.loadInfo.seconds.toFixed(2)} s, wasm heap ${(m.wasmHeap / 2 ** 20).toFixed(1)} MiB, ${llm.loadInfo.kernels}`);
+});
+
+test('tokenize / detokenize', async () => {
+  assert.deepEqual(await llm.tokenize(PROMPT), PROMPT_IDS);
+  assert.deepEqual(await llm.tokenize(PROMPT, { addSpecial: false, parseSpecial: false }), PROMPT_IDS);
+  assert.equal(await llm.detokenize(PROMPT_IDS), PROMPT);
+  await assert.rejects(llm.detokenize([1e9]), /out of range/);
+});
+
+test('last-position logits vs llama.cpp', async () => {
+  const ref = new Float32Array(fs.readFileSync(path.join(REFERENCE, 'logits_smollm2_t1.last.f32')).buffer.slice(0));
+  const ours = await llm.logits(PROMPT_IDS);
+  assert.equal(ours.length, ref.length);
+  const c = compareLogits(ours, ref);
+  console.log(`logits: argmax ${c.argmaxOurs}/${c.argmaxRef}, max abs ${c.maxAbs.toFixed(4)}, KL ${c.kl.toExponential(3)}`);
+  assert.equal(c.argmaxOurs, c.argmaxRef);
+  assert.ok(c.maxAbs <= 1.0, `max abs ${c.maxAbs}`);
+  assert.ok(c.kl < 0.01, `KL ${c.kl}`);
+});
+
+test('greedy generation (7 tokens) and streaming', async () => {
+  llm.reset();
+  const pieces = [];
+  const g = llm.generate(PROMPT, { maxTokens: 7, temperature: 0 });
+  for await (const p of g) pieces.push(p);
+  const r = await g;
+  assert.deepEqual(r.tokens, GREEDY_7);
+  assert.equal(pieces.join(''), r.text);
+  assert.equal(r.text, await llm.detokenize(GREEDY_7));
+  assert.equal(r.stopReason, 'length');
+  assert.equal(r.stats.generatedTokens, 7);
+  assert.ok(r.stats.promptTokPerS > 0 && r.stats.genTokPerS > 0);
+  console.log(`"${r.text}" prompt ${r.stats.promptTokPerS.toFixed(1)} tok/s, gen ${r.stats.genTokPerS.toFixed(1)} tok/s`);
+  // Same prompt again: the KV cache prefix is reused and the result is the same.
+  const again = await llm.complete(PROMPT_IDS, { maxTokens: 7, temperature: 0 });
+  assert.deepEqual(again.tokens, GREEDY_7);
+  assert.ok(again.stats.promptEvaluated < PROMPT_IDS.length);
+});
+
+test('stop, sampling with a seed, chat', async () => {
+  const g = llm.generate(PROMPT, { maxTokens: 50, temperature: 0 });
+  let n = 0;
+  for await (const _ of g) if (++n === 3) g.stop();
+  assert.equal(g.result.stopReason, 'aborted');
+  assert.equal(g.result.tokens.length, 3);
+  const a = await llm.complete(PROMPT, { maxTokens: 8, temperature: 0.9, seed: 42 });
+  const b = await llm.complete(PROMPT, { maxTokens: 8, temperature: 0.9, seed: 42 });
+  assert.deepEqual(a.tokens, b.tokens);
+  const tmpl = await llm.applyChatTemplate([{ role: 'user', content: 'What is the capital of France?' }]);
+  assert.match(tmpl, /<\|im_start\|>user\nWhat is the capital of France\?<\|im_end\|>\n<\|im_start\|>assistant\n$/);
+  // llama.cpp with the GGUF's Jinja template (default system prompt) answers "L'Étoile, la …".
+  const reply = await llm.chat([{ role: 'user', content: 'What is the capital of France?' }], { temperature: 0, maxTokens: 7 });
+  assert.deepEqual(reply.tokens, [60, 23, 39614, 1141, 552, 28, 2618]);
+  // Plain ChatML without the system prompt: " The capital of France is Paris." then end of turn.
+  const plain = await llm.complete('<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n', { temperature: 0, maxTokens: 16 });
+  assert.deepEqual(plain.tokens, [504, 3575, 282, 4649, 314, 7042, 30]);
+  assert.match(plain.text, /Paris/);
+  assert.equal(plain.stopReason, 'eog');
+});
+
+test('errors become rejected promises with the Rust message', async () => {
+  await assert.rejects(LLM.load(new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25])), /GGUF|magic/i);
+  await assert.rejects(LLM.load(new TextEncoder().encode('GGUF\x03\x00\x00\x00garbage')), /GGUF|truncated/i);
+  const mnist = path.join(ROOT, 'crate', 'assets', 'mnist-fc-f32.gguf');
+  await assert.rejects(LLM.load(mnist), /architecture|mnist/i);
+  await assert.rejects(LLM.load('/nonexistent/model.gguf'), /ENOENT|no such file/);
+  const small = await LLM.load(SMOLLM2, { nCtx: 8 });
+  await assert.rejects(small.complete(PROMPT_IDS, { maxTokens: 4 }), /context full/);
+  const r = await small.complete(PROMPT_IDS.slice(0, 5), { maxTokens: 10, temperature: 0 });
+  assert.equal(r.stopReason, 'context');
+  small.free();
+});
+
+test('a URL without Content-Length: the header sizes the one allocation', async () => {
+  const http = await import('node:http');
+  const server = http.createServer((req, res) => {
+    res.writeHead(200, { 'Content-Type': 'application/octet-stream' }); // chunked, no length
+    fs.createReadStream(SMOLLM2).pipe(res);
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    let last = null;
+    const m = await LLM.load(`http://127.0.0.1:${server.address().port}/m.gguf`, { nCtx: 64, onProgress: (p) => (last = p) });
+    assert.equal(last.total, fs.statSync(SMOLLM2).size, 'total known from the header');
+    assert.deepEqual(await m.tokenize(PROMPT), PROMPT_IDS);
+    const r = await m.complete(PROMPT_IDS, { maxTokens: 3, temperature: 0 });
+    assert.deepEqual(r.tokens, GREEDY_7.slice(0, 3));
+    m.free();
+  } finally {
+    server.close();
+  }
+});
