@@ -61,7 +61,9 @@ impl AlignedBytes {
         }
         // SAFETY: `len..end` lies inside the allocation and does not overlap `chunk` (JS memory
         // copied into wasm by wasm-bindgen, or a distinct Rust buffer).
-        unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), self.ptr.add(self.len), chunk.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(chunk.as_ptr(), self.ptr.add(self.len), chunk.len())
+        };
         self.len = end;
         Ok(())
     }
@@ -362,8 +364,16 @@ impl LlmCore {
         set(&o, "nParams", n_params as f64);
         set(&o, "fileBytes", self.file_bytes as f64);
         let tok = &self.llm.tokenizer;
-        set(&o, "bos", tok.bos().map(JsValue::from).unwrap_or(JsValue::NULL));
-        set(&o, "eos", tok.eos().map(JsValue::from).unwrap_or(JsValue::NULL));
+        set(
+            &o,
+            "bos",
+            tok.bos().map(JsValue::from).unwrap_or(JsValue::NULL),
+        );
+        set(
+            &o,
+            "eos",
+            tok.eos().map(JsValue::from).unwrap_or(JsValue::NULL),
+        );
         let fmt = match self.llm.chat {
             ChatFormat::ChatMl { .. } => "chatml",
             ChatFormat::Gemma => "gemma",
@@ -382,7 +392,8 @@ impl LlmCore {
     pub fn memory(&self) -> JsValue {
         let hp = &self.llm.model.hp;
         // f16 keys and values.
-        let kv = 2 * hp.n_layer * self.llm.model.n_ctx * hp.n_head_kv * (hp.head_dim_k + hp.head_dim_v);
+        let kv =
+            2 * hp.n_layer * self.llm.model.n_ctx * hp.n_head_kv * (hp.head_dim_k + hp.head_dim_v);
         let o = Object::new();
         set(&o, "weights", self.file_bytes as f64);
         set(&o, "kvCache", kv as f64);
@@ -391,7 +402,11 @@ impl LlmCore {
     }
 
     pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Uint32Array {
-        Uint32Array::from(self.llm.tokenize(text, add_special, parse_special).as_slice())
+        Uint32Array::from(
+            self.llm
+                .tokenize(text, add_special, parse_special)
+                .as_slice(),
+        )
     }
 
     pub fn detokenize(&self, ids: &[u32]) -> Result<String, JsError> {
