@@ -243,6 +243,14 @@ static SCALAR: [TypeTraits; N_TRAITS] = [
     traits_of::<BlockQ8K>(),
 ];
 
+/// Replace `dtype`'s vec_dot in a traits table (the per-ISA `install` functions use it).
+#[allow(dead_code)]
+fn set_vec_dot(t: &mut [TypeTraits; N_TRAITS], dtype: DType, f: fn(usize, &[u8], &[u8]) -> f32) {
+    if let Some(i) = index(dtype) {
+        t[i].vec_dot = f;
+    }
+}
+
 fn index(dtype: DType) -> Option<usize> {
     use DType::*;
     Some(match dtype {
@@ -387,11 +395,7 @@ mod simd_x86 {
         if !x86::available() {
             return;
         }
-        let set = |t: &mut [TypeTraits; N_TRAITS], d: DType, f: fn(usize, &[u8], &[u8]) -> f32| {
-            if let Some(i) = index(d) {
-                t[i].vec_dot = f;
-            }
-        };
+        let set = set_vec_dot;
         set(t, DType::F32, dot_f32);
         set(t, DType::F16, dot_f16);
         set(t, DType::BF16, dot_bf16);
@@ -442,11 +446,7 @@ mod simd_aarch64 {
     erase_dot!(dot_q6_k, BlockQ6K, BlockQ8K, neon::vec_dot_q6_k_q8_k);
 
     pub(super) fn install(t: &mut [TypeTraits; N_TRAITS]) {
-        let set = |t: &mut [TypeTraits; N_TRAITS], d: DType, f: fn(usize, &[u8], &[u8]) -> f32| {
-            if let Some(i) = index(d) {
-                t[i].vec_dot = f;
-            }
-        };
+        let set = set_vec_dot;
         set(t, DType::F32, dot_f32);
         set(t, DType::Q4_0, dot_q4_0);
         set(t, DType::Q4_1, dot_q4_1);
@@ -476,11 +476,7 @@ mod simd_wasm32 {
     erase_dot!(dot_q6_k, BlockQ6K, BlockQ8K, w::vec_dot_q6_k_q8_k);
 
     pub(super) fn install(t: &mut [TypeTraits; N_TRAITS]) {
-        let set = |t: &mut [TypeTraits; N_TRAITS], d: DType, f: fn(usize, &[u8], &[u8]) -> f32| {
-            if let Some(i) = index(d) {
-                t[i].vec_dot = f;
-            }
-        };
+        let set = set_vec_dot;
         set(t, DType::F32, dot_f32);
         set(t, DType::F16, dot_f16);
         set(t, DType::Q4_0, dot_q4_0);
