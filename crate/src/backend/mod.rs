@@ -81,6 +81,15 @@ pub trait Device: Send + Sync {
     fn supports_op(&self, ctx: &Context, t: TensorId) -> bool;
     /// Whether this device can read tensors in buffers of type `buft`.
     fn supports_buft(&self, buft: &dyn BufferType) -> bool;
+    /// Why node `t` cannot run here (for the scheduler's debug output); `None` when it can or
+    /// the device does not say.
+    fn unsupported_reason(&self, _ctx: &Context, _t: TensorId) -> Option<String> {
+        None
+    }
+    /// How node `t` runs here when that is worth telling (e.g. split over several bindings).
+    fn op_note(&self, _ctx: &Context, _t: TensorId) -> Option<String> {
+        None
+    }
 }
 
 /// An execution stream on a device (ggml_backend).

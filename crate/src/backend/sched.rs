@@ -42,6 +42,9 @@ pub struct Scheduler {
     /// The splits and placements of the last graph.
     pub splits: Vec<Split>,
     pub placements: Vec<Placement>,
+    /// (backend, nodes, copies) per split of the last graph printed in debug mode: a graph
+    /// split the same way is not printed again (an LLM plans one graph per token).
+    printed: Vec<(usize, usize, usize)>,
 }
 
 impl Scheduler {
@@ -64,6 +67,7 @@ impl Scheduler {
             debug,
             splits: Vec::new(),
             placements: Vec::new(),
+            printed: Vec::new(),
         })
     }
 
@@ -117,6 +121,23 @@ impl Scheduler {
     /// Assign each node, split the graph, insert copies (rewriting sources in `ctx`), allocate.
     /// Returns the graph to compute (with the copies as leafs).
     pub fn plan(&mut self, ctx: &mut Context, graph: &Graph) -> Result<Graph> {
+        if self.backends.len() == 1 {
+            // One backend: nothing to place or copy. The graph is allocated and computed as it
+            // is, exactly as with the allocator and the backend used directly.
+            self.placements.clear();
+            self.galloc.alloc_graph(ctx, graph)?;
+            self.splits = vec![Split {
+                backend: 0,
+                nodes: graph.nodes.clone(),
+                inputs: Vec::new(),
+            }];
+            if self.debug {
+                let splits = std::mem::take(&mut self.splits);
+                self.print(ctx, &splits);
+                self.splits = splits;
+            }
+            return Ok(graph.clone());
+        }
         let n = ctx.len();
         let mut assign: Vec<Option<usize>> = vec![None; n];
         self.placements.clear();
@@ -138,7 +159,22 @@ impl Scheduler {
                     (Op::Cpy, Some(b)) if self.devices[b].supports_op(ctx, node) => {
                         (b, "cpy into its destination's backend".to_string())
                     }
-                    (Op::Cpy, _) => self.first_supporting(ctx, node)?,
+                    (Op::Cpy, _) => {
+                        let (c, why) = self.first_supporting(ctx, node)?;
+                        // The copy writes its destination in place: the backend that runs it
+                        // must be able to address that memory.
+                        if let Some(d) = t.src[1].and_then(|d| self.data_buft(ctx, d)) {
+                            if !self.devices[c].supports_buft(d.as_ref()) {
+                                return Err(Error::UnsupportedOp(format!(
+                                    "cpy '{}': {} cannot write its destination in a {} buffer ({why})",
+                                    t.name,
+                                    self.devices[c].name(),
+                                    d.name()
+                                )));
+                            }
+                        }
+                        (c, why)
+                    }
                     (_, Some(b)) => (b, "view of a tensor there".to_string()),
                     // A view of an unplaced leaf (an input allocated later): it lives where
                     // unplaced tensors are allocated, the last (CPU) backend.
@@ -153,9 +189,13 @@ impl Scheduler {
                 .find_map(|s| assign[s.index()].map(|b| (b, s)))
                 .filter(|&(b, _)| self.devices[b].supports_op(ctx, node))
             {
-                (b, format!("weight '{}' lives there", ctx.tensor(w).name))
+                (b, format!("'{}' lives there", ctx.tensor(w).name))
             } else {
                 self.first_supporting(ctx, node)?
+            };
+            let reason = match self.devices[backend].op_note(ctx, node) {
+                Some(note) => format!("{reason}; {note}"),
+                None => reason,
             };
             assign[node.index()] = Some(backend);
             self.placements.push(Placement {
@@ -233,8 +273,11 @@ impl Scheduler {
                         assign.resize(ctx.len(), None);
                         assign[c.index()] = Some(b);
                         split.inputs.push((s, c));
-                        // The source must stay alive until the copy is made.
-                        ctx.tensor_mut(s).flags.insert(Flags::OUTPUT);
+                        // The source must stay alive until the copy is made (tensors with
+                        // their own data, such as weights, are not the allocator's).
+                        if ctx.tensor(s).data.is_none() {
+                            ctx.tensor_mut(s).flags.insert(Flags::OUTPUT);
+                        }
                         outputs.push(s);
                         c
                     }
@@ -267,6 +310,16 @@ impl Scheduler {
         Ok(g)
     }
 
+    /// The buffer type holding `t`'s data (its own or its view source's), if any.
+    fn data_buft(&self, ctx: &Context, t: TensorId) -> Option<Arc<dyn BufferType>> {
+        let tensor = ctx.tensor(t);
+        let data = tensor
+            .data
+            .as_ref()
+            .or_else(|| tensor.view_src.and_then(|v| ctx.tensor(v).data.as_ref()))?;
+        Some(data.buffer.buffer_type())
+    }
+
     fn first_supporting(&self, ctx: &Context, node: TensorId) -> Result<(usize, String)> {
         let mut refused = Vec::new();
         for (i, d) in self.devices.iter().enumerate() {
@@ -274,11 +327,14 @@ impl Scheduler {
                 let reason = if refused.is_empty() {
                     "highest-priority backend supporting the op".to_string()
                 } else {
-                    format!("not supported by {}", refused.join(", "))
+                    format!("not supported by {}", refused.join("; "))
                 };
                 return Ok((i, reason));
             }
-            refused.push(d.name().to_string());
+            refused.push(match d.unsupported_reason(ctx, node) {
+                Some(why) => format!("{}: {why}", d.name()),
+                None => d.name().to_string(),
+            });
         }
         let t = ctx.tensor(node);
         Err(Error::UnsupportedOp(format!(
@@ -289,7 +345,15 @@ impl Scheduler {
         )))
     }
 
-    fn print(&self, ctx: &Context, splits: &[Split]) {
+    fn print(&mut self, ctx: &Context, splits: &[Split]) {
+        let shape: Vec<(usize, usize, usize)> = splits
+            .iter()
+            .map(|s| (s.backend, s.nodes.len(), s.inputs.len()))
+            .collect();
+        if shape == self.printed {
+            return;
+        }
+        self.printed = shape;
         eprintln!(
             "ggweb sched: {} splits over {} backends",
             splits.len(),

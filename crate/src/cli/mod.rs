@@ -87,6 +87,9 @@ enum Cmd {
         threads: Option<usize>,
         #[arg(long, default_value_t = 2048)]
         ctx_size: usize,
+        /// cpu, webgpu or auto (WebGPU when an adapter exists); the choice is printed.
+        #[arg(long, default_value = "cpu")]
+        backend: String,
         /// Wrap the prompt in the model's chat template as a user message.
         #[arg(long)]
         chat: bool,
@@ -103,6 +106,9 @@ enum Cmd {
         logits_out: PathBuf,
         #[arg(long)]
         threads: Option<usize>,
+        /// cpu, webgpu or auto (WebGPU when an adapter exists); the choice is printed.
+        #[arg(long, default_value = "cpu")]
+        backend: String,
     },
     /// Chat with a model in the terminal (empty line or Ctrl-D to quit; /reset starts over).
     Chat {
@@ -118,6 +124,9 @@ enum Cmd {
         threads: Option<usize>,
         #[arg(long, default_value_t = 4096)]
         ctx_size: usize,
+        /// cpu, webgpu or auto (WebGPU when an adapter exists); the choice is printed.
+        #[arg(long, default_value = "cpu")]
+        backend: String,
     },
     /// mul_mat throughput (GFLOP/s) per weight type.
     Bench {
@@ -208,6 +217,7 @@ pub fn run() -> Result<()> {
             seed,
             threads,
             ctx_size,
+            backend,
             chat,
             json,
         } => {
@@ -220,17 +230,27 @@ pub fn run() -> Result<()> {
                 seed,
                 ..Default::default()
             };
-            generate(
-                &model, &prompt, n_predict, opts, threads, ctx_size, chat, json,
-            )
+            let run = LlmRun {
+                threads,
+                ctx_size,
+                backend: backend.parse()?,
+            };
+            generate(&model, &prompt, n_predict, opts, run, chat, json)
         }
         Cmd::Eval {
             model,
             prompt,
             logits_out,
             threads,
+            backend,
         } => {
-            let mut llm = Llm::open(&model, 4096, threads.unwrap_or_else(default_threads))?;
+            let run = LlmRun {
+                threads,
+                ctx_size: 4096,
+                backend: backend.parse()?,
+            };
+            let mut llm = run.open(&model)?;
+            eprintln!("backend: {}", llm.model.backend_report());
             let ids = llm.tokenize(&prompt, true, true);
             let (logits, _) = llm.eval_prompt(&ids)?;
             let bytes: Vec<u8> = logits.iter().flat_map(|x| x.to_le_bytes()).collect();
@@ -250,7 +270,15 @@ pub fn run() -> Result<()> {
             system,
             threads,
             ctx_size,
-        } => chat(&model, temp, n_predict, system, threads, ctx_size),
+            backend,
+        } => {
+            let run = LlmRun {
+                threads,
+                ctx_size,
+                backend: backend.parse()?,
+            };
+            chat(&model, temp, n_predict, system, run)
+        }
     }
 }
 
@@ -531,18 +559,32 @@ fn default_threads() -> usize {
     ggweb::backend::cpu::threadpool::default_n_threads()
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How to load an LLM: threads, context size and backends.
+struct LlmRun {
+    threads: Option<usize>,
+    ctx_size: usize,
+    backend: BackendChoice,
+}
+
+impl LlmRun {
+    fn open(&self, model: &Path) -> Result<Llm> {
+        let threads = self.threads.unwrap_or_else(default_threads);
+        Llm::open_with(model, self.ctx_size, self.backend, threads)
+    }
+}
+
 fn generate(
     model: &Path,
     prompt: &str,
     n_predict: usize,
     opts: SamplerOptions,
-    threads: Option<usize>,
-    ctx_size: usize,
+    run: LlmRun,
     chat: bool,
     as_json: bool,
 ) -> Result<()> {
-    let mut llm = Llm::open(model, ctx_size, threads.unwrap_or_else(default_threads))?;
+    let mut llm = run.open(model)?;
+    let backend = llm.model.backend_report().to_string();
+    eprintln!("backend: {backend}");
     let text = if chat {
         llm.apply_chat_template(&[ChatMessage::new("user", prompt)], true)
     } else {
@@ -572,7 +614,8 @@ fn generate(
         println!(
             "{}",
             json!({"prompt_ids": out.prompt_ids, "ids": out.ids, "text": out.text,
-                   "prompt_tok_per_s": prompt_tps, "gen_tok_per_s": gen_tps, "stopped_at_eog": out.stopped_at_eog})
+                   "prompt_tok_per_s": prompt_tps, "gen_tok_per_s": gen_tps, "stopped_at_eog": out.stopped_at_eog,
+                   "backend": backend})
         );
     } else {
         println!();
@@ -590,10 +633,10 @@ fn chat(
     temp: f32,
     n_predict: usize,
     system: Option<String>,
-    threads: Option<usize>,
-    ctx_size: usize,
+    run: LlmRun,
 ) -> Result<()> {
-    let mut llm = Llm::open(model, ctx_size, threads.unwrap_or_else(default_threads))?;
+    let mut llm = run.open(model)?;
+    eprintln!("backend: {}", llm.model.backend_report());
     let mut messages: Vec<ChatMessage> = system
         .iter()
         .map(|s| ChatMessage::new("system", s))

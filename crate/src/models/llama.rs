@@ -4,14 +4,18 @@
 //!
 //! The graph follows llama.cpp's builders (`llm_build_llama`, `llm_build_gemma3_iswa`) so results
 //! can be compared with it. The KV cache is f16, one K and one V tensor per layer, rows per token.
+//!
+//! Graphs run through a [`Runner`] (the scheduler over cpu | webgpu | auto): weights live in the
+//! chosen device's memory (a tensor the device cannot hold stays on the CPU), each layer's KV
+//! cache lives where that layer's weights are, and the scheduler places every node.
 
 use std::sync::Arc;
 
-use crate::alloc::GraphAllocator;
-use crate::backend::cpu::{cpu_buffer_type, CpuBackend, HostBytes};
-use crate::backend::{Buffer, BufferUsage};
+use crate::backend::cpu::HostBytes;
+use crate::backend::{Buffer, BufferType, BufferUsage};
 use crate::context::Mark;
 use crate::gguf::Gguf;
+use crate::models::runner::{BackendChoice, Runner};
 use crate::models::weights::Weights;
 use crate::tensor::{RopeMode, RopeParams};
 use crate::{Context, DType, Error, Graph, Result, TensorId};
@@ -163,7 +167,7 @@ struct Layer {
     v_cache: TensorId,
 }
 
-/// A loaded language model with its KV cache, CPU backend and graph allocator.
+/// A loaded language model with its KV cache and the backends it runs on.
 pub struct LlamaModel {
     pub hp: HParams,
     pub n_ctx: usize,
@@ -173,26 +177,44 @@ pub struct LlamaModel {
     output: TensorId,
     layers: Vec<Layer>,
     mark: Mark,
-    backend: CpuBackend,
-    galloc: GraphAllocator,
+    runner: Runner,
+    /// Which backends run the model and where its weights are (for the CLI and the JS API).
+    report: String,
     /// Tokens in the KV cache.
     n_past: usize,
-    _kv: Arc<dyn Buffer>,
+    _kv: Vec<Arc<dyn Buffer>>,
     _bytes: Arc<dyn HostBytes>,
 }
 
 impl LlamaModel {
-    /// Load from a GGUF file's bytes with a context of `n_ctx` tokens.
+    /// Load from a GGUF file's bytes with a context of `n_ctx` tokens, on the CPU.
     pub fn from_bytes(
         bytes: Arc<dyn HostBytes>,
         n_ctx: usize,
         n_threads: usize,
     ) -> Result<LlamaModel> {
         let gguf = Gguf::parse(bytes.bytes())?;
-        let hp = HParams::from_gguf(&gguf)?;
+        Self::from_gguf(bytes, &gguf, n_ctx, BackendChoice::Cpu, n_threads)
+    }
+
+    /// Load from a GGUF file's bytes and its parsed header, on the chosen backends.
+    pub fn from_gguf(
+        bytes: Arc<dyn HostBytes>,
+        gguf: &Gguf,
+        n_ctx: usize,
+        backend: BackendChoice,
+        n_threads: usize,
+    ) -> Result<LlamaModel> {
+        let hp = HParams::from_gguf(gguf)?;
         let n_ctx = n_ctx.clamp(1, hp.n_ctx_train.max(1));
+        let runner = Runner::new(backend, n_threads)?;
         let mut ctx = Context::new();
-        let w = Weights::load(&mut ctx, &gguf, bytes.clone())?;
+        let w = Weights::load_into(
+            &mut ctx,
+            gguf,
+            bytes.clone(),
+            Some(runner.weights_buffer_type()),
+        )?;
         let gemma = hp.arch == Arch::Gemma3;
         let opt = |name: String| w.by_name.get(&name).copied();
         let tok_embd = w.get("token_embd.weight")?;
@@ -272,9 +294,32 @@ impl LlamaModel {
                 )));
             }
         }
-        let kv = crate::alloc::alloc_tensors(&mut ctx, &kv_ids, &cpu_buffer_type())?
-            .ok_or_else(|| Error::Model("empty KV cache".into()))?;
-        kv.set_usage(BufferUsage::Compute);
+        // Each layer's cache goes where its attention weights are, one buffer per buffer type.
+        // Marked as weights so the scheduler runs the ops that read it there too.
+        let mut groups: Vec<(Arc<dyn BufferType>, Vec<TensorId>)> = Vec::new();
+        for (l, pair) in layers.iter().zip(kv_ids.chunks(2)) {
+            let buft = ctx
+                .tensor(l.wq)
+                .data
+                .as_ref()
+                .map(|d| d.buffer.buffer_type())
+                .ok_or_else(|| Error::Model("attention weight without data".into()))?;
+            match groups.iter_mut().find(|(b, _)| b.id() == buft.id()) {
+                Some((_, ids)) => ids.extend_from_slice(pair),
+                None => groups.push((buft, pair.to_vec())),
+            }
+        }
+        let mut kv = Vec::with_capacity(groups.len());
+        for (buft, ids) in &groups {
+            let b = crate::alloc::alloc_tensors(&mut ctx, ids, buft)?
+                .ok_or_else(|| Error::Model("empty KV cache".into()))?;
+            b.set_usage(BufferUsage::Weights);
+            kv.push(b);
+        }
+        let mut report = runner.report.clone();
+        if !w.on_host.is_empty() {
+            report.push_str(&format!("; kept in CPU memory: {}", w.on_host.join(", ")));
+        }
         let mark = ctx.mark();
         Ok(LlamaModel {
             hp,
@@ -285,19 +330,45 @@ impl LlamaModel {
             output,
             layers,
             mark,
-            backend: CpuBackend::new(n_threads),
-            galloc: GraphAllocator::new(cpu_buffer_type()),
+            runner,
+            report,
             n_past: 0,
             _kv: kv,
             _bytes: bytes,
         })
     }
 
-    /// Open a GGUF file (memory-mapped).
+    /// Open a GGUF file (memory-mapped), on the CPU.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open(path: &std::path::Path, n_ctx: usize, n_threads: usize) -> Result<LlamaModel> {
-        let file = crate::gguf::GgufFile::open(path)?;
-        Self::from_bytes(Arc::new(file), n_ctx, n_threads)
+        Self::open_with(path, n_ctx, BackendChoice::Cpu, n_threads)
+    }
+
+    /// Open a GGUF file (memory-mapped) on the chosen backends.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_with(
+        path: &std::path::Path,
+        n_ctx: usize,
+        backend: BackendChoice,
+        n_threads: usize,
+    ) -> Result<LlamaModel> {
+        let file = Arc::new(crate::gguf::GgufFile::open(path)?);
+        Self::from_gguf(file.clone(), file.header(), n_ctx, backend, n_threads)
+    }
+
+    /// Which backends run the model (the adapter, the f16/f32 path) and where weights are.
+    pub fn backend_report(&self) -> &str {
+        &self.report
+    }
+
+    /// True when a GPU backend is in use.
+    pub fn uses_gpu(&self) -> bool {
+        self.runner.gpu
+    }
+
+    /// Print the scheduler's splits and placement reasons (also `GGWEB_SCHED_DEBUG=1`).
+    pub fn set_sched_debug(&mut self, on: bool) {
+        self.runner.set_debug(on);
     }
 
     pub fn n_past(&self) -> usize {
@@ -315,12 +386,12 @@ impl LlamaModel {
     }
 
     pub fn set_n_threads(&mut self, n: usize) {
-        self.backend.set_n_threads(n);
+        self.runner.set_n_threads(n);
     }
 
-    /// Peak bytes of the compute buffer planned so far.
+    /// Peak bytes of the compute buffers planned so far (all backends).
     pub fn compute_buffer_size(&self) -> usize {
-        self.galloc.peak()
+        self.runner.buffer_sizes().iter().sum()
     }
 
     /// Run `tokens` after the cached ones; returns logits for every new position
@@ -358,7 +429,7 @@ impl LlamaModel {
         let mut outputs = g.stores.clone();
         outputs.push(g.logits);
         let graph = Graph::build(&self.ctx, &outputs);
-        self.galloc.alloc_graph(&mut self.ctx, &graph)?;
+        self.runner.alloc(&mut self.ctx, &graph)?;
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
         self.ctx.set_i32(g.tokens, &ids)?;
         let pos: Vec<i32> = (n_past..n_kv).map(|p| p as i32).collect();
@@ -378,7 +449,7 @@ impl LlamaModel {
             }
             self.ctx.set_f32(mask, &m)?;
         }
-        self.backend.compute(&self.ctx, &graph)?;
+        self.runner.compute(&self.ctx)?;
         self.ctx.get_f32(g.logits)
     }
 

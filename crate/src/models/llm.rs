@@ -7,6 +7,7 @@ use crate::backend::cpu::HostBytes;
 use crate::gguf::Gguf;
 use crate::models::chat::{ChatFormat, ChatMessage};
 use crate::models::llama::LlamaModel;
+use crate::models::runner::BackendChoice;
 use crate::models::sampler::{Sampler, SamplerOptions};
 use crate::models::tokenizer::Tokenizer;
 use crate::{Error, Result};
@@ -32,12 +33,24 @@ pub struct Generated {
 }
 
 impl Llm {
+    /// Load from a GGUF file's bytes, on the CPU.
     pub fn from_bytes(bytes: Arc<dyn HostBytes>, n_ctx: usize, n_threads: usize) -> Result<Llm> {
         let gguf = Gguf::parse(bytes.bytes())?;
-        let tokenizer = Tokenizer::from_gguf(&gguf)?;
-        let chat = ChatFormat::from_gguf(&gguf);
+        Self::from_gguf(bytes, &gguf, n_ctx, BackendChoice::Cpu, n_threads)
+    }
+
+    /// Load from a GGUF file's bytes and its header, parsed once by the caller.
+    pub fn from_gguf(
+        bytes: Arc<dyn HostBytes>,
+        gguf: &Gguf,
+        n_ctx: usize,
+        backend: BackendChoice,
+        n_threads: usize,
+    ) -> Result<Llm> {
+        let tokenizer = Tokenizer::from_gguf(gguf)?;
+        let chat = ChatFormat::from_gguf(gguf);
         let architecture = gguf.architecture().unwrap_or("").to_string();
-        let model = LlamaModel::from_bytes(bytes, n_ctx, n_threads)?;
+        let model = LlamaModel::from_gguf(bytes, gguf, n_ctx, backend, n_threads)?;
         if tokenizer.n_tokens() < model.hp.n_vocab {
             return Err(Error::Model(format!(
                 "tokenizer has {} tokens, the model {}",
@@ -54,10 +67,22 @@ impl Llm {
         })
     }
 
+    /// Open a GGUF file (memory-mapped), on the CPU.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open(path: &std::path::Path, n_ctx: usize, n_threads: usize) -> Result<Llm> {
-        let file = crate::gguf::GgufFile::open(path)?;
-        Self::from_bytes(Arc::new(file), n_ctx, n_threads)
+        Self::open_with(path, n_ctx, BackendChoice::Cpu, n_threads)
+    }
+
+    /// Open a GGUF file (memory-mapped; its header is parsed once) on the chosen backends.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_with(
+        path: &std::path::Path,
+        n_ctx: usize,
+        backend: BackendChoice,
+        n_threads: usize,
+    ) -> Result<Llm> {
+        let file = Arc::new(crate::gguf::GgufFile::open(path)?);
+        Self::from_gguf(file.clone(), file.header(), n_ctx, backend, n_threads)
     }
 
     /// Token ids of `text`; `add_special` adds BOS/EOS as the model's metadata says.

@@ -13,7 +13,12 @@ use crate::{Context, Error, Result, TensorId};
 /// The tensors of a GGUF file, described in a context and backed by the file's bytes.
 pub struct Weights {
     pub by_name: HashMap<String, TensorId>,
+    /// The first buffer holding weights (the only one on the CPU).
     pub buffer: Arc<dyn Buffer>,
+    /// Every buffer holding weights (device memory is split by the device's largest buffer).
+    pub buffers: Vec<Arc<dyn Buffer>>,
+    /// Tensors kept in host memory although a device buffer type was asked for, with why.
+    pub on_host: Vec<String>,
 }
 
 impl Weights {
@@ -82,31 +87,90 @@ impl Weights {
             by_name.insert(info.name.clone(), id);
         }
         if let Some(buft) = buft.filter(|b| !b.is_host()) {
-            // Device memory: one buffer for all weights, filled from the host bytes.
-            let ids: Vec<TensorId> = gguf
-                .tensors
-                .iter()
-                .filter_map(|t| by_name.get(&t.name).copied())
-                .collect();
-            let host: Vec<(TensorId, Vec<u8>)> = ids
-                .iter()
-                .map(|&id| ctx.get_bytes(id).map(|b| (id, b)))
-                .collect::<Result<_>>()?;
+            return Self::upload(ctx, gguf, file, start, by_name, buffer, buft);
+        }
+        Ok(Weights {
+            by_name,
+            buffers: vec![buffer.clone()],
+            buffer,
+            on_host: Vec::new(),
+        })
+    }
+
+    /// Move the tensors (described in `ctx`, data in the host buffer `host`) into buffers of
+    /// the device buffer type `buft`, as few as its largest buffer allows, copying each tensor
+    /// straight from the file bytes. A tensor larger than one device buffer stays in `host`
+    /// (the scheduler then runs its ops on the CPU) and is listed in `on_host`.
+    fn upload(
+        ctx: &mut Context,
+        gguf: &Gguf,
+        file: &[u8],
+        start: usize,
+        by_name: HashMap<String, TensorId>,
+        host: Arc<dyn Buffer>,
+        buft: &Arc<dyn crate::backend::BufferType>,
+    ) -> Result<Weights> {
+        let align = buft.alignment().max(1);
+        let max = buft.max_size();
+        let mut on_host = Vec::new();
+        // Groups of (tensor, file offset) that fit one device buffer each, in file order.
+        let mut groups: Vec<Vec<(TensorId, usize)>> = Vec::new();
+        let mut used = 0usize;
+        for info in &gguf.tensors {
+            let Some(&id) = by_name.get(&info.name) else {
+                continue;
+            };
+            let size = buft.alloc_size(ctx, id);
+            if size > max {
+                on_host.push(format!(
+                    "{} ({size} bytes > the device's largest buffer, {max} bytes)",
+                    info.name
+                ));
+                continue;
+            }
+            let offset = ctx.tensor(id).data.as_ref().map_or(0, |d| d.offset);
+            let at = crate::alloc::align_up(used, align);
+            if groups.is_empty() || at + size > max {
+                groups.push(Vec::new());
+                used = 0;
+            } else {
+                used = at;
+            }
+            used += size;
+            if let Some(g) = groups.last_mut() {
+                g.push((id, offset));
+            }
+        }
+        let mut buffers = Vec::with_capacity(groups.len() + 1);
+        for group in groups {
+            let ids: Vec<TensorId> = group.iter().map(|&(id, _)| id).collect();
             for &id in &ids {
                 ctx.tensor_mut(id).data = None;
             }
-            let device = crate::alloc::alloc_tensors(ctx, &ids, buft)?
-                .ok_or_else(|| Error::Model("no tensors to upload".into()))?;
+            let Some(device) = crate::alloc::alloc_tensors(ctx, &ids, buft)? else {
+                continue;
+            };
             device.set_usage(BufferUsage::Weights);
-            for (id, b) in host {
-                ctx.set_bytes(id, &b)?;
+            for (id, offset) in group {
+                let n = ctx.tensor(id).nbytes();
+                let src = &file[start + offset..start + offset + n];
+                ctx.set_bytes(id, src)?;
             }
-            return Ok(Weights {
-                by_name,
-                buffer: device,
-            });
+            buffers.push(device);
         }
-        Ok(Weights { by_name, buffer })
+        if !on_host.is_empty() {
+            buffers.push(host);
+        }
+        let buffer = buffers
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::Model("no tensors to load".into()))?;
+        Ok(Weights {
+            by_name,
+            buffer,
+            buffers,
+            on_host,
+        })
     }
 
     /// The tensor called `name`, or a model error naming it.

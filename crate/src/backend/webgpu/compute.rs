@@ -24,9 +24,7 @@ pub(crate) fn graph_compute(
     // Plan everything first: an unsupported node fails before anything runs.
     let mut plans: Vec<Dispatch<'_>> = Vec::with_capacity(graph.nodes.len());
     for &id in &graph.nodes {
-        if let Some(d) = kernels::plan(shared, ctx, id)? {
-            plans.push(d);
-        }
+        plans.extend(kernels::plan(shared, ctx, id)?);
     }
     if plans.is_empty() {
         return Ok(());

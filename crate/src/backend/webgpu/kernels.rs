@@ -83,10 +83,11 @@ pub(crate) fn check(
     let align = shared.alignment();
     for (k, x) in std::iter::once(Some(t)).chain((0..4).map(src)).enumerate() {
         let Some(x) = x else { continue };
-        if x.nbytes() + align > max {
+        if x.nbytes() + align > max && !(k == 1 && row_split(shared, t, x).is_some()) {
             return Err(format!(
                 "{}: tensor '{}' ({}) is {} bytes, more than one storage binding \
-                 (max_storage_buffer_binding_size {} bytes) allows; keep it on the CPU",
+                 (max_storage_buffer_binding_size {} bytes) allows and it cannot be split \
+                 by rows; keep it on the CPU",
                 t.op.name(),
                 x.name,
                 if k == 0 {
@@ -168,6 +169,57 @@ pub(crate) fn check(
     }
 }
 
+/// Rows of src0 per binding when `x` (src0 of `t`) is too large for one storage binding and the
+/// op can run over row ranges instead: mul_mat and get_rows of a 2-D src0 (a weight matrix such
+/// as a large vocabulary's embedding/output). `None` when it fits or cannot be split.
+fn row_split(shared: &Shared, t: &Tensor, x: &Tensor) -> Option<usize> {
+    let align = shared.alignment();
+    let max = shared.max_binding();
+    if x.nbytes() + align <= max {
+        return None;
+    }
+    if !matches!(t.op, Op::MulMat | Op::GetRows) || x.ne[2] != 1 || x.ne[3] != 1 {
+        return None;
+    }
+    // A binding starts up to `align` bytes before the range and is padded to a word.
+    let row = x.nb[1].max(span_bytes(x.dtype, [x.ne[0], 1, 1, 1], x.nb));
+    let rows = max.checked_sub(align + 4)? / row;
+    (rows >= 1).then_some(rows)
+}
+
+/// How many bindings (and dispatches) node `id` is split over when one of its tensors is larger
+/// than a storage binding; `None` when it runs as one dispatch.
+pub(crate) fn split_note(shared: &Shared, ctx: &Context, id: TensorId) -> Option<String> {
+    let t = ctx.tensor(id);
+    let x = ctx.tensor(t.src[0]?);
+    let rows = row_split(shared, t, x)?;
+    Some(format!(
+        "src0 '{}' ({} bytes) is over max_storage_buffer_binding_size ({} bytes): split into {} \
+         bindings/dispatches of up to {rows} rows",
+        x.name,
+        x.nbytes(),
+        shared.max_binding(),
+        x.ne[1].div_ceil(rows)
+    ))
+}
+
+/// Bytes from the first to the last byte of a tensor of `dtype` with shape `ne`, strides `nb`.
+fn span_bytes(dtype: DType, ne: [usize; 4], nb: [usize; 4]) -> usize {
+    if ne.contains(&0) {
+        return 0;
+    }
+    let bs = dtype.block_size();
+    let mut n = if bs == 1 {
+        dtype.type_size() + (ne[0] - 1) * nb[0]
+    } else {
+        ne[0] / bs * nb[0]
+    };
+    for i in 1..4 {
+        n += (ne[i] - 1) * nb[i];
+    }
+    n
+}
+
 /// Where a tensor's bytes are.
 pub(crate) struct Loc<'a> {
     pub buf: &'a WebGpuBuffer,
@@ -234,25 +286,39 @@ struct Planner<'a> {
 impl<'a> Planner<'a> {
     /// Bind tensor `id` as slot `binds.len()` and describe it in the parameters.
     fn tensor(&mut self, id: TensorId) -> Result<()> {
+        let ne = self.ctx.tensor(id).ne;
+        self.tensor_part(id, 0, ne)
+    }
+
+    /// Bind the part of tensor `id` that starts `skip` bytes after it and has shape `ne` (same
+    /// strides): a row range of a tensor too large for one binding.
+    fn tensor_part(&mut self, id: TensorId, skip: usize, ne: [usize; 4]) -> Result<()> {
         let slot = self.binds.len();
         let t = self.ctx.tensor(id);
         let loc = locate(self.ctx, id)?;
+        let nbytes = span_bytes(t.dtype, ne, t.nb);
+        if skip + nbytes > t.nbytes() {
+            return Err(Error::Backend(format!(
+                "part of '{}' ({nbytes} bytes at {skip}) lies outside it",
+                t.name
+            )));
+        }
+        let start = loc.offset + skip;
         let align = self.shared.alignment();
-        let bind_off = loc.offset / align * align;
-        let rel = loc.offset - bind_off;
+        let bind_off = start / align * align;
+        let rel = start - bind_off;
         let u = unit(t.dtype);
         if !rel.is_multiple_of(u) {
             return Err(Error::Backend(format!(
-                "tensor '{}' at byte offset {} is not aligned to its element size",
-                t.name, loc.offset
+                "tensor '{}' at byte offset {start} is not aligned to its element size",
+                t.name
             )));
         }
-        let size = ((rel + t.nbytes()).div_ceil(4) * 4).max(4);
+        let size = ((rel + nbytes).div_ceil(4) * 4).max(4);
         if size > self.shared.max_binding() {
             return Err(Error::Backend(format!(
-                "tensor '{}' ({} bytes) exceeds max_storage_buffer_binding_size",
-                t.name,
-                t.nbytes()
+                "tensor '{}' ({nbytes} bytes) exceeds max_storage_buffer_binding_size",
+                t.name
             )));
         }
         self.binds.push(Bind {
@@ -264,7 +330,7 @@ impl<'a> Planner<'a> {
             let p = &mut self.params[slot * 9..slot * 9 + 9];
             p[0] = (rel / u) as u32;
             for d in 0..4 {
-                p[1 + d] = t.ne[d] as u32;
+                p[1 + d] = ne[d] as u32;
                 p[5 + d] = (t.nb[d] / u) as u32;
             }
         }
@@ -356,17 +422,42 @@ type KernelChoice<'a> = (
     Box<dyn Fn(bool) -> String + 'a>,
 );
 
-/// Plan the dispatch of node `id` (None for views, leaves and empty tensors).
+/// Plan the dispatches of node `id`: none for views, leaves and empty tensors; one per row
+/// range of src0 when src0 is larger than a storage binding (see [`row_split`]); else one.
 pub(crate) fn plan<'a>(
     shared: &'a Shared,
     ctx: &'a Context,
     id: TensorId,
-) -> Result<Option<Dispatch<'a>>> {
+) -> Result<Vec<Dispatch<'a>>> {
     let t = ctx.tensor(id);
     if t.op.is_view() || t.op == Op::None || t.nelements() == 0 {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     check(shared, ctx, id).map_err(|m| Error::UnsupportedOp(format!("{m} (node '{}')", t.name)))?;
+    let split = t.src[0].and_then(|s| row_split(shared, t, ctx.tensor(s)));
+    match split {
+        None => Ok(plan_part(shared, ctx, id, None)?.into_iter().collect()),
+        Some(per) => {
+            let rows = t.src[0].map_or(0, |s| ctx.tensor(s).ne[1]);
+            (0..rows)
+                .step_by(per)
+                .filter_map(|r0| {
+                    plan_part(shared, ctx, id, Some((r0, (r0 + per).min(rows)))).transpose()
+                })
+                .collect()
+        }
+    }
+}
+
+/// The dispatch of node `id`, over rows `part` = [r0, r1) of src0 only when given (mul_mat and
+/// get_rows; checked by the caller).
+fn plan_part<'a>(
+    shared: &'a Shared,
+    ctx: &'a Context,
+    id: TensorId,
+    part: Option<(usize, usize)>,
+) -> Result<Option<Dispatch<'a>>> {
+    let t = ctx.tensor(id);
     let f16 = shared.use_f16;
     let maxd = shared.limits.max_compute_workgroups_per_dimension;
     let mut p = Planner {
@@ -533,10 +624,21 @@ pub(crate) fn plan<'a>(
             let a = ctx.tensor(src(0));
             let b = ctx.tensor(src(1));
             let s0 = a.dtype;
-            p.tensor(id)?;
-            p.tensor(src(0))?;
+            let m = match part {
+                // Rows r0..r1 of src0 give elements r0..r1 of every dst column.
+                Some((r0, r1)) => {
+                    p.tensor_part(id, r0 * t.nb[0], [r1 - r0, t.ne[1], t.ne[2], t.ne[3]])?;
+                    p.tensor_part(src(0), r0 * a.nb[1], [a.ne[0], r1 - r0, 1, 1])?;
+                    r1 - r0
+                }
+                None => {
+                    p.tensor(id)?;
+                    p.tensor(src(0))?;
+                    a.ne[1]
+                }
+            };
             p.tensor(src(1))?;
-            let (m, nn) = (a.ne[1], b.ne[1]);
+            let nn = b.ne[1];
             let batch = b.ne[2] * b.ne[3];
             p.u(0, (b.ne[2] / a.ne[2].max(1)) as u32);
             p.u(1, (b.ne[3] / a.ne[3].max(1)) as u32);
@@ -582,11 +684,17 @@ pub(crate) fn plan<'a>(
             )
         }
         Op::GetRows => {
-            let s0 = ctx.tensor(src(0)).dtype;
+            let a = ctx.tensor(src(0));
+            let s0 = a.dtype;
             p.tensor(id)?;
-            p.tensor(src(0))?;
+            let (r0, r1) = part.unwrap_or((0, a.ne[1]));
+            p.tensor_part(src(0), r0 * a.nb[1], [a.ne[0], r1 - r0, a.ne[2], a.ne[3]])?;
             p.tensor(src(1))?;
             p.u(0, n as u32);
+            // Rows outside [r0, r1) are another dispatch's; indices outside all rows give NaN
+            // (written by the dispatch of the first range).
+            p.u(1, r0 as u32);
+            p.u(2, a.ne[1] as u32);
             (
                 format!("get_rows_{}", tname(s0)),
                 "main",

@@ -366,6 +366,12 @@ impl Device for WebGpuDevice {
     fn supports_op(&self, ctx: &Context, t: TensorId) -> bool {
         kernels::check(&self.shared, ctx, t).is_ok()
     }
+    fn unsupported_reason(&self, ctx: &Context, t: TensorId) -> Option<String> {
+        kernels::check(&self.shared, ctx, t).err()
+    }
+    fn op_note(&self, ctx: &Context, t: TensorId) -> Option<String> {
+        kernels::split_note(&self.shared, ctx, t)
+    }
     fn supports_buft(&self, buft: &dyn BufferType) -> bool {
         buft.id() == BufferType::id(&*self.buft)
     }
