@@ -130,10 +130,50 @@ fn nmse(out: &[f32], reference: &[f32]) -> f64 {
     }
 }
 
+/// Devices that ask for a 64 KiB `max_storage_buffer_binding_size`, so weights of a few hundred
+/// KiB are split over several bindings (f16 and f32 paths, both n = 1 kernels).
+fn small_binding_devices() -> &'static [(String, Arc<WebGpuDevice>)] {
+    static DEVS: OnceLock<Vec<(String, Arc<WebGpuDevice>)>> = OnceLock::new();
+    DEVS.get_or_init(|| {
+        let mut v = Vec::new();
+        for (force_f32, rows) in [(false, None), (true, Some(false))] {
+            let opts = WebGpuOptions {
+                force_f32,
+                matvec_rows: rows,
+                max_storage_binding: Some(SMALL_BINDING),
+                ..WebGpuOptions::from_env()
+            };
+            match WebGpuDevice::new_blocking(&opts) {
+                Ok(d) => {
+                    assert_eq!(
+                        d.adapter().max_storage_buffer_binding_size,
+                        SMALL_BINDING,
+                        "the device did not take the smaller binding limit"
+                    );
+                    let path = if d.uses_f16() { "f16" } else { "f32" };
+                    v.push((format!("{path} path, 64 KiB bindings"), d));
+                }
+                Err(e) => eprintln!("no adapter: skipping WebGPU tests ({e})"),
+            }
+        }
+        v
+    })
+}
+
+const SMALL_BINDING: u64 = 64 << 10;
+
 /// Run `build` on the CPU and on every WebGPU device; assert NMSE < `tol` and that the device
 /// claims support for every node.
 fn check(name: &str, tol: f64, build: impl Fn(&mut Context) -> Result<Case>) {
-    let devs = devices();
+    check_on(devices(), name, tol, build)
+}
+
+fn check_on(
+    devs: &[(String, Arc<WebGpuDevice>)],
+    name: &str,
+    tol: f64,
+    build: impl Fn(&mut Context) -> Result<Case>,
+) {
     if devs.is_empty() {
         eprintln!("no adapter: {name} skipped");
         return;
@@ -465,6 +505,61 @@ fn mul_mat_every_weight_type() {
     }
 }
 
+/// Weights over the binding limit (64 KiB here) are split by rows over several bindings and
+/// dispatches: mul_mat (both n = 1 kernels and the tiled one) and get_rows, odd sizes, with
+/// row ranges that end mid-way and a last range of a single row.
+#[test]
+fn large_weights_split_over_bindings() {
+    let devs = small_binding_devices();
+    for t in [
+        DType::F32,
+        DType::F16,
+        DType::Q8_0,
+        DType::Q4_1,
+        DType::Q4_K,
+        DType::Q6_K,
+    ] {
+        // ~150 KB of weights (k = 512, m odd): three ranges, the last one short. n stays small
+        // enough that src1 fits one 64 KiB binding.
+        let m = (150_000 / t.row_size(512).unwrap()) | 1;
+        for n in [1usize, 5, 31] {
+            check_on(
+                devs,
+                &format!("split mul_mat {t} m={m} n={n} k=512"),
+                mm_tol(t),
+                |ctx| {
+                    let a = ctx.new_tensor(t, &[512, m])?;
+                    let b = ctx.new_tensor(DType::F32, &[512, n])?;
+                    let inputs = random_inputs(ctx, &[a, b], &mut Rng::new(40 + n as u64));
+                    let out = ctx.mul_mat(a, b)?;
+                    Ok(Case { inputs, out })
+                },
+            );
+        }
+        check_on(devs, &format!("split get_rows {t}"), F32_TOL, |ctx| {
+            let a = ctx.new_tensor(t, &[512, m])?;
+            let r = ctx.new_tensor(DType::I32, &[23])?;
+            let mut rng = Rng::new(44);
+            let mut inputs = random_inputs(ctx, &[a], &mut rng);
+            // The first and last rows and random ones, in every range.
+            let mut idx: Vec<i32> = (0..21).map(|_| rng.idx(m) as i32).collect();
+            idx.extend([0, m as i32 - 1]);
+            inputs.push((r, Data::I(idx)));
+            let out = ctx.get_rows(a, r)?;
+            Ok(Case { inputs, out })
+        });
+    }
+    // The splits really happen (the note the scheduler prints).
+    for (path, dev) in devs {
+        let mut ctx = Context::new();
+        let a = ctx.new_tensor(DType::F32, &[512, 97]).unwrap();
+        let b = ctx.new_tensor(DType::F32, &[512, 1]).unwrap();
+        let y = ctx.mul_mat(a, b).unwrap();
+        let note = dev.op_note(&ctx, y).unwrap_or_default();
+        assert!(note.contains("bindings/dispatches"), "[{path}] {note}");
+    }
+}
+
 #[test]
 fn im2col_conv_pool() {
     for is_2d in [true, false] {
@@ -521,15 +616,25 @@ fn supports_op_is_exact() {
         let h = ctx.new_tensor(DType::F16, &[8]).unwrap();
         let hh = ctx.add(h, h).unwrap();
         assert!(!dev.supports_op(&ctx, hh), "[{path}] f16 add");
-        // A weight larger than one storage binding stays on the CPU, with the reason.
+        // A 2-D weight larger than one storage binding is split by rows (and says so); a
+        // batched (3-D) one cannot be, so it stays on the CPU, with the reason.
         let max = dev.adapter().max_storage_buffer_binding_size as usize;
         let rows = max / (4096 * 4) + 1;
         let big = ctx.new_tensor(DType::F32, &[4096, rows]).unwrap();
         let x = ctx.new_tensor(DType::F32, &[4096, 1]).unwrap();
         let y = ctx.mul_mat(big, x).unwrap();
-        assert!(!dev.supports_op(&ctx, y), "[{path}] oversized weight");
-        let why = dev.explain_op(&ctx, y).unwrap();
+        assert!(dev.supports_op(&ctx, y), "[{path}] oversized 2-D weight");
+        let note = dev.op_note(&ctx, y).unwrap();
+        assert!(note.contains("split into 2 bindings"), "{note}");
+        let big3 = ctx
+            .new_tensor(DType::F32, &[4096, rows / 2 + 1, 2])
+            .unwrap();
+        let x3 = ctx.new_tensor(DType::F32, &[4096, 1, 2]).unwrap();
+        let y3 = ctx.mul_mat(big3, x3).unwrap();
+        assert!(!dev.supports_op(&ctx, y3), "[{path}] oversized 3-D weight");
+        let why = dev.explain_op(&ctx, y3).unwrap();
         assert!(why.contains("max_storage_buffer_binding_size"), "{why}");
+        assert!(dev.op_note(&ctx, y3).is_none());
         // And a supported one.
         let ok = ctx.new_tensor(DType::Q4_K, &[256, 3]).unwrap();
         let y2 = ctx.mul_mat(ok, b).unwrap();

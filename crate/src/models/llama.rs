@@ -205,9 +205,18 @@ impl LlamaModel {
         backend: BackendChoice,
         n_threads: usize,
     ) -> Result<LlamaModel> {
+        Self::with_runner(bytes, gguf, n_ctx, Runner::new(backend, n_threads)?)
+    }
+
+    /// Load from a GGUF file's bytes and its parsed header onto `runner`'s backends.
+    pub fn with_runner(
+        bytes: Arc<dyn HostBytes>,
+        gguf: &Gguf,
+        n_ctx: usize,
+        runner: Runner,
+    ) -> Result<LlamaModel> {
         let hp = HParams::from_gguf(gguf)?;
         let n_ctx = n_ctx.clamp(1, hp.n_ctx_train.max(1));
-        let runner = Runner::new(backend, n_threads)?;
         let mut ctx = Context::new();
         let w = Weights::load_into(
             &mut ctx,

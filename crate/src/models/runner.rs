@@ -44,22 +44,7 @@ impl Runner {
         if choice != BackendChoice::Cpu {
             #[cfg(feature = "webgpu")]
             if let Some(dev) = crate::backend::webgpu::default_device() {
-                let a = dev.adapter();
-                let report = format!(
-                    "WebGPU: {} ({}), {} path; CPU ({n_threads} threads) for ops WebGPU does not run",
-                    a.name,
-                    a.backend,
-                    if dev.uses_f16() { "f16" } else { "f32" }
-                );
-                let gpu: Box<dyn Backend> = Box::new(dev.backend());
-                let buft: Arc<dyn BufferType> = dev.webgpu_buffer_type();
-                let sched = Scheduler::new(vec![gpu, cpu_backend(n_threads)])?;
-                return Ok(Runner {
-                    sched,
-                    weights_buft: buft,
-                    report,
-                    gpu: true,
-                });
+                return Self::with_webgpu_device(dev, n_threads);
             }
             if choice == BackendChoice::WebGpu {
                 return Err(Error::Backend(
@@ -77,6 +62,30 @@ impl Runner {
             weights_buft: cpu_buffer_type(),
             report,
             gpu: false,
+        })
+    }
+
+    /// WebGPU on `dev` first, the CPU for the rest (tests open devices with their own options).
+    #[cfg(feature = "webgpu")]
+    pub fn with_webgpu_device(
+        dev: Arc<crate::backend::webgpu::WebGpuDevice>,
+        n_threads: usize,
+    ) -> Result<Runner> {
+        let a = dev.adapter();
+        let report = format!(
+            "WebGPU: {} ({}), {} path; CPU ({n_threads} threads) for ops WebGPU does not run",
+            a.name,
+            a.backend,
+            if dev.uses_f16() { "f16" } else { "f32" }
+        );
+        let gpu: Box<dyn Backend> = Box::new(dev.backend());
+        let buft: Arc<dyn BufferType> = dev.webgpu_buffer_type();
+        let sched = Scheduler::new(vec![gpu, cpu_backend(n_threads)])?;
+        Ok(Runner {
+            sched,
+            weights_buft: buft,
+            report,
+            gpu: true,
         })
     }
 

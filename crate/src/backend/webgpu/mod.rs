@@ -45,6 +45,10 @@ pub struct WebGpuOptions {
     /// adapters (lavapipe, SwiftShader) and the reduction elsewhere. Env: `GGWEB_WEBGPU_MATVEC`
     /// = `rows` | `reduce`.
     pub matvec_rows: Option<bool>,
+    /// Request a smaller `max_storage_buffer_binding_size` than the adapter's (bytes): exercises
+    /// the splitting of large weights over several bindings on small tensors. Env:
+    /// `GGWEB_WEBGPU_MAX_BINDING`.
+    pub max_storage_binding: Option<u64>,
 }
 
 impl WebGpuOptions {
@@ -62,6 +66,12 @@ impl WebGpuOptions {
                 Some("rows") => o.matvec_rows = Some(true),
                 Some("reduce") => o.matvec_rows = Some(false),
                 _ => {}
+            }
+            if let Some(v) = std::env::var("GGWEB_WEBGPU_MAX_BINDING")
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                o.max_storage_binding = Some(v);
             }
             if let Ok(v) = std::env::var("GGWEB_WEBGPU_ADAPTER") {
                 if !v.is_empty() {
@@ -246,7 +256,13 @@ impl WebGpuDevice {
         if use_f16 {
             required_features |= wgpu::Features::SHADER_F16;
         }
-        let limits = adapter.limits();
+        let mut limits = adapter.limits();
+        if let Some(cap) = opts.max_storage_binding {
+            // Never below one 4 KiB page, and aligned as binding sizes must be.
+            let cap = (cap.max(4096) / 4) * 4;
+            limits.max_storage_buffer_binding_size =
+                limits.max_storage_buffer_binding_size.min(cap);
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("ggweb"),
