@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use crate::alloc::GraphAllocator;
-use crate::backend::{Backend, BufferType, BufferUsage, Device};
+use crate::backend::{Backend, BufferType, BufferUsage, Device, DeviceKind};
 use crate::graph::Graph;
 use crate::tensor::{Flags, Op, TensorId};
 use crate::{Context, Error, Result};
@@ -125,6 +125,14 @@ impl Scheduler {
             // One backend: nothing to place or copy. The graph is allocated and computed as it
             // is, exactly as with the allocator and the backend used directly.
             self.placements.clear();
+            // The CPU backend checks every node itself when it computes; others are asked here.
+            if self.devices[0].kind() != DeviceKind::Cpu {
+                for &node in &graph.nodes {
+                    if !ctx.tensor(node).op.is_view() {
+                        self.first_supporting(ctx, node)?;
+                    }
+                }
+            }
             self.galloc.alloc_graph(ctx, graph)?;
             self.splits = vec![Split {
                 backend: 0,
