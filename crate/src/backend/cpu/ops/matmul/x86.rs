@@ -523,8 +523,19 @@ k_tile!(
     tile_q6_k, 210, q6_k_cols
 );
 
+/// Prefetch `bytes` from `p` into L1 (a hint: never faults, any address is fine).
+#[inline(always)]
+fn prefetch(p: *const u8, bytes: usize) {
+    let mut off = 0;
+    while off < bytes {
+        // SAFETY: prefetch only hints the cache; it does not access memory architecturally.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off) as *const i8) };
+        off += 64;
+    }
+}
+
 macro_rules! panel_impl {
-    ($name:ident, $tile:ident) => {
+    ($name:ident, $tile:ident, $prefetch:expr) => {
         /// Every row of the panel against C columns with the tile kernel, stores inlined.
         ///
         /// # Safety
@@ -538,7 +549,17 @@ macro_rules! panel_impl {
         ) {
             // SAFETY: forwarded from the caller.
             unsafe {
-                super::panel_generic::<R, C>(pn, accumulate, |ar, o| $tile::<R, C>(n, ar, b, o));
+                let span = R * pn.lda;
+                super::panel_generic::<R, C>(pn, accumulate, |ar, o| {
+                    if $prefetch {
+                        // Whole rows (quantized tiles run over all of k): the next tile's
+                        // rows are the next `span` bytes. Short rows (k of a few hundred)
+                        // defeat the hardware prefetcher; this hides the DRAM latency
+                        // behind the current tile (+20 % SmolLM2 generation).
+                        prefetch(ar[0].wrapping_add(span), span);
+                    }
+                    $tile::<R, C>(n, ar, b, o)
+                });
                 let mut i = pn.nrows / R * R;
                 while i < pn.nrows {
                     let mut o = [[0f32; C]; 1];
@@ -551,17 +572,17 @@ macro_rules! panel_impl {
     };
 }
 
-panel_impl!(panel_f32, tile_f32);
-panel_impl!(panel_f16, tile_f16);
-panel_impl!(panel_bf16, tile_bf16);
-panel_impl!(panel_q4_0, tile_q4_0);
-panel_impl!(panel_q8_0, tile_q8_0);
-panel_impl!(panel_q4_k, tile_q4_k);
-panel_impl!(panel_q4_1, tile_q4_1);
-panel_impl!(panel_q5_0, tile_q5_0);
-panel_impl!(panel_q5_1, tile_q5_1);
-panel_impl!(panel_q5_k, tile_q5_k);
-panel_impl!(panel_q6_k, tile_q6_k);
+panel_impl!(panel_f32, tile_f32, false);
+panel_impl!(panel_f16, tile_f16, false);
+panel_impl!(panel_bf16, tile_bf16, false);
+panel_impl!(panel_q4_0, tile_q4_0, true);
+panel_impl!(panel_q8_0, tile_q8_0, true);
+panel_impl!(panel_q4_k, tile_q4_k, true);
+panel_impl!(panel_q4_1, tile_q4_1, true);
+panel_impl!(panel_q5_0, tile_q5_0, true);
+panel_impl!(panel_q5_1, tile_q5_1, true);
+panel_impl!(panel_q5_k, tile_q5_k, true);
+panel_impl!(panel_q6_k, tile_q6_k, true);
 
 tile_impl!(
     tile_f32,
