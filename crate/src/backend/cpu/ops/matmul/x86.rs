@@ -327,35 +327,9 @@ unsafe fn k4_finish<const C: usize>(
     }
 }
 
-/// R×C dot products of k-quant weight rows (`XS`-byte super-blocks of 256) against q8_K
-/// columns; `cols` decodes one super-block and adds its products with all C columns.
-///
-/// # Safety
-/// AVX2/FMA/F16C enabled in the caller; pointers address n/256 super-blocks.
-#[inline(always)]
-unsafe fn tile_k<const R: usize, const C: usize, const XS: usize>(
-    n: usize,
-    a: [*const u8; R],
-    b: [*const u8; C],
-    out: &mut [[f32; C]; R],
-    cols: impl Fn(*const u8, [*const u8; C], usize, &mut [__m256; C]),
-) {
-    // SAFETY: block indices < n/256; features enabled by the caller.
-    unsafe {
-        let mut acc = [[_mm256_setzero_ps(); C]; R];
-        for blk in 0..n / 256 {
-            for r in 0..R {
-                cols(a[r].add(blk * XS), b, blk, &mut acc[r]);
-            }
-        }
-        for r in 0..R {
-            for c in 0..C {
-                out[r][c] = hsum(acc[r][c]);
-            }
-        }
-    }
-}
-
+/// R×C dot products of k-quant weight rows (`$xs`-byte super-blocks of 256) against q8_K
+/// columns; `$cols` decodes one super-block and adds its products with all C columns. (A macro
+/// rather than a generic taking a closure: the closure was not inlined, a call per block.)
 macro_rules! k_tile {
     ($(#[$doc:meta])* $name:ident, $xs:expr, $cols:ident) => {
         $(#[$doc])*
@@ -369,9 +343,19 @@ macro_rules! k_tile {
             b: [*const u8; C],
             out: &mut [[f32; C]; R],
         ) {
-            // SAFETY: forwarded from the caller; features enabled by the attribute.
+            // SAFETY: block indices < n/256; features enabled by the attribute.
             unsafe {
-                tile_k::<R, C, $xs>(n, a, b, out, |xb, b, blk, acc| $cols::<C>(xb, b, blk, acc))
+                let mut acc = [[_mm256_setzero_ps(); C]; R];
+                for blk in 0..n / 256 {
+                    for r in 0..R {
+                        $cols::<C>(a[r].add(blk * $xs), b, blk, &mut acc[r]);
+                    }
+                }
+                for r in 0..R {
+                    for c in 0..C {
+                        out[r][c] = hsum(acc[r][c]);
+                    }
+                }
             }
         }
     };
