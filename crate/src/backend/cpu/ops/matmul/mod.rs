@@ -474,7 +474,12 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
         }
     }
     let dr0 = nr0.div_ceil(nchunk0);
-    let dr1 = nr1.div_ceil(nchunk1);
+    let mut dr1 = nr1.div_ceil(nchunk1);
+    if let Some(t) = plan.kernel.tiled.filter(|t| t.is_quant() && nr1 > 1) {
+        // Whole quantized GEMM tiles per chunk (e.g. 131 columns: chunks of 16, not 15 =
+        // 8 + 4 + 2 + 1, which ran half the work in narrow tiles); later chunks may be empty.
+        dr1 = dr1.next_multiple_of(t.gemm_cols());
+    }
     let total = nchunk0 * nchunk1;
     let mut current = p.ith;
     while current < total {
