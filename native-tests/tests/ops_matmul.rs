@@ -229,6 +229,11 @@ fn mul_mat_long_k() {
         (DType::Q4_0, 1056),
         (DType::Q8_0, 1056),
         (DType::Q4_K, 1280),
+        (DType::Q4_1, 1056),
+        (DType::Q5_0, 1056),
+        (DType::Q5_1, 1056),
+        (DType::Q5_K, 1280),
+        (DType::Q6_K, 1280),
     ] {
         for (m, n, threads) in [(19, 11, 2), (21, 1, 3), (5, 16, 1)] {
             let c = Case {
@@ -242,6 +247,83 @@ fn mul_mat_long_k() {
                 threads,
             };
             check(c, 99 + m as u64);
+        }
+    }
+}
+
+/// One quantized mul_mat against the scalar `vec_dot` of the same bytes: the weight row as
+/// stored, the src1 column quantized with the scalar reference `from_f32` of the type's vec_dot
+/// type (the SIMD quantizers are bit-exact with it). Weights [k, m, ne02, 1], src1 [k, n, ne12, 1].
+fn tiled_vs_scalar(wt: DType, k: usize, m: usize, n: usize, b2: [usize; 2], threads: usize) -> f64 {
+    let [ne02, ne12] = b2;
+    let seed = (k * 131 + m * 31 + n * 7 + ne12) as u64;
+    let mut rng = rng(seed);
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(wt, &[k, m, ne02, 1]).unwrap();
+    let b = ctx.new_tensor(DType::F32, &[k, n, ne12, 1]).unwrap();
+    let out = ctx.mul_mat(a, b).unwrap();
+    alloc_all(&mut ctx);
+    set_values(&ctx, a, &rand_vec(&mut rng, k * m * ne02)).unwrap();
+    let bv = rand_vec(&mut rng, k * n * ne12);
+    ctx.set_f32(b, &bv).unwrap();
+    compute(&ctx, &[out], threads).unwrap();
+    let got = ctx.get_f32(out).unwrap();
+
+    let tt = ggweb::quant::type_traits_scalar(wt).unwrap();
+    let vt = ggweb::quant::type_traits_scalar(tt.vec_dot_type).unwrap();
+    let wbytes = ctx.get_bytes(a).unwrap();
+    let wrow = wt.row_size(k).unwrap();
+    let mut col = vec![0u8; tt.vec_dot_type.row_size(k).unwrap()];
+    let mut want = vec![0f32; m * n * ne12];
+    for i2 in 0..ne12 {
+        let w2 = i2 / (ne12 / ne02);
+        for j in 0..n {
+            let x = &bv[(i2 * n + j) * k..(i2 * n + j + 1) * k];
+            (vt.from_f32)(x, &mut col);
+            for i in 0..m {
+                let r = &wbytes[(w2 * m + i) * wrow..(w2 * m + i + 1) * wrow];
+                want[(i2 * n + j) * m + i] = (tt.vec_dot)(k, r, &col);
+            }
+        }
+    }
+    assert!(got.iter().all(|v| v.is_finite()), "{wt} k={k} m={m} n={n}");
+    max_rel_err(&got, &want)
+}
+
+/// Every quantized type's mul_mat (register tiles for q4_0/q4_1/q5_0/q5_1/q8_0/q4_K/q5_K/q6_K
+/// with AVX2, vec_dot elsewhere) against the scalar vec_dot on the same quantized operands, for
+/// GEMV and every GEMM tile width and remainder (n = 1, 2, 3, 5, 17), odd row counts (tile
+/// remainders), one and several blocks per row, broadcast batches and 1-3 threads.
+/// Tolerance: max |err| <= 2e-5 * max |ref| for every type — the block sums are exact integers,
+/// only the order of the f32 accumulation over blocks (and lanes) differs.
+#[test]
+fn mul_mat_quantized_matches_scalar_vec_dot() {
+    let types: Vec<DType> = DType::ALL
+        .iter()
+        .copied()
+        .filter(|t| t.is_computable() && t.is_quantized())
+        .collect();
+    let mut case = 0;
+    for wt in types {
+        let bs = wt.block_size();
+        for nb in [1, 5] {
+            for m in [1, 6, 37] {
+                for n in [1, 2, 3, 5, 17] {
+                    case += 1;
+                    let threads = 1 + case % 3;
+                    let e = tiled_vs_scalar(wt, nb * bs, m, n, [1, 1], threads);
+                    assert!(
+                        e <= 2e-5,
+                        "{wt} k={} m={m} n={n} threads={threads}: max rel err {e:e}",
+                        nb * bs
+                    );
+                }
+            }
+        }
+        // Broadcast weights (2 matrices for 4 src1 batches), many chunks.
+        for (m, n, threads) in [(45, 1, 2), (45, 19, 3), (70, 33, 2)] {
+            let e = tiled_vs_scalar(wt, 3 * bs, m, n, [2, 4], threads);
+            assert!(e <= 2e-5, "{wt} batched m={m} n={n}: max rel err {e:e}");
         }
     }
 }

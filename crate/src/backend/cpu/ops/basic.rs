@@ -8,6 +8,7 @@
 
 use half::{bf16, f16};
 
+use crate::backend::cpu::vec::exp_approx;
 use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
 use crate::tensor::{Op, RopeMode, RopeParams, UnaryOp};
 use crate::DType;
@@ -100,9 +101,9 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
             UnaryOp::Relu => map(p, node, |x| if x > 0.0 { x } else { 0.0 }),
             UnaryOp::Gelu => map(p, node, gelu),
             UnaryOp::GeluErf => map(p, node, gelu_erf),
-            UnaryOp::Silu => map(p, node, |x| x / (1.0 + (-x).exp())),
+            UnaryOp::Silu => map(p, node, |x| x / (1.0 + exp_approx(-x))),
             UnaryOp::Tanh => map(p, node, f32::tanh),
-            UnaryOp::Sigmoid => map(p, node, |x| 1.0 / (1.0 + (-x).exp())),
+            UnaryOp::Sigmoid => map(p, node, |x| 1.0 / (1.0 + exp_approx(-x))),
             UnaryOp::Exp => map(p, node, f32::exp),
         },
         Op::Sum => sum(p, node),
@@ -296,12 +297,14 @@ fn map(p: &ComputeParams, node: &NodeRef, f: impl Fn(f32) -> f32) {
     }
 }
 
-/// GELU, tanh approximation, in f32.
+/// GELU, tanh approximation, in f32: 0.5·x·(1 + tanh u) = x / (1 + e^(−2u)), with the
+/// vectorizable exp (no libm tanhf call per element).
 #[inline]
 fn gelu(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     const COEF_A: f32 = 0.044_715;
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh())
+    let u = SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x);
+    x / (1.0 + exp_approx(-2.0 * u))
 }
 
 /// GELU, erf form.
@@ -481,11 +484,11 @@ fn soft_max(p: &ComputeParams, node: &NodeRef, scale: f32, max_bias: f32) {
             buf.iter_mut().for_each(|x| *x *= scale);
         }
         let max = buf.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut s = 0f64;
+        // Exps first (a loop that vectorizes), then the f64 sum in order.
         for x in buf.iter_mut() {
-            *x = (*x - max).exp();
-            s += *x as f64;
+            *x = exp_approx(*x - max);
         }
+        let s: f64 = buf.iter().map(|&x| x as f64).sum();
         let inv = (1.0 / s) as f32;
         buf.iter_mut().for_each(|x| *x *= inv);
         // SAFETY: the matching dst row.
