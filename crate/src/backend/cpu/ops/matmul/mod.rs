@@ -69,10 +69,13 @@ impl Tiled {
     }
 
     /// Columns of the quantized GEMM tile. Measured per type (CPU time, n = 128, k = 2048):
-    /// q4_0 1×6, q5_0/q8_0 1×8, and 2×8 for the types with a min term (q4_1, q5_1) and the
+    /// q4_0 1×6, q5_0 1×8, and 2×8 for the types with a min term (q4_1, q5_1) and the
     /// k-quants, 10-25 % faster than the 2×4 tile used before; wider tiles spill registers.
+    /// q8_0 keeps 2×4: 1×8 was 10 % faster at k = 2048 but 25 % slower at k = 4096 (8 columns
+    /// of 4.3 KB leave L1).
     fn gemm_cols(self) -> usize {
         match self {
+            Tiled::Q8_0 => 4,
             Tiled::Q4_0 => 6,
             _ => 8,
         }
@@ -567,6 +570,7 @@ fn mul_mat_chunk(
                         let qc = t.gemm_cols();
                         if !gemv && t.is_quant() && left >= qc {
                             match qc {
+                                4 => quant_tile!(2, 4),
                                 6 => quant_tile!(1, 6),
                                 8 if t.has_min() || t.is_k_quant() => quant_tile!(2, 8),
                                 _ => quant_tile!(1, 8),
