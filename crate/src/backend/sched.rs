@@ -25,6 +25,10 @@ pub struct Split {
     pub inputs: Vec<(TensorId, TensorId)>,
 }
 
+/// Nodes per backend (name, count) of the last planned graph, and the nodes not on the first
+/// backend with the scheduler's reason.
+pub type PlacementSummary = (Vec<(String, usize)>, Vec<(TensorId, String)>);
+
 /// Why a node went where it went.
 #[derive(Debug, Clone)]
 pub struct Placement {
@@ -360,10 +364,7 @@ impl Scheduler {
 
     /// Per backend (in priority order): its name and the number of nodes of the last planned
     /// graph placed on it; plus the nodes not on the first backend with the scheduler's reason.
-    pub fn placement_summary(
-        &self,
-        ctx: &Context,
-    ) -> (Vec<(String, usize)>, Vec<(TensorId, String)>) {
+    pub fn placement_summary(&self, ctx: &Context) -> PlacementSummary {
         let mut counts: Vec<(String, usize)> = self
             .backends
             .iter()

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::backend::cpu::HostBytes;
 use crate::context::Mark;
 use crate::gguf::Gguf;
-use crate::models::runner::{BackendChoice, Runner};
+use crate::models::runner::{BackendChoice, Placements, Runner};
 use crate::models::weights::Weights;
 use crate::tensor::PoolOp;
 use crate::{Context, DType, Error, Graph, Result, TensorId};
@@ -67,7 +67,7 @@ pub struct Mnist {
     mark: Mark,
     runner: Runner,
     /// Placements of the last async batch (the browser reports them).
-    last_placements: Option<(Vec<(String, usize)>, Vec<String>)>,
+    last_placements: Option<Placements>,
     // Keeps the file bytes alive: the weights point into them.
     _bytes: Arc<dyn HostBytes>,
 }
@@ -286,7 +286,7 @@ impl Mnist {
 
     /// Where the nodes of the last batch ran (see [`Runner::placements`]); `None` before the
     /// first async batch.
-    pub fn last_placements(&self) -> Option<&(Vec<(String, usize)>, Vec<String>)> {
+    pub fn last_placements(&self) -> Option<&Placements> {
         self.last_placements.as_ref()
     }
 

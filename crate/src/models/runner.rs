@@ -30,6 +30,15 @@ impl std::str::FromStr for BackendChoice {
     }
 }
 
+/// Where the nodes of a graph ran.
+#[derive(Debug, Clone, Default)]
+pub struct Placements {
+    /// (backend name, node count) per backend, in priority order.
+    pub nodes: Vec<(String, usize)>,
+    /// "OP 'name': why" for each node not on the first backend.
+    pub elsewhere: Vec<String>,
+}
+
 pub struct Runner {
     sched: Scheduler,
     weights_buft: Arc<dyn BufferType>,
@@ -134,8 +143,8 @@ impl Runner {
     /// Where the nodes of the last planned graph run: (backend name, node count) per backend,
     /// and for each node not on the first backend "op 'name': why" (with the WebGPU device's
     /// own reason, e.g. a tensor larger than max_storage_buffer_binding_size).
-    pub fn placements(&self, ctx: &Context) -> (Vec<(String, usize)>, Vec<String>) {
-        let (counts, elsewhere) = self.sched.placement_summary(ctx);
+    pub fn placements(&self, ctx: &Context) -> Placements {
+        let (nodes, elsewhere) = self.sched.placement_summary(ctx);
         let notes = elsewhere
             .into_iter()
             .map(|(id, reason)| {
@@ -148,7 +157,10 @@ impl Runner {
                 format!("{} '{}': {reason}", t.op.name(), t.name)
             })
             .collect();
-        (counts, notes)
+        Placements {
+            nodes,
+            elsewhere: notes,
+        }
     }
 
     /// Bytes of compute buffers per backend.

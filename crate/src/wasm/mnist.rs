@@ -92,9 +92,9 @@ impl MnistCore {
     pub fn placements(&self) -> Result<JsValue, JsError> {
         let m = self.model.try_borrow().map_err(|_| busy())?;
         Ok(match m.last_placements() {
-            Some((counts, notes)) => {
+            Some(p) => {
                 let nodes = js_sys::Object::new();
-                for (name, n) in counts {
+                for (name, n) in &p.nodes {
                     super::js::set(&nodes, name, *n as u32);
                 }
                 let o = js_sys::Object::new();
@@ -102,7 +102,7 @@ impl MnistCore {
                 super::js::set(
                     &o,
                     "elsewhere",
-                    super::js::array_of(notes.iter(), |s| JsValue::from_str(s)),
+                    super::js::array_of(p.elsewhere.iter(), |s| JsValue::from_str(s)),
                 );
                 o.into()
             }
@@ -123,6 +123,9 @@ impl MnistCore {
     /// read back with `map_async`).
     #[cfg(feature = "webgpu")]
     #[wasm_bindgen(js_name = predictBatchAsync)]
+    // Holding the RefCell borrow across the await is the point: it marks the model busy, and every
+    // other entry point uses try_borrow and returns an error instead of panicking.
+    #[allow(clippy::await_holding_refcell_ref)]
     pub fn predict_batch_async(&self, images: Vec<f32>) -> js_sys::Promise {
         let model = self.model.clone();
         wasm_bindgen_futures::future_to_promise(async move {
