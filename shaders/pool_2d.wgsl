@@ -14,7 +14,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let ix = i32(c.x * su(4u)) - i32(su(6u));
     let iy = i32(c.y * su(5u)) - i32(su(7u));
     var out = 0.0;
-    if (is_max) { out = -3.4028235e38; }
+    if (is_max) { out = bitcast<f32>(0xff7fffffu); }
     for (var ky = 0u; ky < k1; ky = ky + 1u) {
         let y = iy + i32(ky);
         if (y < 0 || y >= IH) { continue; }

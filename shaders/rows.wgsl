@@ -16,7 +16,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (op == 3u) { n = ne00 * ne01 * ne02 * t_ne(1u, 3u); }
     let c = vec4<u32>(0u, row % ne01, (row / ne01) % ne02, row / (ne01 * ne02));
     var acc = 0.0;
-    var best = -3.4028235e38;
+    var best = bitcast<f32>(0xff7fffffu);
     var besti = 0xFFFFFFFFu;
     for (var i = lid; i < n; i = i + 256u) {
         var x: f32;

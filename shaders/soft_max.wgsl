@@ -37,7 +37,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let db = t_at(0u, vec4<u32>(0u, i01, i02, i03));
     let nb0 = t_nb(0u, 0u);
 
-    var mx = -3.4028235e38;
+    var mx = bitcast<f32>(0xff7fffffu);
     for (var i0 = lid; i0 < ne00; i0 = i0 + 256u) {
         mx = max(mx, sm_value(i0, xb, mb, scale, slope, has_mask));
     }

@@ -133,25 +133,31 @@ impl Context {
         let (d, off) = self.data_location(id)?;
         let mut span = vec![0u8; t.nbytes()];
         d.buffer.get(off, &mut span)?;
-        let ts = t.dtype.type_size();
-        let bs = t.dtype.block_size();
-        let row_bytes = t.ne[0] / bs * ts;
-        let mut out = Vec::with_capacity(row_bytes * t.nrows());
-        for i3 in 0..t.ne[3] {
-            for i2 in 0..t.ne[2] {
-                for i1 in 0..t.ne[1] {
-                    let base = i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
-                    if t.nb[0] == ts {
-                        out.extend_from_slice(&span[base..base + row_bytes]);
-                    } else {
-                        for i0 in 0..t.ne[0] / bs {
-                            let p = base + i0 * t.nb[0];
-                            out.extend_from_slice(&span[p..p + ts]);
-                        }
+        Ok(gather_strided(t, &span))
+    }
+}
+
+/// The rows of a strided tensor gathered into contiguous order from `span`, its bytes starting at
+/// its first element (`nbytes()` long).
+pub(crate) fn gather_strided(t: &crate::tensor::Tensor, span: &[u8]) -> Vec<u8> {
+    let ts = t.dtype.type_size();
+    let bs = t.dtype.block_size();
+    let row_bytes = t.ne[0] / bs * ts;
+    let mut out = Vec::with_capacity(row_bytes * t.nrows());
+    for i3 in 0..t.ne[3] {
+        for i2 in 0..t.ne[2] {
+            for i1 in 0..t.ne[1] {
+                let base = i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
+                if t.nb[0] == ts {
+                    out.extend_from_slice(&span[base..base + row_bytes]);
+                } else {
+                    for i0 in 0..t.ne[0] / bs {
+                        let p = base + i0 * t.nb[0];
+                        out.extend_from_slice(&span[p..p + ts]);
                     }
                 }
             }
         }
-        Ok(out)
     }
+    out
 }

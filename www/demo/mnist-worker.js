@@ -2,18 +2,21 @@
 import { init, Mnist, loadMnistSet } from '../dist/index.js';
 
 self.onmessage = async ({ data }) => {
-  const { kind, build, base } = data;
+  const { kind, build, base, backend = 'cpu' } = data;
   try {
     const engine = await init(build === 'auto' ? {} : { simd: build === 'simd' });
-    const name = engine.simd ? 'wasm SIMD128' : 'wasm scalar';
     const [model, set] = await Promise.all([
-      Mnist.load(new URL(`assets/mnist-${kind}-f32.gguf`, base)),
+      Mnist.load(new URL(`assets/mnist-${kind}-f32.gguf`, base), { backend }),
       loadMnistSet(new URL('assets/t10k-images-idx3-ubyte.gz', base), new URL('assets/t10k-labels-idx1-ubyte.gz', base)),
     ]);
+    const info = model.backendInfo;
+    const name = info.backend === 'webgpu'
+      ? `WebGPU (${info.adapter.name}, ${info.f16 ? 'f16' : 'f32'} path)`
+      : engine.simd ? 'wasm SIMD128' : 'wasm scalar';
     const result = await model.evaluate(set.images, set.labels, {
       onProgress: (p) => self.postMessage({ type: 'progress', kind, engine: name, ...p }),
     });
-    self.postMessage({ type: 'result', kind, engine: name, result });
+    self.postMessage({ type: 'result', kind, engine: name, backendInfo: info, result });
   } catch (e) {
     self.postMessage({ type: 'error', message: String(e?.message ?? e) });
   }

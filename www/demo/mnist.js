@@ -4,7 +4,9 @@ const $ = (id) => document.getElementById(id);
 const pad = $('pad');
 const ctx = pad.getContext('2d', { willReadFrequently: true });
 const preview = $('preview').getContext('2d');
-const state = (window.__mnist = { ready: false, prediction: null, evaluation: null, error: null });
+// `drawn` counts strokes: a prediction carries the count it was computed for, and results of older
+// drawings (WebGPU predictions are async and can finish after newer strokes) are dropped.
+const state = (window.__mnist = { ready: false, prediction: null, evaluation: null, error: null, drawn: 0 });
 
 // ---- bars ----
 const bars = [];
@@ -28,23 +30,62 @@ function clearPad() {
     b.querySelector('span').textContent = '0%';
   }
   state.prediction = null;
+  state.drawn++;
 }
 clearPad();
 
 // ---- models ----
 const models = {};
 let kind = 'fc';
+let engineLine = '';
+
+/** One line on where the models run and why (Mnist.backendInfo). */
+function describe(info) {
+  if (info.backend === 'webgpu') {
+    const a = info.adapter;
+    const cpuOps = info.placements?.elsewhere?.length ?? 0;
+    return `WebGPU: ${a.name} (${a.f16 ? 'f16' : 'f32'} path${a.shaderF16 ? '' : ', no shader-f16'}; max storage binding ${Math.round(a.maxStorageBufferBindingSize / 2 ** 20)} MiB)` +
+      (info.placements ? ` · ${cpuOps ? `${cpuOps} op(s) on the CPU: ${info.placements.elsewhere.join('; ')}` : 'every op on WebGPU'}` : '');
+  }
+  return `CPU (wasm) — ${info.reason}`;
+}
+
+async function loadModels() {
+  const backend = $('backend').value;
+  state.ready = false;
+  state.error = null;
+  $('status').textContent = `loading models (${backend})…`;
+  try {
+    const [fc, cnn] = await Promise.all([
+      Mnist.load('assets/mnist-fc-f32.gguf', { backend }),
+      Mnist.load('assets/mnist-cnn-f32.gguf', { backend }),
+    ]);
+    for (const m of Object.values(models)) m.free();
+    Object.assign(models, { fc, cnn });
+    state.backendInfo = fc.backendInfo;
+    $('backendInfo').textContent = describe(fc.backendInfo);
+    $('engine').textContent = `${engineLine} · ${fc.backendInfo.backend === 'webgpu' ? 'WebGPU' : 'CPU'}`;
+    $('status').textContent = 'models ready';
+    state.ready = true;
+    // Re-classify a drawing made before a backend switch (classify is hoisted; schedule is not yet).
+    requestAnimationFrame(() => classify());
+  } catch (e) {
+    state.error = String(e.message || e);
+    $('status').innerHTML = `<span class="err">${state.error}</span>`;
+    $('backendInfo').textContent = '–';
+  }
+}
+
 try {
   const engine = await init();
-  $('engine').textContent = `ggweb ${engine.version} · ${engine.simd ? 'wasm SIMD128' : 'wasm scalar'}`;
-  const [fc, cnn] = await Promise.all([Mnist.load('assets/mnist-fc-f32.gguf'), Mnist.load('assets/mnist-cnn-f32.gguf')]);
-  Object.assign(models, { fc, cnn });
-  $('status').textContent = 'models ready';
-  state.ready = true;
+  engineLine = `ggweb ${engine.version} · ${engine.simd ? 'wasm SIMD128' : 'wasm scalar'}`;
+  $('engine').textContent = engineLine;
+  await loadModels();
 } catch (e) {
   state.error = String(e.message || e);
   $('status').innerHTML = `<span class="err">${state.error}</span>`;
 }
+$('backend').addEventListener('change', loadModels);
 
 for (const r of document.querySelectorAll('input[name=model]')) {
   r.addEventListener('change', () => {
@@ -61,6 +102,7 @@ function pos(e) {
   return [((e.clientX - r.left) * pad.width) / r.width, ((e.clientY - r.top) * pad.height) / r.height];
 }
 function stroke(from, to) {
+  state.drawn++;
   ctx.strokeStyle = '#fff';
   ctx.fillStyle = '#fff';
   ctx.lineWidth = 20;
@@ -115,9 +157,12 @@ async function classify() {
   }
   preview.putImageData(img, 0, 0);
   if (!x.some((v) => v > 0)) return;
+  const version = state.drawn;
   try {
     const { label, probabilities } = await model.predict(x);
-    state.prediction = { label, probabilities: Array.from(probabilities), kind };
+    if (version !== state.drawn || model !== models[kind]) return; // a newer drawing or model
+    if (model.backendInfo.placements) $('backendInfo').textContent = describe(model.backendInfo);
+    state.prediction = { label, probabilities: Array.from(probabilities), kind, version };
     $('prediction').textContent = String(label);
     $('confidence').textContent = `${(probabilities[label] * 100).toFixed(1)}% · ${kind === 'fc' ? 'fully connected' : 'convolutional'}`;
     bars.forEach((b, d) => {
@@ -165,7 +210,7 @@ $('evaluate').addEventListener('click', () => {
     $('evalStatus').innerHTML = `<span class="err">${e.message}</span>`;
     finish();
   };
-  worker.postMessage({ kind, build, base: new URL('./', location.href).href });
+  worker.postMessage({ kind, build, backend: $('backend').value, base: new URL('./', location.href).href });
 });
 function finish() {
   worker?.terminate();

@@ -17,6 +17,8 @@ export {
   type GGUFValue,
   type LoadGGUFOptions,
 } from './gguf.js';
+export { webgpuDevice, chooseBackend, type Backend, type BackendInfo, type WebGPUInfo } from './backend.js';
+export { benchMulMat, type MulMatBenchOptions, type MulMatBenchResult } from './bench.js';
 export { Graph, Tensor, type DType, type Shape, type TensorInfo, type SoftMaxOptions } from './graph.js';
 export {
   Mnist,
@@ -34,13 +36,13 @@ export {
   type Pixels,
   type Idx,
   type MnistSet,
+  type MnistLoadOptions,
 } from './mnist.js';
 export {
   LLM,
   Generation,
   clearModelCache,
   type WorkerLLM,
-  type Backend,
   type LLMLoadOptions,
   type LLMProgress,
   type LLMInfo,

@@ -15,9 +15,10 @@
 import { engine, wasmMemoryBytes } from './wasm.js';
 import { isNode, toError } from './env.js';
 import { openSource, type OpenSource, type Source } from './source.js';
+import { webgpuDevice, type Backend, type BackendInfo } from './backend.js';
 import type { LlmCore } from '../wasm/simd/ggweb.js';
 
-export type Backend = 'cpu' | 'webgpu' | 'auto';
+export type { Backend };
 
 export interface LLMProgress {
   /** Bytes read so far. */
@@ -33,7 +34,10 @@ export interface LLMLoadOptions {
   signal?: AbortSignal;
   /** Context size in tokens (default 2048, at most the model's training context). */
   nCtx?: number;
-  /** `cpu` (default). `webgpu` / `auto` are accepted; `loadInfo.backendNote` says what ran and why. */
+  /**
+   * `cpu` (default). `webgpu` / `auto` are accepted, but language models run on the CPU in this
+   * version (their WebGPU path is native-only so far); `loadInfo.backendInfo` says what ran and why.
+   */
   backend?: Backend;
   /** Use the Cache API for URLs (default true where it exists). */
   cache?: boolean;
@@ -65,6 +69,8 @@ export interface LoadInfo {
   backend: 'cpu';
   /** Why it is the CPU when something else was asked for. */
   backendNote?: string;
+  /** The backend choice in the same shape as `Mnist.backendInfo`. */
+  backendInfo: BackendInfo;
   /** CPU kernels: `wasm32 simd128` or `scalar`. */
   kernels: string;
 }
@@ -290,13 +296,17 @@ export async function clearModelCache(url?: string): Promise<boolean> {
   return c.delete(new URL(url, base).href);
 }
 
-function backendNote(requested: Backend | undefined): string | undefined {
-  if (!requested || requested === 'cpu') return undefined;
-  const gpu = typeof navigator !== 'undefined' && (navigator as { gpu?: unknown }).gpu;
-  const why = gpu
-    ? 'WebGPU is available, but ggweb has no WebGPU path for language models yet'
-    : 'WebGPU is not available here (no navigator.gpu), and ggweb has no WebGPU path for language models yet';
-  return `${requested} requested: ran on the CPU (wasm) — ${why}`;
+async function llmBackend(requested: Backend | undefined): Promise<BackendInfo> {
+  const req = requested ?? 'cpu';
+  if (req !== 'cpu' && req !== 'webgpu' && req !== 'auto') {
+    throw new Error(`invalid argument: backend must be 'cpu', 'webgpu' or 'auto', got '${String(req)}'`);
+  }
+  if (req === 'cpu') return { requested: req, backend: 'cpu', adapter: null, f16: false, reason: 'the CPU was requested' };
+  const { device, reason } = await webgpuDevice();
+  const why = device
+    ? `WebGPU is available (${reason}), but ggweb runs language models on the CPU in the browser so far`
+    : `WebGPU is not available here (${reason}), and ggweb runs language models on the CPU in the browser so far`;
+  return { requested: req, backend: 'cpu', adapter: null, f16: false, reason: `${req} requested: ran on the CPU (wasm) — ${why}` };
 }
 
 function now(): number {
@@ -322,6 +332,7 @@ export class LLM {
   static async load(source: Source, opts: LLMLoadOptions = {}): Promise<LLM> {
     const t0 = now();
     const m = await engine();
+    const backendInfo = await llmBackend(opts.backend);
     const src = await openModel(source, opts);
     let stream: InstanceType<typeof m.ModelStream> | null = null;
     try {
@@ -342,9 +353,9 @@ export class LLM {
         fromCache: src.fromCache,
         backend: 'cpu',
         kernels: m.cpuFeatures(),
+        backendInfo,
       };
-      const note = backendNote(opts.backend);
-      if (note) info.backendNote = note;
+      if (backendInfo.requested !== 'cpu') info.backendNote = backendInfo.reason;
       return new LLM(core, info);
     } catch (e) {
       throw toError(e);

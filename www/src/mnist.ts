@@ -6,7 +6,16 @@ import { engine } from './wasm.js';
 import { GGUF, loadGGUF, type LoadGGUFOptions } from './gguf.js';
 import { readAll, type LoadOptions, type Source } from './source.js';
 import { tick, toError } from './env.js';
+import { chooseBackend, type Backend, type BackendInfo } from './backend.js';
 import type { MnistCore } from '../wasm/simd/ggweb.js';
+
+export interface MnistLoadOptions extends LoadGGUFOptions {
+  /**
+   * `cpu` (default), `webgpu` (rejects when WebGPU is unavailable) or `auto` (WebGPU when an
+   * adapter exists). `mnist.backendInfo` says what runs and why.
+   */
+  backend?: Backend;
+}
 
 export const MNIST_PIXELS = 784;
 export const MNIST_CLASSES = 10;
@@ -42,21 +51,26 @@ export type Pixels = Float32Array | ImageData;
 /** A loaded MNIST model (fully connected or convolutional, from the GGUF's architecture). */
 export class Mnist {
   #core: MnistCore | null;
+  #queue: Promise<unknown> = Promise.resolve();
   /** `fc` or `cnn`. */
   readonly kind: 'fc' | 'cnn';
+  /** Where the model runs and why; `placements` is filled in after each WebGPU computation. */
+  readonly backendInfo: BackendInfo;
 
-  private constructor(core: MnistCore) {
+  private constructor(core: MnistCore, info: BackendInfo) {
     this.#core = core;
     this.kind = core.kind as 'fc' | 'cnn';
+    this.backendInfo = info;
   }
 
   /** Load `mnist-fc-f32.gguf` or `mnist-cnn-f32.gguf` from a URL, path, Blob, bytes or a GGUF. */
-  static async load(source: Source | GGUF, opts: LoadGGUFOptions = {}): Promise<Mnist> {
+  static async load(source: Source | GGUF, opts: MnistLoadOptions = {}): Promise<Mnist> {
     const m = await engine();
+    const info = await chooseBackend(opts.backend);
     const gguf = await loadGGUF(source, { ...opts, headerOnly: false });
     const stream = gguf._take();
     try {
-      return new Mnist(m.MnistCore.load(stream));
+      return new Mnist(m.MnistCore.load(stream, info.backend), info);
     } catch (e) {
       throw toError(e);
     } finally {
@@ -69,20 +83,40 @@ export class Mnist {
     return this.#core;
   }
 
-  /** Logits (n × 10) of `n` images given as n × 784 floats in [0, 1]. */
+  /** Logits (n × 10) of `n` images given as n × 784 floats in [0, 1]. Calls run one at a time. */
   async logits(images: Float32Array): Promise<Float32Array> {
-    return this.logitsSync(images);
+    if (!(images instanceof Float32Array)) throw new Error('invalid argument: images must be a Float32Array');
+    if (this.backendInfo.backend === 'cpu') return this.logitsSync(images);
+    const run = async (): Promise<Float32Array> => {
+      const core = this.#c();
+      try {
+        const out = (await core.predictBatchAsync(images)) as Float32Array;
+        this.backendInfo.placements = core.placements() as BackendInfo['placements'];
+        return out;
+      } catch (e) {
+        throw toError(e);
+      }
+    };
+    // WebGPU calls await the device: queue them so that none finds the model busy.
+    const p = this.#queue.then(run, run);
+    this.#queue = p.catch(() => {});
+    return p;
   }
-  /** Synchronous `logits`. */
+  /** Synchronous `logits` (CPU models only: WebGPU results are read back asynchronously). */
   logitsSync(images: Float32Array): Float32Array {
     if (!(images instanceof Float32Array)) throw new Error('invalid argument: images must be a Float32Array');
-    return this.#c().predictBatch(images);
+    if (this.backendInfo.backend !== 'cpu') throw new Error('logitsSync needs a CPU model: this one runs on WebGPU (use logits)');
+    try {
+      return this.#c().predictBatch(images);
+    } catch (e) {
+      throw toError(e);
+    }
   }
 
   /** Classify one image. */
   async predict(pixels: Pixels): Promise<Prediction> {
     const x = toPixels(pixels);
-    const logits = this.logitsSync(x);
+    const logits = await this.logits(x);
     return { label: argmax(logits), probabilities: softmax(logits), logits };
   }
 
@@ -110,7 +144,7 @@ export class Mnist {
         for (let j = 0; j < src.length; j++) x[j] = src[j] / 255;
       }
       const t0 = performance.now();
-      const logits = this.logitsSync(x);
+      const logits = await this.logits(x);
       busy += performance.now() - t0;
       for (let j = 0; j < m; j++) {
         if (argmax(logits.subarray(j * 10, j * 10 + 10)) === labels[i + j]) correct++;

@@ -1,8 +1,9 @@
 // Browser end-to-end test of the demo: puppeteer-core drives Debian's /usr/bin/chromium (never a
 // downloaded browser). Paints real t10k digits onto the MNIST canvas with mouse events, checks the
 // live predictions, runs the test-set evaluation in the Web Worker (SIMD and scalar builds, fc and
-// cnn: accuracy and images/s), and loads GGUFs in the inspector. Screenshots and perf.json go to
-// test-output/. Exit code 0 on success.
+// cnn: accuracy and images/s) on the CPU and on WebGPU (SwiftShader: a CPU emulation of a GPU,
+// f32 path), measures mul_mat on both, and loads GGUFs in the inspector. Screenshots and
+// e2e-results.json go to test-output/. Exit code 0 on success.
 import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
@@ -27,10 +28,12 @@ const labels = zlib.gunzipSync(fs.readFileSync(path.join(ROOT, 'crate/assets/t10
 const browser = await puppeteer.launch({
   executablePath: CHROME,
   headless: true,
+  // The CNN on SwiftShader (a CPU emulation of a GPU) takes minutes for the 10,000 images.
+  protocolTimeout: 1_200_000,
   args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-    '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage'],
+    '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage', '--enable-unsafe-webgpu'],
 });
-const results = { digits: [], evaluations: [] };
+const results = { digits: [], evaluations: [], matmul: [] };
 let failed = false;
 const check = (cond, msg) => {
   console.log(`${cond ? 'ok  ' : 'FAIL'} ${msg}`);
@@ -50,6 +53,12 @@ try {
   const err = await page.evaluate(() => window.__mnist.error);
   assert.equal(err, null, `models failed to load: ${err}`);
   check(await page.evaluate(() => self.crossOriginIsolated), 'page is cross-origin isolated (COOP/COEP)');
+  // The demo defaults to backend 'auto': WebGPU on Chromium's SwiftShader adapter (f32 path).
+  const bi = await page.evaluate(() => window.__mnist.backendInfo);
+  results.backendInfo = bi;
+  check(bi?.backend === 'webgpu' && bi.requested === 'auto' && bi.adapter?.name && bi.f16 === bi.adapter.shaderF16 &&
+    Array.isArray(bi.adapter.features) && bi.adapter.maxStorageBufferBindingSize > 0,
+    `auto picks WebGPU: ${bi?.adapter?.name} (${bi?.f16 ? 'f16' : 'f32'} path, features ${bi?.adapter?.features?.join(' ')}) — ${bi?.reason}`);
   const box = await (await page.$('#pad')).boundingBox();
 
   async function paint(idx) {
@@ -69,8 +78,8 @@ try {
         await page.mouse.up();
       }
     }
-    await page.waitForFunction(() => window.__mnist.prediction !== null, { timeout: 10000 });
-    await new Promise((r) => setTimeout(r, 50));
+    // The prediction of the finished drawing (WebGPU predictions are async).
+    await page.waitForFunction(() => window.__mnist.prediction?.version === window.__mnist.drawn, { timeout: 30000 });
     return page.evaluate(() => window.__mnist.prediction);
   }
 
@@ -88,12 +97,22 @@ try {
     check(correct >= 8, `${kind}: ${correct}/${N} painted t10k digits classified correctly`);
   }
 
+  const shownInfo = await page.$eval('#backendInfo', (e) => e.textContent);
+  check(/WebGPU/.test(shownInfo) && /every op on WebGPU/.test(shownInfo), `backend line after drawing: ${shownInfo}`);
+
   // ---- MNIST: test-set evaluation in the worker ----
-  async function evaluate(kind, build) {
+  async function setBackend(backend) {
+    if ((await page.$eval('#backend', (e) => e.value)) === backend) return;
+    await page.evaluate(() => (window.__mnist.ready = false));
+    await page.select('#backend', backend);
+    await page.waitForFunction(() => window.__mnist.ready || window.__mnist.error, { timeout: 60000 });
+  }
+  async function evaluate(kind, build, backend = 'cpu') {
+    await setBackend(backend);
     await page.click(`label:has(input[value=${kind}])`);
     await page.select('#build', build);
     await page.click('#evaluate');
-    await page.waitForFunction(() => window.__mnist.evaluation !== null, { timeout: 300000 });
+    await page.waitForFunction(() => window.__mnist.evaluation !== null, { timeout: 1_200_000, polling: 1000 });
     const r = await page.evaluate(() => window.__mnist.evaluation);
     await page.screenshot({ path: path.join(OUT, `mnist-evaluate-${kind}-${build}.png`) });
     return r;
@@ -107,6 +126,61 @@ try {
         `evaluate ${kind} (${r.engine ?? build}): ${r.error ?? `${(r.accuracy * 100).toFixed(2)}%, ${Math.round(r.imagesPerSecond)} images/s`}`);
     }
   }
+  // The same on WebGPU in the worker: accuracy identical to the CPU's. The CNN runs at ~20-30
+  // images/s on SwiftShader (a CPU emulation), so by default it is checked on the first 2,000
+  // images against the CPU, prediction by prediction; E2E_WEBGPU_FULL=1 evaluates all 10,000.
+  const full = !!process.env.E2E_WEBGPU_FULL;
+  for (const kind of full ? ['fc', 'cnn'] : ['fc']) {
+    const r = await evaluate(kind, 'simd', 'webgpu');
+    results.evaluations.push(r);
+    check(!r.error && /WebGPU/.test(r.engine) && Math.abs(r.accuracy - want[kind]) < 1e-9 && r.total === 10000,
+      `evaluate ${kind} (${r.engine ?? 'webgpu'}): ${r.error ?? `${(r.accuracy * 100).toFixed(2)}%, ${Math.round(r.imagesPerSecond)} images/s`}`);
+  }
+  if (!full) {
+    const r = await page.evaluate(async () => {
+      const g = await import('/dist/index.js');
+      const set = await g.loadMnistSet('assets/t10k-images-idx3-ubyte.gz', 'assets/t10k-labels-idx1-ubyte.gz');
+      const N = 2000;
+      const x = set.images.subarray(0, N * 784);
+      const out = {};
+      for (const backend of ['cpu', 'webgpu']) {
+        const m = await g.Mnist.load('assets/mnist-cnn-f32.gguf', { backend });
+        const t0 = performance.now();
+        const logits = await m.logits(x);
+        out[backend] = { seconds: (performance.now() - t0) / 1000, pred: Array.from({ length: N }, (_, i) => g.argmax(logits.subarray(i * 10, i * 10 + 10))) };
+        m.free();
+      }
+      const same = out.cpu.pred.every((p, i) => p === out.webgpu.pred[i]);
+      const correct = out.webgpu.pred.filter((p, i) => p === set.labels[i]).length;
+      return { same, correct, N, ips: N / out.webgpu.seconds };
+    });
+    results.evaluations.push({ kind: 'cnn', engine: 'WebGPU, first 2,000 images', ...r });
+    check(r.same, `cnn on WebGPU, first ${r.N} images: predictions identical to the CPU's (${r.correct} correct), ${Math.round(r.ips)} images/s`);
+  }
+
+  // ---- mul_mat: CPU (wasm, 1 thread) beside WebGPU (SwiftShader) in the same page ----
+  // (a smoke test of benchMulMat; the table comes from www/test-e2e/webgpu-bench.mjs)
+  const shapes = [['f32', 256, 8, 256], ['q4_0', 256, 8, 256]];
+  const mm = await page.evaluate(async (shapes, seconds) => {
+    const { benchMulMat } = await import('/dist/index.js');
+    const out = [];
+    for (const [type, m, n, k] of shapes) {
+      for (const backend of ['cpu', 'webgpu']) {
+        try {
+          const r = await benchMulMat({ backend, type, m, n, k, seconds });
+          out.push({ backend, type, m, n, k, gflops: r.gflops, runs: r.runs });
+        } catch (e) {
+          out.push({ backend, type, m, n, k, error: String(e.message || e) });
+        }
+      }
+    }
+    return out;
+  }, shapes, 0.05);
+  results.matmul = mm;
+  for (const r of mm) {
+    console.log(`     mul_mat ${r.type} m=${r.m} n=${r.n} k=${r.k} ${r.backend}: ${r.error ?? `${r.gflops.toFixed(3)} GFLOP/s (${r.runs} runs)`}`);
+  }
+  check(mm.every((r) => !r.error && r.gflops > 0), 'mul_mat benchmark ran on the CPU and on WebGPU');
 
   // ---- GGUF inspector ----
   await page.goto(`${base}/demo/inspector.html`);

@@ -20,6 +20,7 @@ test('load: info, progress, backend note, memory', () => {
   assert.ok(progress > 1, 'progress reported while streaming');
   assert.equal(llm.loadInfo.backend, 'cpu');
   assert.match(llm.loadInfo.backendNote, /CPU/);
+  assert.deepEqual([llm.loadInfo.backendInfo.requested, llm.loadInfo.backendInfo.backend], ['webgpu', 'cpu']);
   assert.equal(llm.loadInfo.fromCache, false);
   const m = llm.memory();
   assert.equal(m.weights, fs.statSync(SMOLLM2).size);

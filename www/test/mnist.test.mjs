@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { init, Mnist, loadMnistSet, preprocessDigit } from '../dist/index.js';
+import { init, Mnist, loadMnistSet, preprocessDigit, webgpuDevice } from '../dist/index.js';
 import { asset, GOLDEN, initOptions } from './helpers.mjs';
 
 const engine = await init(initOptions);
@@ -67,4 +67,22 @@ test('preprocessDigit centres and scales like MNIST', () => {
   assert.ok(Math.abs(cx / m - 13.5) <= 1 && Math.abs(cy / m - 13.5) <= 1);
   assert.equal(bottom - top + 1, 20);
   assert.ok(preprocessDigit(new Float32Array(w * h), w, h).every((v) => v === 0));
+});
+
+test('backend option: auto falls back to the CPU with the reason, webgpu rejects, cpu is the default', async () => {
+  // Node has no navigator.gpu (the WebGPU runs are in headless Chromium: wasm-tests, e2e).
+  const { device, reason } = await webgpuDevice();
+  assert.equal(device, null);
+  assert.match(reason, /navigator\.gpu|no WebGPU/);
+  const def = await Mnist.load(asset('mnist-fc-f32.gguf'));
+  assert.deepEqual([def.backendInfo.requested, def.backendInfo.backend, def.backendInfo.adapter], ['cpu', 'cpu', null]);
+  def.free();
+  const auto = await Mnist.load(asset('mnist-fc-f32.gguf'), { backend: 'auto' });
+  assert.equal(auto.backendInfo.backend, 'cpu');
+  assert.match(auto.backendInfo.reason, /^auto: no WebGPU/);
+  const logits = await auto.logits(set.images.subarray(0, 784));
+  assert.equal(logits.length, 10);
+  auto.free();
+  await assert.rejects(Mnist.load(asset('mnist-fc-f32.gguf'), { backend: 'webgpu' }), /WebGPU is unavailable/);
+  await assert.rejects(Mnist.load(asset('mnist-fc-f32.gguf'), { backend: 'tpu' }), /backend must be/);
 });

@@ -25,6 +25,10 @@ pub struct Split {
     pub inputs: Vec<(TensorId, TensorId)>,
 }
 
+/// Nodes per backend (name, count) of the last planned graph, and the nodes not on the first
+/// backend with the scheduler's reason.
+pub type PlacementSummary = (Vec<(String, usize)>, Vec<(TensorId, String)>);
+
 /// Why a node went where it went.
 #[derive(Debug, Clone)]
 pub struct Placement {
@@ -412,5 +416,43 @@ impl Scheduler {
             self.backends[s.backend].graph_compute(ctx, &g)?;
         }
         Ok(())
+    }
+
+    /// [`Scheduler::compute_planned`] for the browser: inputs copied out of device memory are
+    /// read with `map_async` instead of a blocking read (which the browser cannot do).
+    #[cfg(feature = "webgpu")]
+    pub async fn compute_planned_async(&mut self, ctx: &Context) -> Result<()> {
+        for s in &self.splits {
+            for &(orig, copy) in &s.inputs {
+                let bytes = crate::backend::webgpu::read_bytes_async(ctx, orig).await?;
+                ctx.set_bytes(copy, &bytes)?;
+            }
+            let mut g = Graph::new();
+            g.nodes.extend_from_slice(&s.nodes);
+            self.backends[s.backend].graph_compute(ctx, &g)?;
+        }
+        Ok(())
+    }
+
+    /// Per backend (in priority order): its name and the number of nodes of the last planned
+    /// graph placed on it; plus the nodes not on the first backend with the scheduler's reason.
+    pub fn placement_summary(&self, ctx: &Context) -> PlacementSummary {
+        let mut counts: Vec<(String, usize)> = self
+            .backends
+            .iter()
+            .map(|b| (b.name().to_string(), 0))
+            .collect();
+        let mut elsewhere = Vec::new();
+        for p in &self.placements {
+            let t = ctx.tensor(p.node);
+            if t.op.is_view() {
+                continue;
+            }
+            counts[p.backend].1 += 1;
+            if p.backend != 0 {
+                elsewhere.push((p.node, p.reason.clone()));
+            }
+        }
+        (counts, elsewhere)
     }
 }

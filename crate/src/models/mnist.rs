@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::backend::cpu::HostBytes;
 use crate::context::Mark;
 use crate::gguf::Gguf;
-use crate::models::runner::{BackendChoice, Runner};
+use crate::models::runner::{BackendChoice, Placements, Runner};
 use crate::models::weights::Weights;
 use crate::tensor::PoolOp;
 use crate::{Context, DType, Error, Graph, Result, TensorId};
@@ -66,6 +66,8 @@ pub struct Mnist {
     params: Params,
     mark: Mark,
     runner: Runner,
+    /// Placements of the last async batch (the browser reports them).
+    last_placements: Option<Placements>,
     // Keeps the file bytes alive: the weights point into them.
     _bytes: Arc<dyn HostBytes>,
 }
@@ -135,6 +137,7 @@ impl Mnist {
             params,
             mark,
             runner,
+            last_placements: None,
             _bytes: bytes,
         })
     }
@@ -248,6 +251,43 @@ impl Mnist {
         self.ctx.set_f32(input, images)?;
         self.runner.compute(&self.ctx)?;
         self.ctx.get_f32(logits)
+    }
+
+    /// [`Mnist::logits`] for the browser, where reading WebGPU memory is async.
+    #[cfg(feature = "webgpu")]
+    pub async fn logits_async(&mut self, images: &[f32]) -> Result<Vec<f32>> {
+        if !images.len().is_multiple_of(IMAGE_PIXELS) {
+            return Err(Error::Shape(format!(
+                "{} pixels is not a whole number of 28x28 images",
+                images.len()
+            )));
+        }
+        let mut out = Vec::with_capacity(images.len() / IMAGE_PIXELS * N_CLASSES);
+        for chunk in images.chunks(MAX_BATCH * IMAGE_PIXELS) {
+            let r = self.logits_batch_async(chunk).await;
+            self.ctx.reset_to(self.mark);
+            out.extend(r?);
+        }
+        Ok(out)
+    }
+
+    #[cfg(feature = "webgpu")]
+    async fn logits_batch_async(&mut self, images: &[f32]) -> Result<Vec<f32>> {
+        let n = images.len() / IMAGE_PIXELS;
+        let (input, logits) = self.build(n)?;
+        let graph = Graph::build(&self.ctx, &[logits]);
+        self.runner.alloc(&mut self.ctx, &graph)?;
+        self.ctx.set_f32(input, images)?;
+        self.runner.compute_async(&self.ctx).await?;
+        let out = crate::backend::webgpu::read_f32_async(&self.ctx, logits).await?;
+        self.last_placements = Some(self.runner.placements(&self.ctx));
+        Ok(out)
+    }
+
+    /// Where the nodes of the last batch ran (see [`Runner::placements`]); `None` before the
+    /// first async batch.
+    pub fn last_placements(&self) -> Option<&Placements> {
+        self.last_placements.as_ref()
     }
 
     /// Predicted class per image.

@@ -30,6 +30,15 @@ impl std::str::FromStr for BackendChoice {
     }
 }
 
+/// Where the nodes of a graph ran.
+#[derive(Debug, Clone, Default)]
+pub struct Placements {
+    /// (backend name, node count) per backend, in priority order.
+    pub nodes: Vec<(String, usize)>,
+    /// "OP 'name': why" for each node not on the first backend.
+    pub elsewhere: Vec<String>,
+}
+
 pub struct Runner {
     sched: Scheduler,
     weights_buft: Arc<dyn BufferType>,
@@ -37,6 +46,9 @@ pub struct Runner {
     pub report: String,
     /// True when a GPU backend is in use.
     pub gpu: bool,
+    /// The WebGPU device in use, if any (adapter report, f16 or f32 path).
+    #[cfg(feature = "webgpu")]
+    pub webgpu: Option<Arc<crate::backend::webgpu::WebGpuDevice>>,
 }
 
 impl Runner {
@@ -62,6 +74,8 @@ impl Runner {
             weights_buft: cpu_buffer_type(),
             report,
             gpu: false,
+            #[cfg(feature = "webgpu")]
+            webgpu: None,
         })
     }
 
@@ -86,6 +100,7 @@ impl Runner {
             weights_buft: buft,
             report,
             gpu: true,
+            webgpu: Some(dev),
         })
     }
 
@@ -122,6 +137,39 @@ impl Runner {
             self.sched.backend_mut(i).synchronize()?;
         }
         Ok(())
+    }
+
+    /// [`Runner::compute`] for the browser: copies out of device memory and the wait are async.
+    #[cfg(feature = "webgpu")]
+    pub async fn compute_async(&mut self, ctx: &Context) -> Result<()> {
+        self.sched.compute_planned_async(ctx).await?;
+        for i in 0..self.sched.n_backends() {
+            self.sched.backend_mut(i).synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// Where the nodes of the last planned graph run: (backend name, node count) per backend,
+    /// and for each node not on the first backend "op 'name': why" (with the WebGPU device's
+    /// own reason, e.g. a tensor larger than max_storage_buffer_binding_size).
+    pub fn placements(&self, ctx: &Context) -> Placements {
+        let (nodes, elsewhere) = self.sched.placement_summary(ctx);
+        let notes = elsewhere
+            .into_iter()
+            .map(|(id, reason)| {
+                let t = ctx.tensor(id);
+                #[cfg(feature = "webgpu")]
+                let reason = match self.webgpu.as_ref().and_then(|d| d.explain_op(ctx, id)) {
+                    Some(why) => why,
+                    None => reason,
+                };
+                format!("{} '{}': {reason}", t.op.name(), t.name)
+            })
+            .collect();
+        Placements {
+            nodes,
+            elsewhere: notes,
+        }
     }
 
     /// Bytes of compute buffers per backend.

@@ -7,12 +7,16 @@
 
 use wasm_bindgen::prelude::*;
 
+mod bench;
 mod gguf;
 mod graph;
 mod js;
 mod llm;
 mod mnist;
+#[cfg(feature = "webgpu")]
+mod webgpu;
 
+pub use bench::MulMatBench;
 pub use gguf::GgufStream;
 pub use graph::GraphCore;
 pub use llm::{LlmCore, ModelStream};
@@ -33,6 +37,12 @@ pub fn version() -> String {
 #[wasm_bindgen(js_name = simdEnabled)]
 pub fn simd_enabled() -> bool {
     cfg!(target_feature = "simd128")
+}
+
+/// True when this module was built with the WebGPU backend (feature `webgpu`).
+#[wasm_bindgen(js_name = webgpuCompiled)]
+pub fn webgpu_compiled() -> bool {
+    cfg!(feature = "webgpu")
 }
 
 /// The CPU kernels in use ("wasm32 simd128" or "scalar").

@@ -169,7 +169,7 @@ impl WebGpuBuffer {
 }
 
 /// Read a contiguous tensor's bytes from a WebGPU buffer (async; the browser's way to
-/// `ctx.get_bytes`).
+/// `ctx.get_bytes`). Tensors in host buffers are read directly.
 pub async fn read_tensor_async(ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
     let t = ctx.get(id)?;
     if !t.is_contiguous() {
@@ -178,6 +178,13 @@ pub async fn read_tensor_async(ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
             t.name
         )));
     }
+    read_bytes_async(ctx, id).await
+}
+
+/// The bytes of any tensor (strided views gathered into contiguous order), read with
+/// `map_async` when they are in a WebGPU buffer: the async `ctx.read_bytes`.
+pub async fn read_bytes_async(ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
+    let t = ctx.get(id)?;
     let (data, off) = match (&t.data, t.view_src) {
         (Some(d), _) => (d, d.offset),
         (None, Some(v)) => match &ctx.tensor(v).data {
@@ -196,11 +203,32 @@ pub async fn read_tensor_async(ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
             )))
         }
     };
-    match data.buffer.as_any().downcast_ref::<WebGpuBuffer>() {
-        Some(b) => b.read_async(off, t.nbytes()).await,
-        None => {
-            let mut out = vec![0u8; t.nbytes()];
-            data.buffer.get(off, &mut out)?;
+    let Some(b) = data.buffer.as_any().downcast_ref::<WebGpuBuffer>() else {
+        return ctx.read_bytes(id);
+    };
+    // One transfer of the whole span, gathered on the host when strided.
+    let span = b.read_async(off, t.nbytes()).await?;
+    if t.is_contiguous() {
+        Ok(span)
+    } else {
+        Ok(crate::tensor_io::gather_strided(t, &span))
+    }
+}
+
+/// A tensor's values as f32 (f32, i32 or any dequantizable type), read asynchronously: the async
+/// `ctx.get_f32`.
+pub async fn read_f32_async(ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
+    let bytes = read_tensor_async(ctx, id).await?;
+    let t = ctx.get(id)?;
+    match t.dtype {
+        crate::DType::F32 => Ok(bytemuck::pod_collect_to_vec(&bytes)),
+        crate::DType::I32 => Ok(bytemuck::pod_collect_to_vec::<u8, i32>(&bytes)
+            .into_iter()
+            .map(|x| x as f32)
+            .collect()),
+        dt => {
+            let mut out = vec![0f32; t.nelements()];
+            crate::quant::dequantize_row(dt, &bytes, &mut out)?;
             Ok(out)
         }
     }

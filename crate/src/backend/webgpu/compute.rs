@@ -1,7 +1,13 @@
 //! Graph encoding: one command encoder and one compute pass per graph, one dispatch per node, the
 //! parameters of all dispatches in one uniform buffer (256 bytes each).
+//!
+//! WebGPU forbids overlapping writable storage bindings within one dispatch (Dawn, i.e. Chromium,
+//! validates it; every binding here is `read_write`). In-place ops (dst = src0's memory, from the
+//! allocator) and ops that bind one tensor twice (soft_max without a mask, rope without freq
+//! factors, `add(x, x)`) would overlap, so such a source is first copied into a scratch buffer
+//! and bound from there: the pass is split around the copy.
 
-use super::kernels::{self, Dispatch};
+use super::kernels::{self, Bind, Dispatch};
 use super::Shared;
 use crate::graph::Graph;
 use crate::{Context, Error, Result};
@@ -9,10 +15,24 @@ use crate::{Context, Error, Result};
 /// Bytes of parameters per dispatch (also a valid uniform offset alignment everywhere).
 const PARAM_SLOT: usize = 256;
 
-/// Per-backend state kept between graphs: the parameter buffer.
+/// Per-backend state kept between graphs: the parameter buffer and the scratch buffer for copies
+/// of aliased sources.
 #[derive(Default)]
 pub(crate) struct State {
     params: Option<wgpu::Buffer>,
+    scratch: Option<wgpu::Buffer>,
+}
+
+fn overlap(a: &Bind<'_>, b: &Bind<'_>) -> bool {
+    a.buf == b.buf && a.offset < b.offset + b.size && b.offset < a.offset + a.size
+}
+
+/// Source bindings (slot >= 1; slot 0 is the destination) that overlap the destination or an
+/// earlier source: they are read from a copy.
+fn aliased(binds: &[Bind<'_>]) -> Vec<usize> {
+    (1..binds.len())
+        .filter(|&j| (0..j).any(|k| overlap(&binds[j], &binds[k])))
+        .collect()
 }
 
 pub(crate) fn graph_compute(
@@ -50,6 +70,57 @@ pub(crate) fn graph_compute(
     }
     shared.queue.write_buffer(&params, 0, &bytes);
 
+    // Copies of aliased sources: per dispatch, regions of the scratch buffer from offset 0 (a
+    // copy and its dispatch run before the next copy, in command order, so regions are reused).
+    let align = (shared.limits.min_storage_buffer_offset_alignment as u64).max(256);
+    let copies: Vec<Vec<(usize, u64)>> = plans
+        .iter()
+        .map(|d| {
+            let mut at = 0u64;
+            aliased(&d.binds)
+                .into_iter()
+                .map(|j| {
+                    let off = at;
+                    at += d.binds[j].size.div_ceil(align) * align;
+                    (j, off)
+                })
+                .collect()
+        })
+        .collect();
+    let scratch_need = plans
+        .iter()
+        .zip(&copies)
+        .map(|(d, c)| {
+            c.iter()
+                .map(|&(j, off)| off + d.binds[j].size)
+                .max()
+                .unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0);
+    let scratch = if scratch_need == 0 {
+        None
+    } else {
+        match &state.scratch {
+            Some(b) if b.size() >= scratch_need => Some(b.clone()),
+            _ => {
+                if scratch_need > shared.limits.max_buffer_size {
+                    return Err(Error::OutOfMemory(format!(
+                        "WebGPU scratch buffer of {scratch_need} bytes for aliased bindings"
+                    )));
+                }
+                let b = shared.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("ggweb scratch"),
+                    size: scratch_need.div_ceil(align) * align,
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                state.scratch = Some(b.clone());
+                Some(b)
+            }
+        }
+    };
+
     let mut pipelines = Vec::with_capacity(plans.len());
     let mut groups = Vec::with_capacity(plans.len());
     for (i, d) in plans.iter().enumerate() {
@@ -64,11 +135,15 @@ pub(crate) fn graph_compute(
             }),
         }];
         for (b, bind) in d.binds.iter().enumerate() {
+            let (buffer, offset) = match (copies[i].iter().find(|c| c.0 == b), &scratch) {
+                (Some(&(_, off)), Some(sc)) => (sc, off),
+                _ => (bind.buf, bind.offset),
+            };
             entries.push(wgpu::BindGroupEntry {
                 binding: b as u32 + 1,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: bind.buf,
-                    offset: bind.offset,
+                    buffer,
+                    offset,
                     size: wgpu::BufferSize::new(bind.size),
                 }),
             });
@@ -86,15 +161,28 @@ pub(crate) fn graph_compute(
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("ggweb graph"),
         });
-    {
+    let mut i = 0;
+    while i < plans.len() {
+        // Copies for dispatch i, then one pass up to the next dispatch that needs copies.
+        if let Some(sc) = &scratch {
+            for &(j, off) in &copies[i] {
+                let b = &plans[i].binds[j];
+                enc.copy_buffer_to_buffer(b.buf, b.offset, sc, off, b.size);
+            }
+        }
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("ggweb graph"),
             timestamp_writes: None,
         });
-        for ((d, p), bg) in plans.iter().zip(&pipelines).zip(&groups) {
-            pass.set_pipeline(&p.pipeline);
-            pass.set_bind_group(0, bg, &[]);
+        loop {
+            let d = &plans[i];
+            pass.set_pipeline(&pipelines[i].pipeline);
+            pass.set_bind_group(0, &groups[i], &[]);
             pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
+            i += 1;
+            if i >= plans.len() || !copies[i].is_empty() {
+                break;
+            }
         }
     }
     shared.queue.submit([enc.finish()]);

@@ -26,10 +26,13 @@ mod compute;
 mod kernels;
 pub mod util;
 
-pub use buffer::{read_tensor_async, WebGpuBuffer, WebGpuBufferType};
+pub use buffer::{
+    read_bytes_async, read_f32_async, read_tensor_async, WebGpuBuffer, WebGpuBufferType,
+};
 #[cfg(not(target_arch = "wasm32"))]
 pub use compute::bench_mul_mat_on;
 pub use compute::bench_mul_mat_webgpu;
+#[cfg(not(target_arch = "wasm32"))]
 pub use util::block_on;
 
 /// Options for opening a device.
@@ -91,6 +94,8 @@ pub struct AdapterReport {
     pub device_type: String,
     pub driver: String,
     pub driver_info: String,
+    /// The adapter's optional features, as wgpu names them (e.g. "SHADER_F16").
+    pub features: Vec<String>,
     pub shader_f16: bool,
     pub max_buffer_size: u64,
     pub max_storage_buffer_binding_size: u64,
@@ -129,6 +134,7 @@ fn report(
         device_type: format!("{:?}", info.device_type),
         driver: info.driver.clone(),
         driver_info: info.driver_info.clone(),
+        features: features.iter_names().map(|(n, _)| n.to_string()).collect(),
         shader_f16: features.contains(wgpu::Features::SHADER_F16),
         max_buffer_size: limits.max_buffer_size,
         max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
@@ -284,7 +290,24 @@ impl WebGpuDevice {
             }
         }));
         let limits = device.limits();
-        let rep = report(&adapter.get_info(), device.features(), &limits);
+        #[allow(unused_mut)]
+        let mut rep = report(&adapter.get_info(), features, &limits);
+        #[cfg(target_arch = "wasm32")]
+        if let Some((vendor, arch, desc)) = util::browser_adapter_info().await {
+            if rep.name.is_empty() {
+                let n = format!("{vendor} {arch}").trim().to_string();
+                rep.name = if n.is_empty() { desc } else { n };
+            }
+            rep.driver = vendor;
+            rep.driver_info = arch;
+            // Chromium's SwiftShader is a CPU emulation, though not flagged as a fallback adapter.
+            if rep.driver_info.contains("swiftshader") {
+                rep.device_type = format!("{:?}", wgpu::DeviceType::Cpu);
+            }
+        }
+        if rep.name.is_empty() {
+            rep.name = "unnamed adapter".into();
+        }
         let name = format!("WebGPU ({})", rep.name);
         let matvec_rows = opts
             .matvec_rows
@@ -409,6 +432,11 @@ impl WebGpuBackend {
 
     pub fn webgpu_device(&self) -> &Arc<WebGpuDevice> {
         &self.dev
+    }
+
+    /// Wait for the submitted graphs to finish, without blocking (usable in the browser).
+    pub async fn synchronize_async(&self) -> Result<()> {
+        util::wait_idle_async(&self.dev.shared).await
     }
 }
 

@@ -1,4 +1,5 @@
-//! Small async helpers: a minimal `block_on` (native), a one-shot future for `map_async`
+//! Small async helpers: a minimal `block_on` (native only: nothing may block in the browser,
+//! which awaits the futures instead), a one-shot future for `map_async`
 //! callbacks, and waiting for the queue to drain.
 
 use std::future::Future;
@@ -28,12 +29,6 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
             Poll::Pending => std::thread::park(),
         }
     }
-}
-
-/// In the browser nothing may block: this exists only so native-only call sites type-check.
-#[cfg(target_arch = "wasm32")]
-pub fn block_on<F: Future>(_fut: F) -> F::Output {
-    panic!("block_on is not available in the browser; await the future instead")
 }
 
 struct OneshotState<T> {
@@ -105,4 +100,42 @@ pub(crate) fn wait_idle(shared: &Shared) -> Result<()> {
             .map_err(|e| crate::Error::Backend(format!("WebGPU poll: {e}")))?;
     }
     shared.take_error()
+}
+
+/// Wait until all submitted work finished without blocking (the browser's way; natively the
+/// callback fires during `device.poll`).
+pub(crate) async fn wait_idle_async(shared: &Shared) -> Result<()> {
+    let (tx, rx) = oneshot();
+    shared.queue.on_submitted_work_done(move || tx.send(()));
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        shared
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| crate::Error::Backend(format!("WebGPU poll: {e}")))?;
+    }
+    rx.await;
+    shared.take_error()
+}
+
+/// The browser's own `GPUAdapterInfo` (vendor, architecture, description): wgpu keeps only the
+/// description, which Chromium leaves empty (SwiftShader is vendor "google", architecture
+/// "swiftshader"). `None` where there is no `navigator.gpu` or no adapter.
+#[cfg(target_arch = "wasm32")]
+pub(crate) async fn browser_adapter_info() -> Option<(String, String, String)> {
+    use js_sys::{Function, Promise, Reflect};
+    use wasm_bindgen::{JsCast, JsValue};
+    let get = |o: &JsValue, k: &str| Reflect::get(o, &JsValue::from_str(k)).ok();
+    let nav = get(&js_sys::global(), "navigator")?;
+    let gpu = get(&nav, "gpu").filter(|g| g.is_object())?;
+    let request: Function = get(&gpu, "requestAdapter")?.dyn_into().ok()?;
+    let promise: Promise = request.call0(&gpu).ok()?.dyn_into().ok()?;
+    let adapter = wasm_bindgen_futures::JsFuture::from(promise).await.ok()?;
+    let info = get(&adapter, "info").filter(|i| i.is_object())?;
+    let s = |k: &str| {
+        get(&info, k)
+            .and_then(|v| v.as_string())
+            .unwrap_or_default()
+    };
+    Some((s("vendor"), s("architecture"), s("description")))
 }

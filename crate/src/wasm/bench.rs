@@ -1,0 +1,120 @@
+//! A mul_mat benchmark for the browser: JavaScript times `run()` with `performance.now()` (the
+//! wasm build has no clock of its own). The same product on the CPU backend or on WebGPU.
+
+use wasm_bindgen::prelude::*;
+
+use super::js_err;
+use crate::alloc::alloc_ctx_tensors;
+use crate::backend::cpu::{cpu_buffer_type, CpuBackend};
+use crate::backend::{Backend, BufferType};
+use crate::{Context, DType, Error, Graph, Result};
+
+enum Engine {
+    Cpu(CpuBackend),
+    #[cfg(feature = "webgpu")]
+    WebGpu(crate::backend::webgpu::WebGpuBackend),
+}
+
+/// `y = mul_mat(W, x)` with W [k, m] of a weight type and x [k, n] f32, set up once.
+#[wasm_bindgen]
+pub struct MulMatBench {
+    ctx: Context,
+    graph: Graph,
+    flops: f64,
+    engine: Engine,
+    _buf: Option<std::sync::Arc<dyn crate::backend::Buffer>>,
+}
+
+fn build(backend: &str, dtype: &str, m: usize, n: usize, k: usize) -> Result<MulMatBench> {
+    let dtype = DType::from_name(&dtype.to_ascii_lowercase())
+        .ok_or_else(|| Error::InvalidArgument(format!("unknown tensor type '{dtype}'")))?;
+    if m == 0 || n == 0 || k == 0 || m * k > (1 << 28) || n * k > (1 << 28) {
+        return Err(Error::InvalidArgument(format!(
+            "mul_mat bench sizes m={m} n={n} k={k} out of range"
+        )));
+    }
+    let (buft, engine): (std::sync::Arc<dyn BufferType>, Engine) = match backend {
+        "cpu" => (cpu_buffer_type(), Engine::Cpu(CpuBackend::new(1))),
+        #[cfg(feature = "webgpu")]
+        "webgpu" => {
+            let dev = crate::backend::webgpu::default_device().ok_or_else(|| {
+                Error::Backend("no WebGPU device: await webgpuInit() first".into())
+            })?;
+            (
+                crate::backend::Device::buffer_type(&*dev),
+                Engine::WebGpu(dev.backend()),
+            )
+        }
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "unknown backend '{other}' for the benchmark"
+            )))
+        }
+    };
+    let mut ctx = Context::new();
+    let w = ctx.new_tensor_2d(dtype, k, m)?;
+    let x = ctx.new_tensor_2d(DType::F32, k, n)?;
+    let y = ctx.mul_mat(w, x)?;
+    let buf = alloc_ctx_tensors(&mut ctx, &buft)?;
+    // Random weights through the type's quantizer (valid blocks for every type).
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rnd = |len: usize| -> Vec<f32> {
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    };
+    ctx.set_f32(w, &rnd(k * m))?;
+    ctx.set_f32(x, &rnd(k * n))?;
+    let graph = Graph::build(&ctx, &[y]);
+    Ok(MulMatBench {
+        ctx,
+        graph,
+        flops: 2.0 * m as f64 * n as f64 * k as f64,
+        engine,
+        _buf: buf,
+    })
+}
+
+#[wasm_bindgen]
+impl MulMatBench {
+    /// `backend`: "cpu" (one thread) or "webgpu"; `dtype`: a weight type name ("f32", "q4_0", …).
+    #[wasm_bindgen(constructor)]
+    pub fn new(backend: &str, dtype: &str, m: u32, n: u32, k: u32) -> Result<MulMatBench, JsError> {
+        build(backend, dtype, m as usize, n as usize, k as usize).map_err(js_err)
+    }
+
+    /// FLOPs of one product (2·m·n·k).
+    #[wasm_bindgen(getter)]
+    pub fn flops(&self) -> f64 {
+        self.flops
+    }
+
+    /// Compute once and wait until it finished (a Promise: WebGPU completion is async).
+    pub fn run(&mut self) -> js_sys::Promise {
+        let r = match &mut self.engine {
+            Engine::Cpu(be) => be.graph_compute(&self.ctx, &self.graph),
+            #[cfg(feature = "webgpu")]
+            Engine::WebGpu(be) => be.graph_compute(&self.ctx, &self.graph),
+        };
+        if let Err(e) = r {
+            return js_sys::Promise::reject(&js_err(e).into());
+        }
+        #[cfg(feature = "webgpu")]
+        if let Engine::WebGpu(be) = &self.engine {
+            let dev = be.webgpu_device().clone();
+            return wasm_bindgen_futures::future_to_promise(async move {
+                dev.backend()
+                    .synchronize_async()
+                    .await
+                    .map(|_| JsValue::UNDEFINED)
+                    .map_err(|e| js_err(e).into())
+            });
+        }
+        js_sys::Promise::resolve(&JsValue::UNDEFINED)
+    }
+}
