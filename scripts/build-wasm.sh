@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the wasm engine of the npm package `ggweb` in two variants and write them into www/wasm/:
+# Build the wasm engine of the npm package `ggweb` in three variants and write them into www/wasm/:
+#   www/wasm/relaxed/ -C target-feature=+simd128,+relaxed-simd (SIMD128 + fused multiply-add)
 #   www/wasm/simd/    -C target-feature=+simd128 (SIMD128 kernels)
 #   www/wasm/scalar/  no SIMD (engines without wasm SIMD)
 # Each holds wasm-bindgen's `--target web` glue (ggweb.js, ggweb.d.ts) and ggweb_bg.wasm optimised
@@ -17,7 +18,7 @@ WB_VERSION=0.2.130
 WB_ROOT="${GGWEB_TOOLS:-$HOME/.cache/ggweb/tools}/wasm-bindgen-$WB_VERSION"
 WB="$WB_ROOT/bin/wasm-bindgen"
 PROFILE="${PROFILE:-release}"
-VARIANTS="${VARIANTS:-simd scalar}"
+VARIANTS="${VARIANTS:-simd relaxed scalar}"
 TARGET_BASE="${CARGO_TARGET_DIR:-$ROOT/target}"
 
 log() { echo "[build-wasm] $*" >&2; }
@@ -42,6 +43,7 @@ WASM_OPT="$ROOT/www/node_modules/.bin/wasm-opt"
 for v in $VARIANTS; do
   case "$v" in
     simd)   FLAGS="-C target-feature=+simd128"; OPT_FEATURES="--enable-simd" ;;
+    relaxed) FLAGS="-C target-feature=+simd128,+relaxed-simd"; OPT_FEATURES="--enable-simd --enable-relaxed-simd" ;;
     scalar) FLAGS=""; OPT_FEATURES="" ;;
     *) echo "unknown variant $v" >&2; exit 2 ;;
   esac

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Tests of the web side, installing what they need (idempotently):
 #   1. wasm-bindgen-test suites (wasm-tests/) under Node, then in headless Chromium (chromedriver)
-#      — once for the SIMD128 build and once scalar;
-#   2. the npm package's tests with node's test runner (www/test/), SIMD and scalar builds;
+#      — for the SIMD128, relaxed-SIMD and scalar builds;
+#   2. the npm package's tests with node's test runner (www/test/), SIMD, relaxed-SIMD and scalar;
 #   3. the browser end-to-end test (puppeteer-core driving /usr/bin/chromium) of the demo,
 #      screenshots in test-output/;
 #   4. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
@@ -40,8 +40,14 @@ if [ -z "${SKIP_WASM_TESTS:-}" ]; then
   export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER="$WB_BIN/wasm-bindgen-test-runner"
   export CHROMEDRIVER=/usr/bin/chromedriver
   WT_TARGET="${CARGO_TARGET_DIR:-$ROOT/target}/wasm-tests"
-  for v in simd scalar; do
-    if [ $v = simd ]; then FLAGS="-C target-feature=+simd128"; else FLAGS=""; fi
+  # Node 20's V8 has relaxed SIMD behind a flag; the runner passes NODE_ARGS to node.
+  export NODE_ARGS=--experimental-wasm-relaxed-simd
+  for v in simd relaxed scalar; do
+    case $v in
+      simd) FLAGS="-C target-feature=+simd128" ;;
+      relaxed) FLAGS="-C target-feature=+simd128,+relaxed-simd" ;;
+      *) FLAGS="" ;;
+    esac
     step "wasm-bindgen-test ($v) in node"
     (cd wasm-tests && RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
       cargo test --target wasm32-unknown-unknown --no-fail-fast)
@@ -53,6 +59,8 @@ fi
 
 step "npm package tests (node --test), SIMD build"
 (cd www && GGWEB_SIMD=1 node --test test/)
+step "npm package tests (node --test), relaxed-SIMD build (picked when the engine supports it)"
+(cd www && GGWEB_SIMD=1 node --experimental-wasm-relaxed-simd --test test/)
 step "npm package tests (node --test), scalar build"
 (cd www && GGWEB_SIMD=0 node --test test/)
 

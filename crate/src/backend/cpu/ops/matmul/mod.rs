@@ -49,12 +49,22 @@ enum Tiled {
     Q8_0,
     /// q4_K weights × q8_K columns (AVX2 only).
     Q4K,
+    /// q4_1 weights × q8_1 columns (AVX2 only).
+    Q4_1,
+    /// q5_0 weights × q8_0 columns (AVX2 only).
+    Q5_0,
+    /// q5_1 weights × q8_1 columns (AVX2 only).
+    Q5_1,
+    /// q5_K weights × q8_K columns (AVX2 only).
+    Q5K,
+    /// q6_K weights × q8_K columns (AVX2 only).
+    Q6K,
 }
 
 impl Tiled {
     /// Quantized tiles use their own GEMM tile shape.
     fn is_quant(self) -> bool {
-        matches!(self, Tiled::Q4_0 | Tiled::Q8_0 | Tiled::Q4K)
+        !matches!(self, Tiled::F32 | Tiled::F16 | Tiled::Bf16)
     }
 }
 
@@ -134,6 +144,10 @@ fn quant_tiled(dtype: DType) -> Option<Tiled> {
             };
         }
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    if let Some(t) = wasm32::quant_tiled(dtype) {
+        return Some(t);
+    }
     let _ = dtype;
     None
 }
@@ -166,6 +180,9 @@ unsafe fn tile<const R: usize, const C: usize>(
                     Tiled::Q4_0 => x86::tile_q4_0::<R, C>(n, a, b, out),
                     Tiled::Q8_0 => x86::tile_q8_0::<R, C>(n, a, b, out),
                     Tiled::Q4K => x86::tile_q4_k::<R, C>(n, a, b, out),
+                    Tiled::Q4_1 | Tiled::Q5_0 | Tiled::Q5_1 | Tiled::Q5K | Tiled::Q6K => {
+                        unreachable!("no AVX2 tile for this type")
+                    }
                 }
             }
             return;
@@ -173,14 +190,14 @@ unsafe fn tile<const R: usize, const C: usize>(
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
-        if matches!(t, Tiled::F32) {
-            // SAFETY: forwarded from the caller.
-            unsafe { crate::backend::cpu::wasm32::tile_f32::<R, C>(n, a, b, out) };
-            return;
-        }
+        // SAFETY: simd128 is a build-time feature here; pointer validity from the caller.
+        unsafe { wasm32::tile::<R, C>(t, n, a, b, out) };
     }
-    // SAFETY: forwarded from the caller.
-    unsafe { tile_portable::<R, C>(t, n, a, b, out) }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        // SAFETY: forwarded from the caller.
+        unsafe { tile_portable::<R, C>(t, n, a, b, out) };
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -203,12 +220,16 @@ pub fn simd_name() -> &'static str {
         }
     }
     if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
-        return "wasm32 simd128 (f32 tiles)";
+        return "wasm32 simd128 (float and quantized tiles)";
     }
     "portable"
 }
 
 #[allow(clippy::needless_range_loop)]
+#[cfg_attr(
+    all(target_arch = "wasm32", target_feature = "simd128"),
+    allow(dead_code)
+)]
 /// Portable tile: 8 partial sums per dot product (vectorizes where the target allows).
 ///
 /// # Safety
@@ -230,9 +251,7 @@ unsafe fn tile_portable<const R: usize, const C: usize>(
                 Tiled::Bf16 => {
                     f32::from_bits(((p as *const u16).add(i).read_unaligned() as u32) << 16)
                 }
-                Tiled::Q4_0 | Tiled::Q8_0 | Tiled::Q4K => {
-                    unreachable!("quantized tiles exist only with AVX2")
-                }
+                _ => unreachable!("quantized tiles exist only with AVX2"),
             }
         }
     };
@@ -270,6 +289,8 @@ unsafe fn tile_portable<const R: usize, const C: usize>(
     }
 }
 
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm32;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -397,8 +418,15 @@ fn mul_mat_work_size(node: &NodeRef) -> usize {
 }
 
 /// Tile shape of the register-blocked kernels for GEMM (rows × columns) and GEMV.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 const GEMM_R: usize = 4;
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 const GEMM_C: usize = 3;
+// V8 keeps 15 XMM registers: 4×3 accumulators + operands would spill.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+const GEMM_R: usize = 4;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+const GEMM_C: usize = 2;
 const GEMV_R: usize = 4;
 /// k-block (elements) of the float GEMM: 16 rows + 3 columns of 512 f32 fit in L1.
 const KC: usize = 512;
@@ -588,6 +616,9 @@ fn run_rows<const R: usize, const C: usize>(
                     Tiled::Q4_0 => x86::panel_q4_0::<R, C>(k, pn, bc, accumulate),
                     Tiled::Q8_0 => x86::panel_q8_0::<R, C>(k, pn, bc, accumulate),
                     Tiled::Q4K => x86::panel_q4_k::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q4_1 | Tiled::Q5_0 | Tiled::Q5_1 | Tiled::Q5K | Tiled::Q6K => {
+                        unreachable!("no AVX2 tile for this type")
+                    }
                 }
             }
             return;
