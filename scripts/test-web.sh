@@ -2,7 +2,7 @@
 # Tests of the web side, installing what they need (idempotently):
 #   1. wasm-bindgen-test suites (wasm-tests/) under Node, then in headless Chromium (chromedriver)
 #      — for the SIMD128, relaxed-SIMD and scalar builds;
-#   2. the npm package's tests with node's test runner (www/test/), SIMD, relaxed-SIMD and scalar;
+#   2. the npm package's tests with node's test runner (www/test/), SIMD and scalar builds;
 #   3. the browser end-to-end test (puppeteer-core driving /usr/bin/chromium) of the demo,
 #      screenshots in test-output/;
 #   4. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
@@ -59,8 +59,6 @@ fi
 
 step "npm package tests (node --test), SIMD build"
 (cd www && GGWEB_SIMD=1 node --test test/)
-step "npm package tests (node --test), relaxed-SIMD build (picked when the engine supports it)"
-(cd www && GGWEB_SIMD=1 node --experimental-wasm-relaxed-simd --test test/)
 step "npm package tests (node --test), scalar build"
 (cd www && GGWEB_SIMD=0 node --test test/)
 

@@ -38,7 +38,11 @@ struct MatKernel {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+// Not every variant has a tile on every target (x86 has no q4_1/q5_x/q6_K tile yet).
+#[cfg_attr(
+    not(all(target_arch = "wasm32", target_feature = "simd128")),
+    allow(dead_code)
+)]
 enum Tiled {
     F32,
     F16,

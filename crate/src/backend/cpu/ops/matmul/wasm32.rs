@@ -81,6 +81,9 @@ pub(super) unsafe fn tile<const R: usize, const C: usize>(
 
 /// a·b + c: one fused `f32x4.relaxed_madd` in the relaxed-simd build (an FMA on x86 with FMA3,
 /// so the low bits may differ from mul + add, within the tests' tolerance), mul + add otherwise.
+/// Float tiles only: the quantized tiles keep mul + add (`qacc`) so that the LLMs' results (whose
+/// activations are re-quantized to 8 bits, turning last-bit differences into whole steps) equal
+/// the SIMD128 build's; their speed is bound by the integer dots, not by this accumulation.
 #[inline(always)]
 fn madd(a: v128, b: v128, c: v128) -> v128 {
     #[cfg(target_feature = "relaxed-simd")]
@@ -91,6 +94,12 @@ fn madd(a: v128, b: v128, c: v128) -> v128 {
     {
         f32x4_add(f32x4_mul(a, b), c)
     }
+}
+
+/// a·b + c, unfused (see [`madd`]).
+#[inline(always)]
+fn qacc(a: v128, b: v128, c: v128) -> v128 {
+    f32x4_add(f32x4_mul(a, b), c)
 }
 
 #[inline(always)]
@@ -310,7 +319,7 @@ macro_rules! q8_0_tile {
                         let qx: [v128; 4] = $decode(xb);
                         unroll!(c < C => {
                             let s = f32x4_convert_i32x4(dot32(&qx, &qy[c]));
-                            acc[r][c] = madd(s, f32x4_mul(dx, dy[c]), acc[r][c]);
+                            acc[r][c] = qacc(s, f32x4_mul(dx, dy[c]), acc[r][c]);
                         });
                     });
                 }
@@ -439,7 +448,7 @@ macro_rules! q8_1_tile {
                         let qx: [v128; 4] = $decode(xb);
                         unroll!(c < C => {
                             let s = f32x4_convert_i32x4(dot32(&qx, &qy[c]));
-                            acc[r][c] = madd(s, f32x4_mul(dx, dy[c]), acc[r][c]);
+                            acc[r][c] = qacc(s, f32x4_mul(dx, dy[c]), acc[r][c]);
                             summ[r][c] += mx * sy[c];
                         });
                     });
@@ -594,13 +603,13 @@ macro_rules! k4_tile {
                                 i32x4_dot_i16x8(bs[c][0], mins[0]),
                                 i32x4_dot_i16x8(bs[c][1], mins[1]),
                             );
-                            let t = madd(
+                            let t = qacc(
                                 f32x4_convert_i32x4(isum[c]),
                                 f32x4_splat(d * dy[c]),
                                 acc[r][c],
                             );
                             acc[r][c] =
-                                madd(f32x4_convert_i32x4(msum), f32x4_splat(-dmin * dy[c]), t);
+                                qacc(f32x4_convert_i32x4(msum), f32x4_splat(-dmin * dy[c]), t);
                         });
                     });
                 }
@@ -683,7 +692,7 @@ pub(super) unsafe fn tile_q6_k<const R: usize, const C: usize>(
                 }
                 unroll!(c < C => {
                     let s = f32x4_convert_i32x4(isum[c]);
-                    acc[r][c] = madd(s, f32x4_splat(d * dy[c]), acc[r][c]);
+                    acc[r][c] = qacc(s, f32x4_splat(d * dy[c]), acc[r][c]);
                 });
             });
         }
