@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Build the wasm engine of the npm package `ggweb` in two variants and write them into www/wasm/:
+# Build the wasm engine of the npm package `ggweb` in three variants and write them into www/wasm/:
 #   www/wasm/simd/    -C target-feature=+simd128 (SIMD128 kernels) and the WebGPU backend (wgpu):
 #                     +150 KB of wasm (1.89 -> 2.04 MB), so it is the default build, not a variant
+#   www/wasm/relaxed/ as simd, plus +relaxed-simd (fused multiply-add in the float tiles); opt-in
+#                     (init({relaxed: true})): FMA rounding moves LLM logits past our parity bound
 #   www/wasm/scalar/  no SIMD, CPU only (engines without wasm SIMD have no WebGPU either)
 # Each holds wasm-bindgen's `--target web` glue (ggweb.js, ggweb.d.ts) and ggweb_bg.wasm optimised
 # by wasm-opt from the npm package `binaryen`. The loader (www/src/wasm.ts) picks one at run time.
@@ -19,7 +21,7 @@ WB_VERSION=0.2.130
 WB_ROOT="${GGWEB_TOOLS:-$HOME/.cache/ggweb/tools}/wasm-bindgen-$WB_VERSION"
 WB="$WB_ROOT/bin/wasm-bindgen"
 PROFILE="${PROFILE:-release}"
-VARIANTS="${VARIANTS:-simd scalar}"
+VARIANTS="${VARIANTS:-simd relaxed scalar}"
 TARGET_BASE="${CARGO_TARGET_DIR:-$ROOT/target}"
 
 log() { echo "[build-wasm] $*" >&2; }
@@ -44,6 +46,7 @@ WASM_OPT="$ROOT/www/node_modules/.bin/wasm-opt"
 for v in $VARIANTS; do
   case "$v" in
     simd)   FLAGS="-C target-feature=+simd128"; OPT_FEATURES="--enable-simd"; FEATS="${WASM_FEATURES-webgpu}" ;;
+    relaxed) FLAGS="-C target-feature=+simd128,+relaxed-simd"; OPT_FEATURES="--enable-simd --enable-relaxed-simd"; FEATS="${WASM_FEATURES-webgpu}" ;;
     scalar) FLAGS=""; OPT_FEATURES=""; FEATS="${WASM_FEATURES-}" ;;
     *) echo "unknown variant $v" >&2; exit 2 ;;
   esac
@@ -59,8 +62,11 @@ for v in $VARIANTS; do
     "$TD/wasm32-unknown-unknown/$PDIR/ggweb.wasm"
   if [ -z "${NO_OPT:-}" ]; then
     # Keep every feature rustc emits (bulk memory, sign-ext, non-trapping f2i, mutable globals,
-    # reference types, multivalue) and SIMD for the SIMD build; -O3 for speed.
-    "$WASM_OPT" -O3 --strip-debug --strip-producers --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+    # reference types, multivalue) and SIMD for the SIMD build; -O3 for speed. The CPU kernels
+    # stay separate functions (--no-inline, before -O3): -O3 would inline every op into one
+    # 120 kB function that engines run in their baseline tier until the optimizing compiler is
+    # done with it (no on-stack replacement), which made the first ~second of work 3-5x slower.
+    "$WASM_OPT" --no-inline='ggweb::backend::cpu::ops::*' -O3 --strip-debug --strip-producers --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
       --enable-mutable-globals --enable-reference-types --enable-multivalue $OPT_FEATURES \
       "$OUT/ggweb_bg.wasm" -o "$OUT/ggweb_bg.wasm.opt"
     mv "$OUT/ggweb_bg.wasm.opt" "$OUT/ggweb_bg.wasm"

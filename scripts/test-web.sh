@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests of the web side, installing what they need (idempotently):
 #   1. wasm-bindgen-test suites (wasm-tests/) under Node, then in headless Chromium (chromedriver)
-#      — once for the SIMD128 build and once scalar; then the WebGPU suite (tests/webgpu.rs,
+#      — for the SIMD128, relaxed-SIMD and scalar builds; then the WebGPU suite (tests/webgpu.rs,
 #      feature `webgpu`) in Chromium on its SwiftShader adapter (--enable-unsafe-webgpu in
 #      wasm-tests/webdriver.json): every WebGPU op against the CPU, f32 path;
 #   2. the npm package's tests with node's test runner (www/test/), SIMD and scalar builds;
@@ -42,8 +42,14 @@ if [ -z "${SKIP_WASM_TESTS:-}" ]; then
   export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER="$WB_BIN/wasm-bindgen-test-runner"
   export CHROMEDRIVER=/usr/bin/chromedriver
   WT_TARGET="${CARGO_TARGET_DIR:-$ROOT/target}/wasm-tests"
-  for v in simd scalar; do
-    if [ $v = simd ]; then FLAGS="-C target-feature=+simd128"; else FLAGS=""; fi
+  # Node 20's V8 has relaxed SIMD behind a flag; the runner passes NODE_ARGS to node.
+  export NODE_ARGS=--experimental-wasm-relaxed-simd
+  for v in simd relaxed scalar; do
+    case $v in
+      simd) FLAGS="-C target-feature=+simd128" ;;
+      relaxed) FLAGS="-C target-feature=+simd128,+relaxed-simd" ;;
+      *) FLAGS="" ;;
+    esac
     step "wasm-bindgen-test ($v) in node"
     (cd wasm-tests && RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
       cargo test --target wasm32-unknown-unknown --no-fail-fast)

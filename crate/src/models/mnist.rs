@@ -68,6 +68,9 @@ pub struct Mnist {
     runner: Runner,
     /// Placements of the last async batch (the browser reports them).
     last_placements: Option<Placements>,
+    /// The planned graph of the last batch: (images, input, logits). A batch of the same size
+    /// reuses it (only the input is written), so an evaluation builds and plans once.
+    planned: Option<(usize, TensorId, TensorId)>,
     // Keeps the file bytes alive: the weights point into them.
     _bytes: Arc<dyn HostBytes>,
 }
@@ -138,6 +141,7 @@ impl Mnist {
             mark,
             runner,
             last_placements: None,
+            planned: None,
             _bytes: bytes,
         })
     }
@@ -164,6 +168,8 @@ impl Mnist {
     }
 
     pub fn set_n_threads(&mut self, n: usize) {
+        // Work buffers are sized per thread count when planning.
+        self.forget_plan();
         self.runner.set_n_threads(n);
     }
 
@@ -173,7 +179,15 @@ impl Mnist {
     }
 
     pub fn runner_mut(&mut self) -> &mut Runner {
+        // The caller may change backends: plan again on the next batch.
+        self.forget_plan();
         &mut self.runner
+    }
+
+    fn forget_plan(&mut self) {
+        if self.planned.take().is_some() {
+            self.ctx.reset_to(self.mark);
+        }
     }
 
     /// Build the forward graph for `n` images; returns (input [784, n], logits [10, n]).
@@ -237,7 +251,9 @@ impl Mnist {
         let mut out = Vec::with_capacity(n * N_CLASSES);
         for chunk in images.chunks(MAX_BATCH * IMAGE_PIXELS) {
             let r = self.logits_batch(chunk);
-            self.ctx.reset_to(self.mark);
+            if r.is_err() {
+                self.forget_plan();
+            }
             out.extend(r?);
         }
         Ok(out)
@@ -245,9 +261,17 @@ impl Mnist {
 
     fn logits_batch(&mut self, images: &[f32]) -> Result<Vec<f32>> {
         let n = images.len() / IMAGE_PIXELS;
-        let (input, logits) = self.build(n)?;
-        let graph = Graph::build(&self.ctx, &[logits]);
-        self.runner.alloc(&mut self.ctx, &graph)?;
+        let (input, logits) = match self.planned {
+            Some((pn, input, logits)) if pn == n => (input, logits),
+            _ => {
+                self.forget_plan();
+                let (input, logits) = self.build(n)?;
+                let graph = Graph::build(&self.ctx, &[logits]);
+                self.runner.alloc(&mut self.ctx, &graph)?;
+                self.planned = Some((n, input, logits));
+                (input, logits)
+            }
+        };
         self.ctx.set_f32(input, images)?;
         self.runner.compute(&self.ctx)?;
         self.ctx.get_f32(logits)

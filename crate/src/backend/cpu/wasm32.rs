@@ -170,7 +170,7 @@ pub fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
 
 /// The 32 high bits of a q5 block as bytes 0x10 / 0x00 (lanes 0..16 and 16..32).
 #[inline(always)]
-fn q5_high(qh: [u8; 4]) -> (v128, v128) {
+pub(crate) fn q5_high(qh: [u8; 4]) -> (v128, v128) {
     let q = u32x4_splat(u32::from_le_bytes(qh));
     let bits = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
     let lo = u8x16_swizzle(q, u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
@@ -184,7 +184,7 @@ fn q5_high(qh: [u8; 4]) -> (v128, v128) {
 
 /// Low and high nibbles of 16 bytes as two i8x16 (0..15).
 #[inline(always)]
-fn nibbles(v: v128) -> (v128, v128) {
+pub(crate) fn nibbles(v: v128) -> (v128, v128) {
     (v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4))
 }
 
@@ -441,50 +441,4 @@ pub fn vec_dot_q6_k_q8_k(n: usize, x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
         sumf += bx.d.to_f32() * by.d * hsum_i32(isum) as f32;
     }
     sumf
-}
-
-// ---------------------------------------------------------------------------------------------
-// register-tiled f32 dot products for mul_mat (ops/matmul.rs `tile`)
-
-/// `out[r][c] = Σ a[r][i]·b[c][i]` over `n` f32 elements, R×C f32x4 accumulators.
-///
-/// # Safety
-/// Every pointer must address at least `n` f32 values (any alignment).
-#[inline]
-pub unsafe fn tile_f32<const R: usize, const C: usize>(
-    n: usize,
-    a: [*const u8; R],
-    b: [*const u8; C],
-    out: &mut [[f32; C]; R],
-) {
-    let mut acc = [[f32x4_splat(0.0); C]; R];
-    let n4 = n / 4 * 4;
-    let mut i = 0;
-    while i < n4 {
-        // SAFETY: i + 4 <= n and every pointer addresses n f32 values.
-        unsafe {
-            let bv: [v128; C] =
-                core::array::from_fn(|c| v128_load((b[c] as *const f32).add(i) as *const v128));
-            for r in 0..R {
-                let av = v128_load((a[r] as *const f32).add(i) as *const v128);
-                for c in 0..C {
-                    acc[r][c] = f32x4_add(acc[r][c], f32x4_mul(av, bv[c]));
-                }
-            }
-        }
-        i += 4;
-    }
-    for r in 0..R {
-        for c in 0..C {
-            let mut s = hsum_f32(acc[r][c]);
-            for j in n4..n {
-                // SAFETY: j < n.
-                unsafe {
-                    s += (a[r] as *const f32).add(j).read_unaligned()
-                        * (b[c] as *const f32).add(j).read_unaligned();
-                }
-            }
-            out[r][c] = s;
-        }
-    }
 }

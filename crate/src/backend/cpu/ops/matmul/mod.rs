@@ -39,26 +39,30 @@ struct MatKernel {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+// Every variant has an AVX2 and a SIMD128 tile; other targets use the portable float tile only.
+#[cfg_attr(
+    not(all(target_arch = "wasm32", target_feature = "simd128")),
+    allow(dead_code)
+)]
 enum Tiled {
     F32,
     F16,
     Bf16,
-    /// q4_0 weights × q8_0 columns (AVX2 only).
+    /// q4_0 weights × q8_0 columns (AVX2 and SIMD128).
     Q4_0,
-    /// q8_0 weights × q8_0 columns (AVX2 only).
+    /// q8_0 weights × q8_0 columns (AVX2 and SIMD128).
     Q8_0,
-    /// q4_K weights × q8_K columns (AVX2 only).
+    /// q4_K weights × q8_K columns (AVX2 and SIMD128).
     Q4K,
-    /// q4_1 weights × q8_1 columns (AVX2 only).
+    /// q4_1 weights × q8_1 columns (AVX2 and SIMD128).
     Q4_1,
-    /// q5_0 weights × q8_0 columns (AVX2 only).
+    /// q5_0 weights × q8_0 columns (AVX2 and SIMD128).
     Q5_0,
-    /// q5_1 weights × q8_1 columns (AVX2 only).
+    /// q5_1 weights × q8_1 columns (AVX2 and SIMD128).
     Q5_1,
-    /// q5_K weights × q8_K columns (AVX2 only).
+    /// q5_K weights × q8_K columns (AVX2 and SIMD128).
     Q5K,
-    /// q6_K weights × q8_K columns (AVX2 only).
+    /// q6_K weights × q8_K columns (AVX2 and SIMD128).
     Q6K,
 }
 
@@ -173,6 +177,10 @@ fn quant_tiled(dtype: DType) -> Option<Tiled> {
             };
         }
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    if let Some(t) = wasm32::quant_tiled(dtype) {
+        return Some(t);
+    }
     let _ = dtype;
     None
 }
@@ -217,14 +225,14 @@ unsafe fn tile<const R: usize, const C: usize>(
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
-        if matches!(t, Tiled::F32) {
-            // SAFETY: forwarded from the caller.
-            unsafe { crate::backend::cpu::wasm32::tile_f32::<R, C>(n, a, b, out) };
-            return;
-        }
+        // SAFETY: simd128 is a build-time feature here; pointer validity from the caller.
+        unsafe { wasm32::tile::<R, C>(t, n, a, b, out) };
     }
-    // SAFETY: forwarded from the caller.
-    unsafe { tile_portable::<R, C>(t, n, a, b, out) }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        // SAFETY: forwarded from the caller.
+        unsafe { tile_portable::<R, C>(t, n, a, b, out) };
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -247,12 +255,16 @@ pub fn simd_name() -> &'static str {
         }
     }
     if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
-        return "wasm32 simd128 (f32 tiles)";
+        return "wasm32 simd128 (float and quantized tiles)";
     }
     "portable"
 }
 
 #[allow(clippy::needless_range_loop)]
+#[cfg_attr(
+    all(target_arch = "wasm32", target_feature = "simd128"),
+    allow(dead_code)
+)]
 /// Portable tile: 8 partial sums per dot product (vectorizes where the target allows).
 ///
 /// # Safety
@@ -312,6 +324,8 @@ unsafe fn tile_portable<const R: usize, const C: usize>(
     }
 }
 
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm32;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -439,8 +453,15 @@ fn mul_mat_work_size(node: &NodeRef) -> usize {
 }
 
 /// Tile shape of the register-blocked kernels for GEMM (rows × columns) and GEMV.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 const GEMM_R: usize = 4;
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 const GEMM_C: usize = 3;
+// V8 keeps 15 XMM registers: 4×3 accumulators + operands would spill.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+const GEMM_R: usize = 4;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+const GEMM_C: usize = 2;
 const GEMV_R: usize = 4;
 /// GEMV rows per tile of the k-quants: their super-block work per row is large enough that
 /// several rows at once only add register pressure (measured 10-30 % slower at 4 rows).

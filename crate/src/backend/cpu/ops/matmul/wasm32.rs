@@ -1,0 +1,724 @@
+//! wasm32 SIMD128 register tiles for mul_mat (the SIMD build: `-C target-feature=+simd128`).
+//!
+//! Same design as `x86.rs`: an R×C tile computes R weight rows against C src1 columns, every
+//! weight block is decoded once for all C columns and every column block once for all R rows.
+//! SIMD128 has no FMA (relaxed-simd would need a third build), so f32 products are mul + add, and
+//! V8 on x86-64 keeps 15 XMM registers: tile shapes (in `mod.rs`) keep R·C accumulators plus the
+//! operands of one step under that.
+//!
+//! Every kernel is its own wasm function (`inline(never)`): engines compile wasm lazily, per
+//! function, and tier up from a baseline compiler to an optimizing one without on-stack
+//! replacement, so one huge function holding every type's tile would make the first batches of a
+//! model run slow code while the optimizer works through kernels the model never uses.
+//!
+//! 8-bit dots: both sides are sign-extended to i16 once (weights per row, columns per column) and
+//! multiplied with `i32x4.dot_i16x8_s` (pmaddwd on x86), which is exact for these ranges; only
+//! the f32 accumulation order differs from the scalar `vec_dot` references.
+
+use core::arch::wasm32::*;
+
+use super::Tiled;
+use crate::backend::cpu::wasm32::{nibbles, q5_high};
+use crate::DType;
+
+/// `body` for `i` = 0, 1, … while `i < n` (n a const generic ≤ 8), with literal indices: LLVM
+/// does not always unroll loops over tile rows/columns for wasm, and arrays indexed by a loop
+/// variable stay in linear memory (the shadow stack) instead of becoming locals.
+macro_rules! unroll {
+    ($i:ident < $n:expr => $body:block) => {
+        unroll!(@ $i, $n, $body, 0 1 2 3 4 5 6 7)
+    };
+    (@ $i:ident, $n:expr, $body:block, $($k:literal)*) => {{
+        const { assert!($n <= 8, "unroll! handles at most 8 iterations") };
+        $( if $k < $n { let $i: usize = $k; $body } )*
+    }};
+}
+
+/// Quantized weight types with a tile here (the SIMD build only).
+pub(super) fn quant_tiled(dtype: DType) -> Option<Tiled> {
+    match dtype {
+        DType::Q4_0 => Some(Tiled::Q4_0),
+        DType::Q8_0 => Some(Tiled::Q8_0),
+        DType::Q4_K => Some(Tiled::Q4K),
+        DType::Q4_1 => Some(Tiled::Q4_1),
+        DType::Q5_0 => Some(Tiled::Q5_0),
+        DType::Q5_1 => Some(Tiled::Q5_1),
+        DType::Q5_K => Some(Tiled::Q5K),
+        DType::Q6_K => Some(Tiled::Q6K),
+        _ => None,
+    }
+}
+
+/// R×C dot products of type `t` (see `super::tile`).
+///
+/// # Safety
+/// Every pointer must address at least `n` elements of `t` (whole blocks for quantized types).
+#[inline(always)]
+pub(super) unsafe fn tile<const R: usize, const C: usize>(
+    t: Tiled,
+    n: usize,
+    a: [*const u8; R],
+    b: [*const u8; C],
+    out: &mut [[f32; C]; R],
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match t {
+            Tiled::F32 => tile_f32::<R, C>(n, a, b, out),
+            Tiled::F16 => tile_f16::<R, C>(n, a, b, out),
+            Tiled::Bf16 => tile_bf16::<R, C>(n, a, b, out),
+            Tiled::Q4_0 => tile_q4_0::<R, C>(n, a, b, out),
+            Tiled::Q8_0 => tile_q8_0::<R, C>(n, a, b, out),
+            Tiled::Q4K => tile_q4_k::<R, C>(n, a, b, out),
+            Tiled::Q4_1 => tile_q4_1::<R, C>(n, a, b, out),
+            Tiled::Q5_0 => tile_q5_0::<R, C>(n, a, b, out),
+            Tiled::Q5_1 => tile_q5_1::<R, C>(n, a, b, out),
+            Tiled::Q5K => tile_q5_k::<R, C>(n, a, b, out),
+            Tiled::Q6K => tile_q6_k::<R, C>(n, a, b, out),
+        }
+    }
+}
+
+/// a·b + c: one fused `f32x4.relaxed_madd` in the relaxed-simd build (an FMA on x86 with FMA3,
+/// so the low bits may differ from mul + add, within the tests' tolerance), mul + add otherwise.
+/// Float tiles only: the quantized tiles keep mul + add (`qacc`) so that the LLMs' results (whose
+/// activations are re-quantized to 8 bits, turning last-bit differences into whole steps) equal
+/// the SIMD128 build's; their speed is bound by the integer dots, not by this accumulation.
+#[inline(always)]
+fn madd(a: v128, b: v128, c: v128) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        f32x4_relaxed_madd(a, b, c)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        f32x4_add(f32x4_mul(a, b), c)
+    }
+}
+
+/// a·b + c, unfused (see [`madd`]).
+#[inline(always)]
+fn qacc(a: v128, b: v128, c: v128) -> v128 {
+    f32x4_add(f32x4_mul(a, b), c)
+}
+
+#[inline(always)]
+fn hsum_f32(v: v128) -> f32 {
+    // Pairwise, as the lanes are independent partial sums.
+    let s = f32x4_add(v, i32x4_shuffle::<2, 3, 0, 1>(v, v));
+    f32x4_extract_lane::<0>(s) + f32x4_extract_lane::<1>(s)
+}
+
+/// 16 bytes at `p` (any alignment).
+///
+/// # Safety
+/// `p..p+16` must be readable.
+#[inline(always)]
+unsafe fn load16(p: *const u8) -> v128 {
+    // SAFETY: the caller guarantees 16 readable bytes; v128_load has no alignment requirement.
+    unsafe { v128_load(p as *const v128) }
+}
+
+/// f16 bits → f32 without branches (wasm has no F16C): the magnitude shifted into f32 position
+/// and scaled by 2^112 is exact for normals and subnormals; exponent 31 becomes inf/NaN.
+#[inline(always)]
+fn f16_to_f32(h: u16) -> f32 {
+    let h = h as u32;
+    let m = h & 0x7fff;
+    let v = f32::from_bits(m << 13) * f32::from_bits(0x7780_0000); // 2^112
+    let v = if m >= 0x7c00 {
+        f32::from_bits((m << 13) | 0x7f80_0000)
+    } else {
+        v
+    };
+    f32::from_bits(v.to_bits() | ((h & 0x8000) << 16))
+}
+
+/// The f16 at `p` as f32.
+///
+/// # Safety
+/// `p..p+2` must be readable.
+#[inline(always)]
+unsafe fn f16_at(p: *const u8) -> f32 {
+    // SAFETY: caller.
+    f16_to_f32(unsafe { (p as *const u16).read_unaligned() })
+}
+
+/// Four f16 values in the low 16 bits of each u32 lane → f32x4 (as [`f16_to_f32`]).
+#[inline(always)]
+fn f16x4_to_f32x4(h: v128) -> v128 {
+    let m = v128_and(h, u32x4_splat(0x7fff));
+    let bits = i32x4_shl(m, 13);
+    let v = f32x4_mul(bits, f32x4_splat(f32::from_bits(0x7780_0000)));
+    let inf = v128_and(i32x4_ge(m, i32x4_splat(0x7c00)), u32x4_splat(0x7f80_0000));
+    let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
+    v128_or(v128_or(v, inf), sign)
+}
+
+// ---------------------------------------------------------------------------------------------
+// float tiles: out[r][c] = Σ a[r][i]·b[c][i], R×C f32x4 accumulators, 4 elements a step
+
+macro_rules! float_tile {
+    ($name:ident, $load:ident, $scalar:ident) => {
+        /// # Safety
+        /// Every pointer addresses `n` elements (any alignment).
+        #[inline(never)]
+        pub(super) unsafe fn $name<const R: usize, const C: usize>(
+            n: usize,
+            a: [*const u8; R],
+            b: [*const u8; C],
+            out: &mut [[f32; C]; R],
+        ) {
+            let mut acc = [[f32x4_splat(0.0); C]; R];
+            let n4 = n / 4 * 4;
+            let mut i = 0;
+            while i < n4 {
+                // SAFETY: i + 4 <= n and every pointer addresses n elements.
+                unsafe {
+                    let bv: [v128; C] = core::array::from_fn(|c| $load(b[c], i));
+                    for r in 0..R {
+                        let av = $load(a[r], i);
+                        for c in 0..C {
+                            acc[r][c] = madd(av, bv[c], acc[r][c]);
+                        }
+                    }
+                }
+                i += 4;
+            }
+            for r in 0..R {
+                for c in 0..C {
+                    let mut s = hsum_f32(acc[r][c]);
+                    for j in n4..n {
+                        // SAFETY: j < n.
+                        s += unsafe { $scalar(a[r], j) * $scalar(b[c], j) };
+                    }
+                    out[r][c] = s;
+                }
+            }
+        }
+    };
+}
+
+/// f32 values i..i+4 at `p`.
+///
+/// # Safety
+/// They must be readable.
+#[inline(always)]
+unsafe fn load_f32(p: *const u8, i: usize) -> v128 {
+    // SAFETY: caller.
+    unsafe { v128_load((p as *const f32).add(i) as *const v128) }
+}
+
+#[inline(always)]
+unsafe fn scalar_f32(p: *const u8, j: usize) -> f32 {
+    // SAFETY: the caller keeps j inside the row.
+    unsafe { (p as *const f32).add(j).read_unaligned() }
+}
+
+/// Four u16 at element i of `p` zero-extended into u32 lanes.
+///
+/// # Safety
+/// Elements i..i+4 must be readable.
+#[inline(always)]
+unsafe fn load_u16x4(p: *const u8, i: usize) -> v128 {
+    // SAFETY: caller; 8 bytes.
+    unsafe { u32x4_extend_low_u16x8(v128_load64_zero((p as *const u16).add(i) as *const u64)) }
+}
+
+#[inline(always)]
+unsafe fn load_f16(p: *const u8, i: usize) -> v128 {
+    // SAFETY: caller.
+    f16x4_to_f32x4(unsafe { load_u16x4(p, i) })
+}
+
+#[inline(always)]
+unsafe fn scalar_f16(p: *const u8, j: usize) -> f32 {
+    // SAFETY: the caller keeps j inside the row.
+    f16_to_f32(unsafe { (p as *const u16).add(j).read_unaligned() })
+}
+
+#[inline(always)]
+unsafe fn load_bf16(p: *const u8, i: usize) -> v128 {
+    // SAFETY: caller.
+    i32x4_shl(unsafe { load_u16x4(p, i) }, 16)
+}
+
+#[inline(always)]
+unsafe fn scalar_bf16(p: *const u8, j: usize) -> f32 {
+    // SAFETY: the caller keeps j inside the row.
+    f32::from_bits((unsafe { (p as *const u16).add(j).read_unaligned() } as u32) << 16)
+}
+
+float_tile!(tile_f32, load_f32, scalar_f32);
+float_tile!(tile_f16, load_f16, scalar_f16);
+float_tile!(tile_bf16, load_bf16, scalar_bf16);
+
+// ---------------------------------------------------------------------------------------------
+// 32-element blocks × q8_0 columns
+
+/// 32 signed bytes at `p` as four i16x8.
+///
+/// # Safety
+/// `p..p+32` must be readable.
+#[inline(always)]
+unsafe fn ext_i8x32(p: *const u8) -> [v128; 4] {
+    // SAFETY: caller.
+    let (v0, v1) = unsafe { (load16(p), load16(p.add(16))) };
+    ext_pair(v0, v1)
+}
+
+/// Two i8x16 as four i16x8 (elements 0..8, 8..16 of `v0`, then of `v1`).
+#[inline(always)]
+fn ext_pair(v0: v128, v1: v128) -> [v128; 4] {
+    [
+        i16x8_extend_low_i8x16(v0),
+        i16x8_extend_high_i8x16(v0),
+        i16x8_extend_low_i8x16(v1),
+        i16x8_extend_high_i8x16(v1),
+    ]
+}
+
+/// Σ x·y of 32 i16 pairs as i32x4 lanes (exact: |x·y| < 2^15 per product here).
+#[inline(always)]
+fn dot32(x: &[v128; 4], y: &[v128; 4]) -> v128 {
+    i32x4_add(
+        i32x4_add(i32x4_dot_i16x8(x[0], y[0]), i32x4_dot_i16x8(x[1], y[1])),
+        i32x4_add(i32x4_dot_i16x8(x[2], y[2]), i32x4_dot_i16x8(x[3], y[3])),
+    )
+}
+
+macro_rules! q8_0_tile {
+    ($name:ident, $xsize:expr, $decode:ident) => {
+        /// R×C dot products of weight rows (blocks of 32 with an f16 scale first) against q8_0
+        /// columns; each weight block is decoded once for all C columns.
+        ///
+        /// # Safety
+        /// Pointers address n/32 blocks.
+        #[inline(never)]
+        pub(super) unsafe fn $name<const R: usize, const C: usize>(
+            n: usize,
+            a: [*const u8; R],
+            b: [*const u8; C],
+            out: &mut [[f32; C]; R],
+        ) {
+            const YS: usize = 34;
+            let mut acc = [[f32x4_splat(0.0); C]; R];
+            for blk in 0..n / 32 {
+                // SAFETY: blk < n/32, so every block read lies inside its row.
+                unsafe {
+                    let mut dy = [f32x4_splat(0.0); C];
+                    let mut qy = [[i16x8_splat(0); 4]; C];
+                    unroll!(c < C => {
+                        let yb = b[c].add(blk * YS);
+                        dy[c] = f32x4_splat(f16_at(yb));
+                        qy[c] = ext_i8x32(yb.add(2));
+                    });
+                    unroll!(r < R => {
+                        let xb = a[r].add(blk * $xsize);
+                        let dx = f32x4_splat(f16_at(xb));
+                        let qx: [v128; 4] = $decode(xb);
+                        unroll!(c < C => {
+                            let s = f32x4_convert_i32x4(dot32(&qx, &qy[c]));
+                            acc[r][c] = qacc(s, f32x4_mul(dx, dy[c]), acc[r][c]);
+                        });
+                    });
+                }
+            }
+            for r in 0..R {
+                for c in 0..C {
+                    out[r][c] = hsum_f32(acc[r][c]);
+                }
+            }
+        }
+    };
+}
+
+/// The quants of the q4_0 block at `xb` (f16 d, 16 bytes of nibbles) as q − 8 in four i16x8.
+///
+/// # Safety
+/// The 18-byte block must be readable.
+#[inline(always)]
+unsafe fn decode_q4_0(xb: *const u8) -> [v128; 4] {
+    // SAFETY: caller.
+    let (lo, hi) = nibbles(unsafe { load16(xb.add(2)) });
+    let s8 = i8x16_splat(8);
+    ext_pair(i8x16_sub(lo, s8), i8x16_sub(hi, s8))
+}
+
+/// The quants of the q8_0 block at `xb` (f16 d, 32 i8).
+///
+/// # Safety
+/// The 34-byte block must be readable.
+#[inline(always)]
+unsafe fn decode_q8_0(xb: *const u8) -> [v128; 4] {
+    // SAFETY: caller.
+    unsafe { ext_i8x32(xb.add(2)) }
+}
+
+/// The quants of the q5_0 block at `xb` (f16 d, 4 bytes of high bits, 16 bytes of nibbles) as
+/// q − 16.
+///
+/// # Safety
+/// The 22-byte block must be readable.
+#[inline(always)]
+unsafe fn decode_q5_0(xb: *const u8) -> [v128; 4] {
+    // SAFETY: caller.
+    let (qh, qs) = unsafe {
+        (
+            (xb.add(2) as *const [u8; 4]).read_unaligned(),
+            load16(xb.add(6)),
+        )
+    };
+    let (h0, h1) = q5_high(qh);
+    let (lo, hi) = nibbles(qs);
+    let s16 = i8x16_splat(16);
+    ext_pair(
+        i8x16_sub(v128_or(lo, h0), s16),
+        i8x16_sub(v128_or(hi, h1), s16),
+    )
+}
+
+/// The quants (0..15) of the q4_1 block at `xb` (f16 d, f16 m, 16 bytes of nibbles).
+///
+/// # Safety
+/// The 20-byte block must be readable.
+#[inline(always)]
+unsafe fn decode_q4_1(xb: *const u8) -> [v128; 4] {
+    // SAFETY: caller.
+    let (lo, hi) = nibbles(unsafe { load16(xb.add(4)) });
+    ext_pair(lo, hi)
+}
+
+/// The quants (0..31) of the q5_1 block at `xb` (f16 d, f16 m, 4 bytes of high bits, 16 bytes of
+/// nibbles).
+///
+/// # Safety
+/// The 24-byte block must be readable.
+#[inline(always)]
+unsafe fn decode_q5_1(xb: *const u8) -> [v128; 4] {
+    // SAFETY: caller.
+    let (qh, qs) = unsafe {
+        (
+            (xb.add(4) as *const [u8; 4]).read_unaligned(),
+            load16(xb.add(8)),
+        )
+    };
+    let (h0, h1) = q5_high(qh);
+    let (lo, hi) = nibbles(qs);
+    ext_pair(v128_or(lo, h0), v128_or(hi, h1))
+}
+
+q8_0_tile!(tile_q4_0, 18, decode_q4_0);
+q8_0_tile!(tile_q5_0, 22, decode_q5_0);
+q8_0_tile!(tile_q8_0, 34, decode_q8_0);
+
+macro_rules! q8_1_tile {
+    ($name:ident, $xsize:expr, $decode:ident) => {
+        /// R×C dot products of weight rows with a min (x = d·q + m: f16 d, f16 m first) against
+        /// q8_1 columns (f16 d, f16 s = d·Σq, 32 i8): Σ = dx·dy·Σ q·y + m·s per block.
+        ///
+        /// # Safety
+        /// Pointers address n/32 blocks.
+        #[inline(never)]
+        pub(super) unsafe fn $name<const R: usize, const C: usize>(
+            n: usize,
+            a: [*const u8; R],
+            b: [*const u8; C],
+            out: &mut [[f32; C]; R],
+        ) {
+            const YS: usize = 36;
+            let mut acc = [[f32x4_splat(0.0); C]; R];
+            let mut summ = [[0f32; C]; R];
+            for blk in 0..n / 32 {
+                // SAFETY: blk < n/32, so every block read lies inside its row.
+                unsafe {
+                    let mut dy = [f32x4_splat(0.0); C];
+                    let mut sy = [0f32; C];
+                    let mut qy = [[i16x8_splat(0); 4]; C];
+                    unroll!(c < C => {
+                        let yb = b[c].add(blk * YS);
+                        dy[c] = f32x4_splat(f16_at(yb));
+                        sy[c] = f16_at(yb.add(2));
+                        qy[c] = ext_i8x32(yb.add(4));
+                    });
+                    unroll!(r < R => {
+                        let xb = a[r].add(blk * $xsize);
+                        let dx = f32x4_splat(f16_at(xb));
+                        let mx = f16_at(xb.add(2));
+                        let qx: [v128; 4] = $decode(xb);
+                        unroll!(c < C => {
+                            let s = f32x4_convert_i32x4(dot32(&qx, &qy[c]));
+                            acc[r][c] = qacc(s, f32x4_mul(dx, dy[c]), acc[r][c]);
+                            summ[r][c] += mx * sy[c];
+                        });
+                    });
+                }
+            }
+            for r in 0..R {
+                for c in 0..C {
+                    out[r][c] = hsum_f32(acc[r][c]) + summ[r][c];
+                }
+            }
+        }
+    };
+}
+
+q8_1_tile!(tile_q4_1, 20, decode_q4_1);
+q8_1_tile!(tile_q5_1, 24, decode_q5_1);
+
+// ---------------------------------------------------------------------------------------------
+// k-quants × q8_K (256-element super-blocks; q8_K: f32 d, 256 i8, 16 i16 bsums)
+
+/// Scale, quants sign-extended to i16 (once for all R rows) and bsums of super-block `blk` of
+/// the C q8_K columns.
+///
+/// # Safety
+/// Every column holds more than `blk` super-blocks.
+#[inline(always)]
+unsafe fn q8k_columns<const C: usize>(
+    b: [*const u8; C],
+    blk: usize,
+    dy: &mut [f32; C],
+    qy: &mut [[v128; 32]; C],
+    bs: &mut [[v128; 2]; C],
+) {
+    const YS: usize = 292;
+    // SAFETY: caller; offsets inside the 292-byte block.
+    unsafe {
+        unroll!(c < C => {
+            let yb = b[c].add(blk * YS);
+            dy[c] = (yb as *const f32).read_unaligned();
+            for g in 0..8 {
+                let e = ext_i8x32(yb.add(4 + 32 * g));
+                qy[c][4 * g..4 * g + 4].copy_from_slice(&e);
+            }
+            bs[c] = [load16(yb.add(260)), load16(yb.add(276))];
+        });
+    }
+}
+
+/// Four i16x8 of the column quants starting at element 8·`at`.
+#[inline(always)]
+fn y4(q: &[v128; 32], at: usize) -> [v128; 4] {
+    [q[at], q[at + 1], q[at + 2], q[at + 3]]
+}
+
+/// q4_K sub-blocks 2g, 2g+1 of the block at `xb`: (low nibbles of bytes 32g..32g+16 and
+/// 32g+16..32g+32, their high nibbles), 0..15.
+///
+/// # Safety
+/// The 144-byte block must be readable; g < 4.
+#[inline(always)]
+unsafe fn q4_k_quants(xb: *const u8, g: usize) -> [v128; 4] {
+    // SAFETY: caller; qs at 16..144.
+    let (lo0, hi0) = nibbles(unsafe { load16(xb.add(16 + 32 * g)) });
+    // SAFETY: as above.
+    let (lo1, hi1) = nibbles(unsafe { load16(xb.add(32 + 32 * g)) });
+    [lo0, lo1, hi0, hi1]
+}
+
+/// q5_K (176 bytes: f16 d, f16 dmin, 12 bytes of scales, 32 bytes of high bits, 128 bytes of
+/// nibbles) sub-blocks 2g, 2g+1 as [`q4_k_quants`], plus bit 2g / 2g+1 of `qh` × 16: 0..31.
+///
+/// # Safety
+/// The 176-byte block must be readable; g < 4.
+#[inline(always)]
+unsafe fn q5_k_quants(xb: *const u8, g: usize) -> [v128; 4] {
+    // SAFETY: caller; qh at 16..48, qs at 48..176.
+    let (qh0, qh1, q0, q1) = unsafe {
+        (
+            load16(xb.add(16)),
+            load16(xb.add(32)),
+            load16(xb.add(48 + 32 * g)),
+            load16(xb.add(64 + 32 * g)),
+        )
+    };
+    let one = u8x16_splat(1);
+    let hb = |v: v128, s: u32| u8x16_shl(v128_and(u8x16_shr(v, s), one), 4);
+    let (lo0, hi0) = nibbles(q0);
+    let (lo1, hi1) = nibbles(q1);
+    let g = g as u32;
+    [
+        v128_or(lo0, hb(qh0, 2 * g)),
+        v128_or(lo1, hb(qh1, 2 * g)),
+        v128_or(hi0, hb(qh0, 2 * g + 1)),
+        v128_or(hi1, hb(qh1, 2 * g + 1)),
+    ]
+}
+
+macro_rules! k4_tile {
+    ($name:ident, $xsize:expr, $quants:ident) => {
+        /// R×C dot products of q4_K / q5_K rows (f16 d, f16 dmin, 12 bytes of 6-bit
+        /// scales/mins, then the quants) against q8_K columns: x = d·sc_j·q − dmin·m_j, so
+        /// dot = d·dy·Σ_j Σ (sc_j·q)·y − dmin·dy·Σ_j m_j·bsum_j. sc_j·q is formed in i16
+        /// (≤ 63·31) once per row; Σ over a super-block stays below 2^30 in i32.
+        ///
+        /// # Safety
+        /// Pointers address n/256 super-blocks.
+        #[inline(never)]
+        pub(super) unsafe fn $name<const R: usize, const C: usize>(
+            n: usize,
+            a: [*const u8; R],
+            b: [*const u8; C],
+            out: &mut [[f32; C]; R],
+        ) {
+            let mut acc = [[f32x4_splat(0.0); C]; R];
+            // The columns' quants (C × 512 bytes, read back from the shadow stack: too many to
+            // stay in registers).
+            let mut qy = [[i16x8_splat(0); 32]; C];
+            let mut dy = [0f32; C];
+            let mut bs = [[i16x8_splat(0); 2]; C];
+            for blk in 0..n / 256 {
+                // SAFETY: blk < n/256: every read lies inside its super-block.
+                unsafe {
+                    q8k_columns::<C>(b, blk, &mut dy, &mut qy, &mut bs);
+                    unroll!(r < R => {
+                        let xb = a[r].add(blk * $xsize);
+                        let d = f16_at(xb);
+                        let dmin = f16_at(xb.add(2));
+                        let (sc, mn) = scales_mins_k4(&*(xb.add(4) as *const [u8; 12]));
+                        // Each min covers two 16-element bsums.
+                        let mins = [
+                            i16x8(mn[0], mn[0], mn[1], mn[1], mn[2], mn[2], mn[3], mn[3]),
+                            i16x8(mn[4], mn[4], mn[5], mn[5], mn[6], mn[6], mn[7], mn[7]),
+                        ];
+                        let mut isum = [i32x4_splat(0); C];
+                        for g in 0..4 {
+                            let [lo0, lo1, hi0, hi1] = $quants(xb, g);
+                            // Sub-blocks 2g (low nibbles) and 2g+1 (high), scaled in i16.
+                            let sl = i16x8_splat(sc[2 * g]);
+                            let sh = i16x8_splat(sc[2 * g + 1]);
+                            let xl = ext_pair(lo0, lo1).map(|v| i16x8_mul(v, sl));
+                            let xh = ext_pair(hi0, hi1).map(|v| i16x8_mul(v, sh));
+                            unroll!(c < C => {
+                                let s = i32x4_add(
+                                    dot32(&xl, &y4(&qy[c], 8 * g)),
+                                    dot32(&xh, &y4(&qy[c], 8 * g + 4)),
+                                );
+                                isum[c] = i32x4_add(isum[c], s);
+                            });
+                        }
+                        unroll!(c < C => {
+                            let msum = i32x4_add(
+                                i32x4_dot_i16x8(bs[c][0], mins[0]),
+                                i32x4_dot_i16x8(bs[c][1], mins[1]),
+                            );
+                            let t = qacc(
+                                f32x4_convert_i32x4(isum[c]),
+                                f32x4_splat(d * dy[c]),
+                                acc[r][c],
+                            );
+                            acc[r][c] =
+                                qacc(f32x4_convert_i32x4(msum), f32x4_splat(-dmin * dy[c]), t);
+                        });
+                    });
+                }
+            }
+            for r in 0..R {
+                for c in 0..C {
+                    out[r][c] = hsum_f32(acc[r][c]);
+                }
+            }
+        }
+    };
+}
+
+k4_tile!(tile_q4_k, 144, q4_k_quants);
+k4_tile!(tile_q5_k, 176, q5_k_quants);
+
+/// R×C dot products of q6_K rows (210 bytes: 128 bytes of low nibbles `ql`, 64 bytes of high
+/// 2-bit pairs `qh`, 16 i8 scales, f16 d; x = d·sc·(q − 32)) against q8_K columns.
+/// sc·(q − 32) is formed in i16 (≤ 128·32) once per row; Σ per super-block < 2^28.
+///
+/// # Safety
+/// Pointers address n/256 super-blocks.
+#[inline(never)]
+pub(super) unsafe fn tile_q6_k<const R: usize, const C: usize>(
+    n: usize,
+    a: [*const u8; R],
+    b: [*const u8; C],
+    out: &mut [[f32; C]; R],
+) {
+    const XS: usize = 210;
+    let mut acc = [[f32x4_splat(0.0); C]; R];
+    let mut qy = [[i16x8_splat(0); 32]; C];
+    let mut dy = [0f32; C];
+    let mut bs = [[i16x8_splat(0); 2]; C];
+    let m4 = u8x16_splat(0x0F);
+    let m3 = u8x16_splat(3);
+    let s32 = i8x16_splat(32);
+    for blk in 0..n / 256 {
+        // SAFETY: blk < n/256: every read lies inside its super-block.
+        unsafe {
+            q8k_columns::<C>(b, blk, &mut dy, &mut qy, &mut bs);
+            unroll!(r < R => {
+                let xb = a[r].add(blk * XS);
+                let sc = &*(xb.add(192) as *const [i8; 16]);
+                let d = f16_at(xb.add(208));
+                let mut isum = [i32x4_splat(0); C];
+                for half in 0..2 {
+                    for cc in 0..2 {
+                        // Elements 128·half + 32k + 16cc + (0..16), k = 0..4.
+                        let ql_a = load16(xb.add(64 * half + 16 * cc));
+                        let ql_b = load16(xb.add(64 * half + 32 + 16 * cc));
+                        let qh = load16(xb.add(128 + 32 * half + 16 * cc));
+                        let vals = [
+                            v128_or(v128_and(ql_a, m4), u8x16_shl(v128_and(qh, m3), 4)),
+                            v128_or(
+                                v128_and(ql_b, m4),
+                                u8x16_shl(v128_and(u8x16_shr(qh, 2), m3), 4),
+                            ),
+                            v128_or(
+                                u8x16_shr(ql_a, 4),
+                                u8x16_shl(v128_and(u8x16_shr(qh, 4), m3), 4),
+                            ),
+                            v128_or(u8x16_shr(ql_b, 4), u8x16_shl(u8x16_shr(qh, 6), 4)),
+                        ];
+                        for (k, v) in vals.into_iter().enumerate() {
+                            let e = 128 * half + 32 * k + 16 * cc;
+                            let s = i16x8_splat(sc[e / 16] as i16);
+                            let v = i8x16_sub(v, s32);
+                            let x0 = i16x8_mul(i16x8_extend_low_i8x16(v), s);
+                            let x1 = i16x8_mul(i16x8_extend_high_i8x16(v), s);
+                            unroll!(c < C => {
+                                let p = i32x4_add(
+                                    i32x4_dot_i16x8(x0, qy[c][e / 8]),
+                                    i32x4_dot_i16x8(x1, qy[c][e / 8 + 1]),
+                                );
+                                isum[c] = i32x4_add(isum[c], p);
+                            });
+                        }
+                    }
+                }
+                unroll!(c < C => {
+                    let s = f32x4_convert_i32x4(isum[c]);
+                    acc[r][c] = qacc(s, f32x4_splat(d * dy[c]), acc[r][c]);
+                });
+            });
+        }
+    }
+    for r in 0..R {
+        for c in 0..C {
+            out[r][c] = hsum_f32(acc[r][c]);
+        }
+    }
+}
+
+/// 6-bit scales and mins of q4_K / q5_K sub-blocks (ggml's get_scale_min_k4), as i16.
+#[inline(always)]
+fn scales_mins_k4(q: &[u8; 12]) -> ([i16; 8], [i16; 8]) {
+    let (mut sc, mut m) = ([0i16; 8], [0i16; 8]);
+    for j in 0..8 {
+        let (s, mm) = if j < 4 {
+            (q[j] & 63, q[j + 4] & 63)
+        } else {
+            (
+                (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+                (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+            )
+        };
+        sc[j] = s as i16;
+        m[j] = mm as i16;
+    }
+    (sc, m)
+}

@@ -1,0 +1,108 @@
+//! mul_mat inside wasm (the SIMD128 register tiles in the simd build, the portable tiles and
+//! `vec_dot`s in the scalar build) against the scalar `vec_dot` reference, per weight type, on
+//! odd shapes: m = 13 rows (tile remainders), n = 1, 2, 3, 5, 17 columns (GEMV, 2-column tiles,
+//! GEMM tiles and their remainders), k with a k-block remainder for the float GEMM (515 > 512).
+//!
+//! Both sides see the same quantized bytes (weights quantized once, columns converted with the
+//! backend's own `from_f32`), so integer sums are exact and only the f32 accumulation order and
+//! the per-block scale products differ: tolerance 2e-5 of Σ|w·y| (dequantized terms) per output.
+use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
+use ggweb::quant::{type_traits, type_traits_scalar};
+use ggweb::{Context, DType, Graph};
+use ggweb_wasm_tests::Rng;
+use wasm_bindgen_test::*;
+
+fn check_type(dt: DType, k: usize) {
+    let m = 13;
+    let mut rng = Rng(0x5eed ^ k as u64);
+    let slow = type_traits_scalar(dt).expect("computable type");
+    let vdt = slow.vec_dot_type;
+    let wrow = dt.row_size(k).unwrap();
+    let yrow = vdt.row_size(k).unwrap();
+    // Weights: quantized row by row with the scalar quantizer, and their dequantized values.
+    let mut wq = vec![0u8; wrow * m];
+    let mut wf = vec![0f32; k * m];
+    for i in 0..m {
+        let row = rng.vec(k);
+        (slow.from_f32)(&row, &mut wq[i * wrow..(i + 1) * wrow]);
+        (slow.to_f32)(&wq[i * wrow..(i + 1) * wrow], &mut wf[i * k..(i + 1) * k]);
+    }
+    for n in [1usize, 2, 3, 5, 17] {
+        let y = rng.vec(k * n);
+        let mut ctx = Context::new();
+        let a = ctx.new_tensor_2d(dt, k, m).unwrap();
+        let b = ctx.new_tensor_2d(DType::F32, k, n).unwrap();
+        ctx.set_input(a);
+        ctx.set_input(b);
+        let c = ctx.mul_mat(a, b).unwrap();
+        ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
+        ctx.set_bytes(a, &wq).unwrap();
+        ctx.set_f32(b, &y).unwrap();
+        let g = Graph::build(&ctx, &[c]);
+        CpuBackend::new(1).compute(&ctx, &g).unwrap();
+        let got = ctx.get_f32(c).unwrap();
+        let conv = type_traits(vdt).expect("vec_dot type").from_f32;
+        let mut yq = vec![0u8; yrow];
+        let mut worst = 0f32;
+        for j in 0..n {
+            let yc = &y[j * k..(j + 1) * k];
+            conv(yc, &mut yq);
+            for i in 0..m {
+                let want = (slow.vec_dot)(k, &wq[i * wrow..(i + 1) * wrow], &yq);
+                let scale: f32 = wf[i * k..(i + 1) * k]
+                    .iter()
+                    .zip(yc)
+                    .map(|(p, q)| (p * q).abs())
+                    .sum();
+                let err = (got[j * m + i] - want).abs() / scale.max(1e-3);
+                assert!(
+                    err <= 2e-5,
+                    "{dt} k={k} n={n} [{i},{j}]: {} vs scalar {want} (rel {err:e})",
+                    got[j * m + i]
+                );
+                worst = worst.max(err);
+            }
+        }
+        assert!(worst.is_finite());
+    }
+}
+
+#[wasm_bindgen_test]
+fn mul_mat_float_tiles_vs_scalar() {
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        for k in [7usize, 67, 515] {
+            check_type(dt, k);
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+fn mul_mat_quant_tiles_vs_scalar() {
+    for dt in [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ] {
+        let bs = dt
+            .block_size()
+            .max(type_traits_scalar(dt).unwrap().vec_dot_type.block_size());
+        for blocks in [1usize, 3, 5] {
+            check_type(dt, blocks * bs);
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+fn mul_mat_reports_tiles() {
+    let name = ggweb::backend::cpu::ops::matmul::simd_name();
+    assert_eq!(
+        name.starts_with("wasm32 simd128"),
+        cfg!(target_feature = "simd128"),
+        "{name}"
+    );
+}
