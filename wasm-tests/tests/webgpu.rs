@@ -574,15 +574,25 @@ async fn supports_op_is_exact() {
         let h = ctx.new_tensor(DType::F16, &[8]).unwrap();
         let hh = ctx.add(h, h).unwrap();
         assert!(!dev.supports_op(&ctx, hh), "[{path}] f16 add");
-        // A weight larger than one storage binding stays on the CPU, with the reason.
+        // A 2-D weight larger than one storage binding is split by rows (and says so); a
+        // batched (3-D) one cannot be, so it stays on the CPU, with the reason.
         let max = dev.adapter().max_storage_buffer_binding_size as usize;
         let rows = max / (4096 * 4) + 1;
         let big = ctx.new_tensor(DType::F32, &[4096, rows]).unwrap();
         let x = ctx.new_tensor(DType::F32, &[4096, 1]).unwrap();
         let y = ctx.mul_mat(big, x).unwrap();
-        assert!(!dev.supports_op(&ctx, y), "[{path}] oversized weight");
-        let why = dev.explain_op(&ctx, y).unwrap();
+        assert!(dev.supports_op(&ctx, y), "[{path}] oversized 2-D weight");
+        let note = dev.op_note(&ctx, y).unwrap();
+        assert!(note.contains("split into 2 bindings"), "{note}");
+        let big3 = ctx
+            .new_tensor(DType::F32, &[4096, rows / 2 + 1, 2])
+            .unwrap();
+        let x3 = ctx.new_tensor(DType::F32, &[4096, 1, 2]).unwrap();
+        let y3 = ctx.mul_mat(big3, x3).unwrap();
+        assert!(!dev.supports_op(&ctx, y3), "[{path}] oversized 3-D weight");
+        let why = dev.explain_op(&ctx, y3).unwrap();
         assert!(why.contains("max_storage_buffer_binding_size"), "{why}");
+        assert!(dev.op_note(&ctx, y3).is_none());
         let ok = ctx.new_tensor(DType::Q4_K, &[256, 3]).unwrap();
         let y2 = ctx.mul_mat(ok, b).unwrap();
         assert!(dev.supports_op(&ctx, y2), "[{path}] q4_K mul_mat");
