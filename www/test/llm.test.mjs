@@ -77,6 +77,7 @@ test('stop, sampling with a seed, chat', async () => {
   assert.deepEqual(a.tokens, b.tokens);
   const tmpl = await llm.applyChatTemplate([{ role: 'user', content: 'What is the capital of France?' }]);
   assert.match(tmpl, /<\|im_start\|>user\nWhat is the capital of France\?<\|im_end\|>\n<\|im_start\|>assistant\n$/);
+  await assert.rejects(llm.applyChatTemplate('not an array'), /messages must be an array/);
   // llama.cpp with the GGUF's Jinja template (default system prompt) answers "L'Étoile, la …".
   const reply = await llm.chat([{ role: 'user', content: 'What is the capital of France?' }], { temperature: 0, maxTokens: 7 });
   assert.deepEqual(reply.tokens, [60, 23, 39614, 1141, 552, 28, 2618]);

@@ -433,8 +433,11 @@ impl LlmCore {
         messages: JsValue,
         add_generation_prompt: bool,
     ) -> Result<String, JsError> {
-        let arr = js_sys::Array::try_from(messages)
-            .map_err(|_| JsError::new("invalid argument: messages must be an array"))?;
+        // `Array::try_from(JsValue)` cannot fail (it would accept anything), so check first.
+        if !js_sys::Array::is_array(&messages) {
+            return Err(JsError::new("invalid argument: messages must be an array"));
+        }
+        let arr = js_sys::Array::from(&messages);
         let mut msgs = Vec::with_capacity(arr.length() as usize);
         for (i, m) in arr.iter().enumerate() {
             let field = |k: &str| -> Result<String, JsError> {
