@@ -16,8 +16,17 @@ step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -q -- -D warnings
 
-step "wasm32 build check"
-cargo check -q --target wasm32-unknown-unknown -p ggweb
+step "wasm32 lints (scalar, SIMD128, relaxed SIMD; the wasm tests)"
+# The SIMD paths are behind target features, so each build's code is linted with its own flags
+# (own target dir: RUSTFLAGS differ).
+cargo clippy -q --target wasm32-unknown-unknown -p ggweb --no-default-features -- -D warnings
+for f in simd128 relaxed-simd; do
+  flags="+simd128"; [ "$f" = relaxed-simd ] && flags="+simd128,+relaxed-simd"
+  RUSTFLAGS="-C target-feature=$flags" CARGO_TARGET_DIR="$root/target/clippy-wasm-$f" \
+    cargo clippy -q --target wasm32-unknown-unknown -p ggweb -- -D warnings
+done
+(cd wasm-tests && RUSTFLAGS="-C target-feature=+simd128" CARGO_TARGET_DIR="$root/target/clippy-wasm-simd128" \
+  cargo clippy -q --target wasm32-unknown-unknown --all-targets --features webgpu -- -D warnings)
 
 step "GPU driver for the WebGPU tests (lavapipe)"
 source scripts/setup-gpu.sh
