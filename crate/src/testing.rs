@@ -147,7 +147,11 @@ pub fn nmse(out: &[f32], reference: &[f32]) -> f64 {
 /// Compare `out` with `reference`: same length, same NaN pattern, NMSE of the rest < `tol`.
 pub fn compare(out: &[f32], reference: &[f32], tol: f64) -> std::result::Result<f64, String> {
     if out.len() != reference.len() {
-        return Err(format!("{} values, expected {}", out.len(), reference.len()));
+        return Err(format!(
+            "{} values, expected {}",
+            out.len(),
+            reference.len()
+        ));
     }
     if !out
         .iter()

@@ -8,13 +8,13 @@
 use std::sync::{Arc, OnceLock};
 
 use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
+use ggweb::backend::webgpu::block_on;
 use ggweb::backend::webgpu::{WebGpuDevice, WebGpuOptions};
 use ggweb::backend::{Backend, Device};
-use ggweb::backend::webgpu::block_on;
+use ggweb::tensor::PoolOp;
 use ggweb::testing::{
     check_group, check_split_notes, mm_tol, nmse, Group, Rng, F32_TOL, SMALL_BINDING,
 };
-use ggweb::tensor::PoolOp;
 use ggweb::{Context, DType, Graph, Result, TensorId};
 
 /// The devices under test: the default (f16 path when available) and one forced onto f32.
@@ -340,6 +340,142 @@ fn mnist_fc_and_cnn_match_cpu() {
             assert!((acc - expect).abs() < 1e-9, "accuracy {acc} != {expect}");
             let e = nmse(&logits, &ref_logits);
             assert!(e < F32_TOL, "logits NMSE {e:.3e}");
+        }
+    }
+}
+
+/// Weights go where the ops reading them run (`Weights::load_placed`): under 64 KiB bindings a
+/// 2-D weight over a binding (mul_mat splits it by rows) and a bias go to the device, a 3-D one
+/// read by a batched mul_mat (no split) stays in the file bytes for the CPU, as does a tensor
+/// nothing reads; the graph then runs with that mul_mat on the CPU and matches the CPU alone.
+#[test]
+fn weights_placed_where_their_ops_run() {
+    use ggweb::backend::webgpu::WebGpuBuffer;
+    use ggweb::gguf::{Gguf, GgufWriter};
+    use ggweb::models::runner::Runner;
+    use ggweb::models::weights::Weights;
+    let Some((path, dev)) = small_binding_devices().first() else {
+        eprintln!("no adapter");
+        return;
+    };
+    let mut rng = Rng::new(70);
+    let mut gw = GgufWriter::new();
+    let mut add = |name: &str, ne: &[u64]| {
+        let n: u64 = ne.iter().product();
+        let v = rng.vec(n as usize, -1.0, 1.0);
+        gw.add_tensor(name, DType::F32, ne, bytemuck::cast_slice(&v))
+            .unwrap();
+    };
+    add("w2", &[512, 97]); // 199 KB
+    add("b", &[97]);
+    add("w3", &[32, 301, 2]); // 77 KB, 3-D
+    add("unused", &[8]);
+    let mut file = Vec::new();
+    gw.write_to(&mut file).unwrap();
+    let bytes: Arc<dyn ggweb::backend::cpu::HostBytes> = Arc::new(file);
+    let gguf = Gguf::parse(bytes.bytes()).unwrap();
+    let graph_of =
+        |ctx: &mut Context, w: &Weights| -> Result<(TensorId, TensorId, [TensorId; 2])> {
+            let x = ctx.new_tensor(DType::F32, &[512, 3])?;
+            let x3 = ctx.new_tensor(DType::F32, &[32, 5, 2])?;
+            let y = ctx.mul_mat(w.get("w2")?, x)?;
+            let y = ctx.add(y, w.get("b")?)?;
+            let z = ctx.mul_mat(w.get("w3")?, x3)?;
+            Ok((x, x3, [y, z]))
+        };
+    type Run = (Vec<f32>, Vec<String>, Vec<String>, Vec<String>);
+    let run = |runner: Option<Runner>| -> Run {
+        let mut ctx = Context::new();
+        let device = runner
+            .as_ref()
+            .and_then(|r| r.webgpu.clone())
+            .map(|d| d as Arc<dyn Device>);
+        let w = Weights::load_placed(&mut ctx, &gguf, bytes.clone(), device.as_ref(), |ctx, w| {
+            Ok(graph_of(ctx, w)?.2.to_vec())
+        })
+        .unwrap();
+        let on_device: Vec<String> = ["w2", "b", "w3", "unused"]
+            .iter()
+            .filter(|n| {
+                let t = ctx.tensor(w.get(n).unwrap());
+                t.data
+                    .as_ref()
+                    .is_some_and(|d| d.buffer.as_any().is::<WebGpuBuffer>())
+            })
+            .map(|n| n.to_string())
+            .collect();
+        let (x, x3, outs) = graph_of(&mut ctx, &w).unwrap();
+        let graph = Graph::build(&ctx, &outs);
+        let mut rng = Rng::new(71);
+        let (xv, x3v) = (rng.vec(512 * 3, -1.0, 1.0), rng.vec(32 * 10, -1.0, 1.0));
+        let mut runner = runner
+            .unwrap_or_else(|| Runner::new(ggweb::models::runner::BackendChoice::Cpu, 2).unwrap());
+        runner.alloc(&mut ctx, &graph).unwrap();
+        ctx.set_f32(x, &xv).unwrap();
+        ctx.set_f32(x3, &x3v).unwrap();
+        runner.compute(&ctx).unwrap();
+        let mut out = ctx.get_f32(outs[0]).unwrap();
+        out.extend(ctx.get_f32(outs[1]).unwrap());
+        let elsewhere = runner.placements(&ctx).elsewhere;
+        (out, on_device, w.on_host, elsewhere)
+    };
+    let (reference, _, _, _) = run(None);
+    let (out, on_device, on_host, elsewhere) =
+        run(Some(Runner::with_webgpu_device(dev.clone(), 2).unwrap()));
+    assert_eq!(on_device, ["w2", "b"], "[{path}] on the device");
+    assert_eq!(on_host.len(), 2, "[{path}] {on_host:?}");
+    assert!(
+        on_host[0].starts_with("w3") && on_host[0].contains("max_storage_buffer_binding_size"),
+        "[{path}] {on_host:?}"
+    );
+    assert!(
+        on_host[1].starts_with("unused") && on_host[1].contains("not read"),
+        "[{path}] {on_host:?}"
+    );
+    // Only the batched mul_mat ran on the CPU.
+    assert_eq!(elsewhere.len(), 1, "[{path}] {elsewhere:?}");
+    assert!(
+        elsewhere[0].starts_with("MUL_MAT"),
+        "[{path}] {elsewhere:?}"
+    );
+    let e = nmse(&out, &reference);
+    assert!(e < F32_TOL, "[{path}] NMSE {e:.3e}");
+}
+
+/// MNIST (`Mnist::with_runner`) under 64 KiB bindings: its weights over a binding (fc1 1.5 MB,
+/// dense 31 KB) are placed on the device, since every op reading them runs there (split by
+/// rows/columns); those read by ops that stay on the CPU stay in host memory; the logits match
+/// the CPU.
+#[test]
+fn mnist_weights_placed_under_small_bindings() {
+    use ggweb::models::mnist::Mnist;
+    use ggweb::models::runner::Runner;
+    let Some((images, _)) = t10k() else {
+        panic!("the t10k set in crate/assets could not be read");
+    };
+    let images = &images[..200 * 784];
+    for (path, dev) in small_binding_devices() {
+        for file in ["mnist-fc-f32.gguf", "mnist-cnn-f32.gguf"] {
+            let bytes: Arc<dyn ggweb::backend::cpu::HostBytes> =
+                Arc::new(std::fs::read(assets().join(file)).unwrap());
+            let mut cpu = Mnist::from_bytes(bytes.clone(), 2).unwrap();
+            let reference = cpu.logits(images).unwrap();
+            let runner = Runner::with_webgpu_device(dev.clone(), 2).unwrap();
+            let mut gpu = Mnist::with_runner(bytes, runner).unwrap();
+            eprintln!("[{path}] {file}: on the host: {:?}", gpu.weights_on_host());
+            // What stays is read by an op whose activations are over a binding (a bias ADD of
+            // [500, 500], a conv's mul_mat whose one output column is 1.5 MB): the CPU runs it.
+            // The dense weights, whose mul_mats split, are on the device.
+            for w in gpu.weights_on_host() {
+                assert!(
+                    w.contains("max_storage_buffer_binding_size"),
+                    "[{path}] {w}"
+                );
+                assert!(!w.contains(".weight"), "[{path}] {w}");
+            }
+            let got = gpu.logits(images).unwrap();
+            let e = nmse(&got, &reference);
+            assert!(e < F32_TOL, "[{path}] {file}: NMSE {e:.3e}");
         }
     }
 }

@@ -105,7 +105,11 @@ pub(crate) fn check(
                 },
                 x.nbytes(),
                 max,
-                split.why_not.as_deref().map(|w| format!(" ({w})")).unwrap_or_default()
+                split
+                    .why_not
+                    .as_deref()
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default()
             ));
         }
         let u = unit(x.dtype);
