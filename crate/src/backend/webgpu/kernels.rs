@@ -490,6 +490,27 @@ fn header(f16: bool) -> String {
     s
 }
 
+/// WGSL of a kernel: the common header, a storage declaration per tensor binding (1.. in order,
+/// (name, element type)), the type-dependent helpers `extra` (readers, writers, dequantizers)
+/// and the body (`shaders/<kernel>.wgsl`).
+fn shader(f16: bool, binds: &[(&str, &str)], extra: &str, body: &str) -> String {
+    let mut s = header(f16);
+    for (i, (name, elem)) in binds.iter().enumerate() {
+        s.push_str(&decl(i + 1, name, elem));
+    }
+    s.push_str(extra);
+    s.push_str(body);
+    s
+}
+
+/// The source builder of a kernel whose tensors are all bound as `u32` words.
+fn plain(names: &'static [&'static str], body: &'static str) -> Box<dyn Fn(bool) -> String> {
+    Box::new(move |f16| {
+        let binds: Vec<(&str, &str)> = names.iter().map(|n| (*n, "u32")).collect();
+        shader(f16, &binds, "", body)
+    })
+}
+
 /// Workgroups for `n` items at `per` items per group, as a 2-D grid within the per-dimension
 /// limit (kernels linearise with `wg_index`).
 fn grid(n: usize, per: usize, max_dim: u32) -> [u32; 3] {
@@ -587,15 +608,7 @@ fn plan_part<'a>(
                 "binary".into(),
                 "main",
                 grid(n, WG as usize, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{}{BINARY}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32"),
-                        decl(3, "src1", "u32")
-                    )
-                }),
+                plain(&["dst", "src0", "src1"], BINARY),
             )
         }
         Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Log | Op::Unary(_) | Op::Repeat => {
@@ -631,14 +644,7 @@ fn plan_part<'a>(
                 "unary".into(),
                 "main",
                 grid(n, WG as usize, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{UNARY}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32")
-                    )
-                }),
+                plain(&["dst", "src0"], UNARY),
             )
         }
         Op::Dup | Op::Cont | Op::Cpy => {
@@ -665,13 +671,10 @@ fn plan_part<'a>(
                 grid(if pairs { n.div_ceil(2) } else { n }, WG as usize, maxd),
                 Box::new(move |f16| {
                     let (single, pairs_src) = CPY.split_once("// @@PAIRS@@\n").unwrap_or((CPY, ""));
-                    format!(
-                        "{}{}{}{}{}{}",
-                        header(f16),
-                        decl(1, "dst", elem(d, f16)),
-                        decl(2, "src0", elem(s0, f16)),
-                        reader("read_src", "src0", s0, f16),
-                        writer(d, f16),
+                    shader(
+                        f16,
+                        &[("dst", elem(d, f16)), ("src0", elem(s0, f16))],
+                        &[reader("read_src", "src0", s0, f16), writer(d, f16)].concat(),
                         if pairs { pairs_src } else { single },
                     )
                 }),
@@ -687,15 +690,7 @@ fn plan_part<'a>(
                 "concat".into(),
                 "main",
                 grid(n, WG as usize, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{}{CONCAT}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32"),
-                        decl(3, "src1", "u32")
-                    )
-                }),
+                plain(&["dst", "src0", "src1"], CONCAT),
             )
         }
         Op::Norm { eps } | Op::RmsNorm { eps } => {
@@ -709,14 +704,7 @@ fn plan_part<'a>(
                 "norm".into(),
                 "main",
                 grid(rows, 1, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{NORM}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32")
-                    )
-                }),
+                plain(&["dst", "src0"], NORM),
             )
         }
         Op::MulMat => {
@@ -779,13 +767,11 @@ fn plan_part<'a>(
                 },
                 groups,
                 Box::new(move |f16| {
-                    format!(
-                        "{}{}{}{}{}{MUL_MAT}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", elem(s0, f16)),
-                        decl(3, "src1", "u32"),
-                        load_a(s0, f16)
+                    shader(
+                        f16,
+                        &[("dst", "u32"), ("src0", elem(s0, f16)), ("src1", "u32")],
+                        &load_a(s0, f16),
+                        MUL_MAT,
                     )
                 }),
             )
@@ -807,13 +793,11 @@ fn plan_part<'a>(
                 "main",
                 grid(n, WG as usize, maxd),
                 Box::new(move |f16| {
-                    format!(
-                        "{}{}{}{}{}{GET_ROWS}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", elem(s0, f16)),
-                        decl(3, "src1", "u32"),
-                        load_a(s0, f16)
+                    shader(
+                        f16,
+                        &[("dst", "u32"), ("src0", elem(s0, f16)), ("src1", "u32")],
+                        &load_a(s0, f16),
+                        GET_ROWS,
                     )
                 }),
             )
@@ -846,13 +830,11 @@ fn plan_part<'a>(
                 "main",
                 grid(rows, 1, maxd),
                 Box::new(move |f16| {
-                    format!(
-                        "{}{}{}{}{}{SOFT_MAX}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32"),
-                        decl(3, "src1", elem(mt, f16)),
-                        reader("read_mask", "src1", mt, f16)
+                    shader(
+                        f16,
+                        &[("dst", "u32"), ("src0", "u32"), ("src1", elem(mt, f16))],
+                        &reader("read_mask", "src1", mt, f16),
+                        SOFT_MAX,
                     )
                 }),
             )
@@ -887,16 +869,7 @@ fn plan_part<'a>(
                 "rope".into(),
                 "main",
                 grid(pairs, WG as usize, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{}{}{ROPE}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32"),
-                        decl(3, "src1", "u32"),
-                        decl(4, "src2", "u32")
-                    )
-                }),
+                plain(&["dst", "src0", "src1", "src2"], ROPE),
             )
         }
         Op::Im2Col {
@@ -937,12 +910,11 @@ fn plan_part<'a>(
                 "main",
                 grid(n, WG as usize, maxd),
                 Box::new(move |f16| {
-                    format!(
-                        "{}{}{}{}{IM2COL}",
-                        header(f16),
-                        decl(1, "dst", elem(d, f16)),
-                        decl(2, "src1", "u32"),
-                        writer(d, f16)
+                    shader(
+                        f16,
+                        &[("dst", elem(d, f16)), ("src1", "u32")],
+                        &writer(d, f16),
+                        IM2COL,
                     )
                 }),
             )
@@ -967,14 +939,7 @@ fn plan_part<'a>(
                 "pool_2d".into(),
                 "main",
                 grid(n, WG as usize, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{POOL_2D}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32")
-                    )
-                }),
+                plain(&["dst", "src0"], POOL_2D),
             )
         }
         Op::SumRows | Op::Mean | Op::Argmax | Op::Sum => {
@@ -996,14 +961,7 @@ fn plan_part<'a>(
                 "rows".into(),
                 "main",
                 grid(rows, 1, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{ROWS}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32")
-                    )
-                }),
+                plain(&["dst", "src0"], ROWS),
             )
         }
         other => {
