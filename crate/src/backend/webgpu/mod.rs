@@ -289,7 +289,14 @@ impl WebGpuDevice {
                 }
             }
         }));
-        let limits = device.limits();
+        let mut limits = device.limits();
+        if let Some(cap) = opts.max_storage_binding {
+            // A browser raises required limits below WebGPU's defaults to the defaults (128 MiB
+            // here), so the cap is also applied to what the device reports.
+            let cap = (cap.max(4096) / 4) * 4;
+            limits.max_storage_buffer_binding_size =
+                limits.max_storage_buffer_binding_size.min(cap);
+        }
         #[allow(unused_mut)]
         let mut rep = report(&adapter.get_info(), features, &limits);
         #[cfg(target_arch = "wasm32")]
