@@ -127,7 +127,7 @@ impl Weights {
         let mut used: std::collections::HashSet<TensorId> = std::collections::HashSet::new();
         let weights: std::collections::HashSet<TensorId> = w.by_name.values().copied().collect();
         let mark = ctx.mark();
-        let probe = users(ctx, &w).and_then(|outs| {
+        let probe = users(ctx, &w).map(|outs| {
             let graph = crate::Graph::build(ctx, &outs);
             for &n in &graph.nodes {
                 let t = ctx.tensor(n);
@@ -157,7 +157,6 @@ impl Weights {
                     }
                 }
             }
-            Ok(())
         });
         ctx.reset_to(mark);
         probe?;
