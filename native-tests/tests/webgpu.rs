@@ -463,6 +463,11 @@ fn mnist_weights_placed_under_small_bindings() {
             let runner = Runner::with_webgpu_device(dev.clone(), 2).unwrap();
             let mut gpu = Mnist::with_runner(bytes, runner).unwrap();
             eprintln!("[{path}] {file}: on the host: {:?}", gpu.weights_on_host());
+            // The user sees it in the backend report.
+            assert_eq!(
+                gpu.backend_report().contains("weights kept on the CPU"),
+                !gpu.weights_on_host().is_empty()
+            );
             // What stays is read by an op whose activations are over a binding (a bias ADD of
             // [500, 500], a conv's mul_mat whose one output column is 1.5 MB): the CPU runs it.
             // The dense weights, whose mul_mats split, are on the device.

@@ -68,6 +68,8 @@ pub struct Mnist {
     runner: Runner,
     /// Weights kept in host memory although a device runs the model, with why.
     on_host: Vec<String>,
+    /// The runner's report plus the weights kept on the CPU.
+    report: String,
     /// Placements of the last async batch (the browser reports them).
     last_placements: Option<Placements>,
     /// The planned graph of the last batch: (images, input, logits). A batch of the same size
@@ -153,12 +155,22 @@ impl Mnist {
         })?;
         let params = Params::from_weights(kind, &ctx, &w)?;
         let on_host = w.on_host;
+        let report = if on_host.is_empty() {
+            runner.report.clone()
+        } else {
+            format!(
+                "{}; weights kept on the CPU: {}",
+                runner.report,
+                on_host.join("; ")
+            )
+        };
         let mark = ctx.mark();
         Ok(Mnist {
             ctx,
             kind,
             params,
             on_host,
+            report,
             mark,
             runner,
             last_placements: None,
@@ -194,9 +206,9 @@ impl Mnist {
         self.runner.set_n_threads(n);
     }
 
-    /// Which backends run this model, and why.
+    /// Which backends run this model, and why; with the weights kept on the CPU, if any.
     pub fn backend_report(&self) -> &str {
-        &self.runner.report
+        &self.report
     }
 
     pub fn runner_mut(&mut self) -> &mut Runner {
