@@ -1,15 +1,20 @@
-//! The WebGPU backend against the CPU backend (test-backend-ops style): every op on seeded random
-//! data of odd sizes, on the f16 path (when the adapter has `shader-f16`) and the f32 path.
-//! Errors are normalized MSE as ggml's test-backend-ops: 1e-7 for f32 ops, 5e-4 for quantized
-//! mul_mat. Without any adapter the tests print "no adapter" and pass (scripts/setup-gpu.sh
-//! installs lavapipe so CI always has one).
+//! The WebGPU backend against the CPU backend (test-backend-ops style): the op cases of the
+//! shared table `ggweb::testing` (also run in Chromium by wasm-tests/tests/webgpu.rs) on the f16
+//! path (when the adapter has `shader-f16`) and the f32 path, plus native-only checks (supports_op,
+//! MNIST, the scheduler). Errors are normalized MSE as ggml's test-backend-ops: 1e-7 for f32 ops,
+//! 5e-4 for quantized mul_mat. Without any adapter the tests print "no adapter" and pass
+//! (scripts/setup-gpu.sh installs lavapipe so CI always has one).
 
 use std::sync::{Arc, OnceLock};
 
 use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
+use ggweb::backend::webgpu::block_on;
 use ggweb::backend::webgpu::{WebGpuDevice, WebGpuOptions};
 use ggweb::backend::{Backend, Device};
-use ggweb::tensor::{PoolOp, RopeMode, RopeParams, UnaryOp};
+use ggweb::tensor::PoolOp;
+use ggweb::testing::{
+    check_group, check_split_notes, mm_tol, nmse, Group, Rng, F32_TOL, SMALL_BINDING,
+};
 use ggweb::{Context, DType, Graph, Result, TensorId};
 
 /// The devices under test: the default (f16 path when available) and one forced onto f32.
@@ -44,93 +49,7 @@ fn devices() -> &'static [(String, Arc<WebGpuDevice>)] {
     })
 }
 
-/// A tiny deterministic generator (xorshift), so CPU and GPU graphs get identical data.
-struct Rng(u64);
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Uniform in [lo, hi).
-    fn f(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * ((self.next() >> 40) as f32 / (1u64 << 24) as f32)
-    }
-    fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n).map(|_| self.f(lo, hi)).collect()
-    }
-    fn idx(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-enum Data {
-    F(Vec<f32>),
-    I(Vec<i32>),
-}
-
-/// A test graph: its inputs with data and the tensor to compare.
-struct Case {
-    inputs: Vec<(TensorId, Data)>,
-    out: TensorId,
-}
-
-/// Fill every leaf of `ctx` without explicit data with random values in [-1, 1).
-fn random_inputs(ctx: &Context, ids: &[TensorId], rng: &mut Rng) -> Vec<(TensorId, Data)> {
-    ids.iter()
-        .map(|&id| (id, Data::F(rng.vec(ctx.tensor(id).nelements(), -1.0, 1.0))))
-        .collect()
-}
-
-fn run_on(
-    build: &dyn Fn(&mut Context) -> Result<Case>,
-    dev: Option<&Arc<WebGpuDevice>>,
-) -> Result<Vec<f32>> {
-    let mut ctx = Context::new();
-    let case = build(&mut ctx)?;
-    let graph = Graph::build(&ctx, &[case.out]);
-    let buft = match dev {
-        Some(d) => d.buffer_type(),
-        None => cpu_buffer_type(),
-    };
-    let _buf = ggweb::alloc::alloc_ctx_tensors(&mut ctx, &buft)?;
-    for (id, data) in &case.inputs {
-        match data {
-            Data::F(v) => ctx.set_f32(*id, v)?,
-            Data::I(v) => ctx.set_i32(*id, v)?,
-        }
-    }
-    match dev {
-        Some(d) => {
-            let mut be = d.init_backend()?;
-            be.graph_compute(&ctx, &graph)?;
-            be.synchronize()?;
-        }
-        None => CpuBackend::new(2).graph_compute(&ctx, &graph)?,
-    }
-    ctx.get_f32(case.out)
-}
-
-/// ggml's normalized mean squared error.
-fn nmse(out: &[f32], reference: &[f32]) -> f64 {
-    let mut num = 0f64;
-    let mut den = 0f64;
-    for (a, b) in out.iter().zip(reference) {
-        num += (*a as f64 - *b as f64).powi(2);
-        den += (*b as f64).powi(2);
-    }
-    if den == 0.0 {
-        num
-    } else {
-        num / den
-    }
-}
-
-/// Devices that ask for a 64 KiB `max_storage_buffer_binding_size`, so weights of a few hundred
+/// Devices that ask for a 64 KiB `max_storage_buffer_binding_size`, so tensors of a few hundred
 /// KiB are split over several bindings (f16 and f32 paths, both n = 1 kernels).
 fn small_binding_devices() -> &'static [(String, Arc<WebGpuDevice>)] {
     static DEVS: OnceLock<Vec<(String, Arc<WebGpuDevice>)>> = OnceLock::new();
@@ -160,440 +79,70 @@ fn small_binding_devices() -> &'static [(String, Arc<WebGpuDevice>)] {
     })
 }
 
-const SMALL_BINDING: u64 = 64 << 10;
-
-/// Run `build` on the CPU and on every WebGPU device; assert NMSE < `tol` and that the device
-/// claims support for every node.
-fn check(name: &str, tol: f64, build: impl Fn(&mut Context) -> Result<Case>) {
-    check_on(devices(), name, tol, build)
-}
-
-fn check_on(
-    devs: &[(String, Arc<WebGpuDevice>)],
-    name: &str,
-    tol: f64,
-    build: impl Fn(&mut Context) -> Result<Case>,
-) {
+/// Run one group of the shared case table (ggweb::testing) on the CPU and every device.
+fn run_group(group: Group) {
+    let devs = if group == Group::Split {
+        small_binding_devices()
+    } else {
+        devices()
+    };
     if devs.is_empty() {
-        eprintln!("no adapter: {name} skipped");
+        eprintln!("no adapter: {group:?} skipped");
         return;
     }
-    let reference = run_on(&build, None).unwrap_or_else(|e| panic!("{name}: CPU: {e}"));
-    for (path, dev) in devs {
-        // supports_op must hold for every node of the graph.
-        let mut ctx = Context::new();
-        let case = build(&mut ctx).expect("build");
-        let graph = Graph::build(&ctx, &[case.out]);
-        for &n in &graph.nodes {
-            assert!(
-                dev.supports_op(&ctx, n),
-                "{name} [{path}]: node {} not supported: {:?}",
-                ctx.tensor(n).op.name(),
-                dev.explain_op(&ctx, n)
-            );
-        }
-        let out = run_on(&build, Some(dev)).unwrap_or_else(|e| panic!("{name} [{path}]: {e}"));
-        assert_eq!(out.len(), reference.len());
-        let nan_ok = out
-            .iter()
-            .zip(&reference)
-            .all(|(a, b)| a.is_nan() == b.is_nan());
-        assert!(nan_ok, "{name} [{path}]: NaN pattern differs");
-        let (o, r): (Vec<f32>, Vec<f32>) = out
-            .iter()
-            .zip(&reference)
-            .filter(|(a, _)| !a.is_nan())
-            .map(|(a, b)| (*a, *b))
-            .unzip();
-        let e = nmse(&o, &r);
-        assert!(
-            e < tol,
-            "{name} [{path}]: NMSE {e:.3e} >= {tol:.1e}; gpu[..4] {:?} cpu[..4] {:?}",
-            &out[..out.len().min(4)],
-            &reference[..reference.len().min(4)]
-        );
+    match block_on(check_group(devs, group, 2)) {
+        Ok(n) => eprintln!("{group:?}: {n} comparisons passed"),
+        Err(e) => panic!("{group:?}:\n{e}"),
     }
 }
-
-const F32_TOL: f64 = 1e-7;
 
 #[test]
 fn binary_ops_broadcast_and_strided() {
-    for (opi, name) in ["add", "sub", "mul", "div"].iter().enumerate() {
-        for bshape in [[13, 7, 3, 2], [13, 1, 3, 1], [1, 7, 1, 2]] {
-            check(&format!("{name} {bshape:?}"), F32_TOL, |ctx| {
-                let a = ctx.new_tensor(DType::F32, &[13, 7, 3, 2])?;
-                let b = ctx.new_tensor(DType::F32, &bshape)?;
-                let mut rng = Rng::new(1 + opi as u64);
-                let mut inputs = random_inputs(ctx, &[a], &mut rng);
-                // Keep divisors away from 0.
-                inputs.push((b, Data::F(rng.vec(ctx.tensor(b).nelements(), 0.5, 2.0))));
-                let out = match opi {
-                    0 => ctx.add(a, b)?,
-                    1 => ctx.sub(a, b)?,
-                    2 => ctx.mul(a, b)?,
-                    _ => ctx.div(a, b)?,
-                };
-                Ok(Case { inputs, out })
-            });
-        }
-    }
-    // A permuted (non-contiguous) src0.
-    check("add permuted", F32_TOL, |ctx| {
-        let a = ctx.new_tensor(DType::F32, &[7, 13, 3])?;
-        let b = ctx.new_tensor(DType::F32, &[13, 7, 3])?;
-        let inputs = random_inputs(ctx, &[a, b], &mut Rng::new(9));
-        let ap = ctx.permute(a, [1, 0, 2, 3])?;
-        let out = ctx.add(ap, b)?;
-        Ok(Case { inputs, out })
-    });
+    run_group(Group::Binary);
 }
 
 #[test]
 fn unary_scale_and_repeat() {
-    let ops = [
-        UnaryOp::Abs,
-        UnaryOp::Neg,
-        UnaryOp::Relu,
-        UnaryOp::Gelu,
-        UnaryOp::GeluErf,
-        UnaryOp::Silu,
-        UnaryOp::Tanh,
-        UnaryOp::Sigmoid,
-        UnaryOp::Exp,
-    ];
-    for op in ops {
-        check(&format!("unary {op:?}"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(DType::F32, &[37, 5, 3])?;
-            let mut rng = Rng::new(3);
-            let inputs = vec![(a, Data::F(rng.vec(37 * 15, -4.0, 4.0)))];
-            let out = ctx.unary(a, op)?;
-            Ok(Case { inputs, out })
-        });
-    }
-    check("scale_bias", F32_TOL, |ctx| {
-        let a = ctx.new_tensor(DType::F32, &[37, 5, 3])?;
-        let inputs = random_inputs(ctx, &[a], &mut Rng::new(4));
-        let out = ctx.scale_bias(a, 0.37, -1.5)?;
-        Ok(Case { inputs, out })
-    });
-    for k in 0..3 {
-        check(&format!("sqr/sqrt/log {k}"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(DType::F32, &[29, 3, 2])?;
-            let inputs = vec![(a, Data::F(Rng::new(5).vec(29 * 6, 0.1, 3.0)))];
-            let out = match k {
-                0 => ctx.sqr(a)?,
-                1 => ctx.sqrt(a)?,
-                _ => ctx.log(a)?,
-            };
-            Ok(Case { inputs, out })
-        });
-    }
-    check("repeat", F32_TOL, |ctx| {
-        let a = ctx.new_tensor(DType::F32, &[5, 1, 3])?;
-        let b = ctx.new_tensor(DType::F32, &[10, 4, 3, 2])?;
-        let inputs = random_inputs(ctx, &[a, b], &mut Rng::new(6));
-        let out = ctx.repeat(a, b)?;
-        Ok(Case { inputs, out })
-    });
+    run_group(Group::Unary);
 }
 
 #[test]
 fn cpy_cont_types_and_concat() {
-    for (from, to) in [
-        (DType::F32, DType::F16),
-        (DType::F16, DType::F32),
-        (DType::F32, DType::F32),
-        (DType::F16, DType::F16),
-    ] {
-        check(
-            &format!("cast {from}->{to} of a transposed view"),
-            F32_TOL,
-            |ctx| {
-                let a = ctx.new_tensor(from, &[11, 7, 3])?;
-                let inputs = random_inputs(ctx, &[a], &mut Rng::new(7));
-                let t = ctx.transpose(a)?;
-                let c = ctx.cast(t, to)?;
-                // Compare in f32 (both sides rounded to `to` the same way).
-                let out = ctx.cast(c, DType::F32)?;
-                Ok(Case { inputs, out })
-            },
-        );
-        check(&format!("cpy {from}->{to} into a view"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(from, &[9, 5])?;
-            let b = ctx.new_tensor(to, &[9, 8])?;
-            let mut inputs = random_inputs(ctx, &[a], &mut Rng::new(8));
-            inputs.push((b, Data::F(vec![0.0; 72])));
-            let bv = ctx.view(b, &[9, 5], &[ctx.tensor(b).nb[1]], ctx.tensor(b).nb[1] * 2)?;
-            let c = ctx.cpy(a, bv)?;
-            let out = ctx.cast(c, DType::F32)?;
-            Ok(Case { inputs, out })
-        });
-    }
-    for dim in 0..4 {
-        check(&format!("concat dim {dim}"), F32_TOL, |ctx| {
-            let mut sa = [5, 3, 2, 2];
-            let sb = [5, 3, 2, 2];
-            sa[dim] = 4;
-            let a = ctx.new_tensor(DType::F32, &sa)?;
-            let b = ctx.new_tensor(DType::F32, &sb)?;
-            let inputs = random_inputs(ctx, &[a, b], &mut Rng::new(10));
-            let out = ctx.concat(a, b, dim)?;
-            Ok(Case { inputs, out })
-        });
-    }
+    run_group(Group::CpyConcat);
 }
 
 #[test]
 fn norms_softmax_reductions() {
-    for rms in [false, true] {
-        check(&format!("norm rms={rms}"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(DType::F32, &[301, 5, 3])?;
-            let inputs = random_inputs(ctx, &[a], &mut Rng::new(11));
-            let out = if rms {
-                ctx.rms_norm(a, 1e-5)?
-            } else {
-                ctx.norm(a, 1e-5)?
-            };
-            Ok(Case { inputs, out })
-        });
-    }
-    for (mask, max_bias) in [
-        (None, 0.0),
-        (Some(DType::F32), 0.0),
-        (Some(DType::F16), 0.0),
-        (Some(DType::F32), 8.0),
-    ] {
-        check(
-            &format!("soft_max mask {mask:?} max_bias {max_bias}"),
-            F32_TOL,
-            |ctx| {
-                let a = ctx.new_tensor(DType::F32, &[37, 9, 6])?;
-                let mut rng = Rng::new(12);
-                let mut inputs = random_inputs(ctx, &[a], &mut rng);
-                let m = match mask {
-                    Some(mt) => {
-                        let m = ctx.new_tensor(mt, &[37, 11])?;
-                        let mut v = rng.vec(37 * 11, -1.0, 1.0);
-                        for (i, x) in v.iter_mut().enumerate() {
-                            if i % 37 > 30 {
-                                *x = f32::NEG_INFINITY;
-                            }
-                        }
-                        inputs.push((m, Data::F(v)));
-                        Some(m)
-                    }
-                    None => None,
-                };
-                let out = ctx.soft_max_ext(a, m, 0.7, max_bias)?;
-                Ok(Case { inputs, out })
-            },
-        );
-    }
-    for k in 0..4 {
-        check(&format!("reduction {k}"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(DType::F32, &[301, 7])?;
-            let inputs = random_inputs(ctx, &[a], &mut Rng::new(13));
-            let out = match k {
-                0 => ctx.sum_rows(a)?,
-                1 => ctx.mean(a)?,
-                2 => ctx.sum(a)?,
-                _ => ctx.argmax(a)?,
-            };
-            Ok(Case { inputs, out })
-        });
-    }
+    run_group(Group::NormSoftmax);
 }
 
 #[test]
 fn rope_normal_and_neox() {
-    for mode in [RopeMode::Normal, RopeMode::Neox] {
-        for (n_dims, ff, ext) in [(64, false, 0.0), (48, true, 0.0), (64, false, 1.0)] {
-            check(
-                &format!("rope {mode:?} n_dims {n_dims} ff {ff} ext {ext}"),
-                F32_TOL,
-                |ctx| {
-                    let a = ctx.new_tensor(DType::F32, &[64, 5, 7])?;
-                    let pos = ctx.new_tensor(DType::I32, &[7])?;
-                    let mut rng = Rng::new(14);
-                    let mut inputs = random_inputs(ctx, &[a], &mut rng);
-                    inputs.push((pos, Data::I((0..7).map(|_| rng.idx(3000) as i32).collect())));
-                    let f = if ff {
-                        let f = ctx.new_tensor(DType::F32, &[n_dims / 2])?;
-                        inputs.push((f, Data::F(rng.vec(n_dims / 2, 1.0, 4.0))));
-                        Some(f)
-                    } else {
-                        None
-                    };
-                    let mut p = RopeParams::new(n_dims, mode, 10000.0);
-                    if ext != 0.0 {
-                        p.ext_factor = ext;
-                        p.freq_scale = 0.25;
-                        p.n_ctx_orig = 4096;
-                    }
-                    let out = ctx.rope_ext(a, pos, f, p)?;
-                    Ok(Case { inputs, out })
-                },
-            );
-        }
-    }
-}
-
-const WEIGHT_TYPES: [DType; 10] = [
-    DType::F32,
-    DType::F16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
-
-fn mm_tol(t: DType) -> f64 {
-    match t {
-        DType::F32 => F32_TOL,
-        // The CPU rounds src1 to f16 for f16 weights, to q8 for quantized ones.
-        _ => 5e-4,
-    }
+    run_group(Group::Rope);
 }
 
 #[test]
 fn get_rows_every_weight_type() {
-    for t in WEIGHT_TYPES {
-        check(&format!("get_rows {t}"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(t, &[512, 9, 2])?;
-            let r = ctx.new_tensor(DType::I32, &[5, 2])?;
-            let mut rng = Rng::new(15);
-            let mut inputs = random_inputs(ctx, &[a], &mut rng);
-            inputs.push((r, Data::I((0..10).map(|_| rng.idx(9) as i32).collect())));
-            let out = ctx.get_rows(a, r)?;
-            Ok(Case { inputs, out })
-        });
-    }
+    run_group(Group::GetRows);
 }
 
 #[test]
 fn mul_mat_every_weight_type() {
-    for t in WEIGHT_TYPES {
-        for n in [1usize, 13, 67] {
-            check(&format!("mul_mat {t} m=19 n={n} k=512"), mm_tol(t), |ctx| {
-                let a = ctx.new_tensor(t, &[512, 19])?;
-                let b = ctx.new_tensor(DType::F32, &[512, n])?;
-                let inputs = random_inputs(ctx, &[a, b], &mut Rng::new(16));
-                let out = ctx.mul_mat(a, b)?;
-                Ok(Case { inputs, out })
-            });
-        }
-    }
-    // Batched with broadcast and a permuted src1 (attention-like).
-    for n in [1usize, 7] {
-        check(
-            &format!("mul_mat batched broadcast n={n}"),
-            F32_TOL,
-            |ctx| {
-                let a = ctx.new_tensor(DType::F32, &[33, 17, 2, 1])?;
-                let b = ctx.new_tensor(DType::F32, &[33, 4, n, 3])?;
-                let inputs = random_inputs(ctx, &[a, b], &mut Rng::new(17));
-                let bp = ctx.permute(b, [0, 2, 1, 3])?;
-                let out = ctx.mul_mat(a, bp)?;
-                Ok(Case { inputs, out })
-            },
-        );
-    }
-}
-
-/// Weights over the binding limit (64 KiB here) are split by rows over several bindings and
-/// dispatches: mul_mat (both n = 1 kernels and the tiled one) and get_rows, odd sizes, with
-/// row ranges that end mid-way and a last range of a single row.
-#[test]
-fn large_weights_split_over_bindings() {
-    let devs = small_binding_devices();
-    for t in [
-        DType::F32,
-        DType::F16,
-        DType::Q8_0,
-        DType::Q4_1,
-        DType::Q4_K,
-        DType::Q6_K,
-    ] {
-        // ~150 KB of weights (k = 512, m odd): three ranges, the last one short. n stays small
-        // enough that src1 fits one 64 KiB binding.
-        let m = (150_000 / t.row_size(512).unwrap()) | 1;
-        for n in [1usize, 5, 31] {
-            check_on(
-                devs,
-                &format!("split mul_mat {t} m={m} n={n} k=512"),
-                mm_tol(t),
-                |ctx| {
-                    let a = ctx.new_tensor(t, &[512, m])?;
-                    let b = ctx.new_tensor(DType::F32, &[512, n])?;
-                    let inputs = random_inputs(ctx, &[a, b], &mut Rng::new(40 + n as u64));
-                    let out = ctx.mul_mat(a, b)?;
-                    Ok(Case { inputs, out })
-                },
-            );
-        }
-        check_on(devs, &format!("split get_rows {t}"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(t, &[512, m])?;
-            let r = ctx.new_tensor(DType::I32, &[23])?;
-            let mut rng = Rng::new(44);
-            let mut inputs = random_inputs(ctx, &[a], &mut rng);
-            // The first and last rows and random ones, in every range.
-            let mut idx: Vec<i32> = (0..21).map(|_| rng.idx(m) as i32).collect();
-            idx.extend([0, m as i32 - 1]);
-            inputs.push((r, Data::I(idx)));
-            let out = ctx.get_rows(a, r)?;
-            Ok(Case { inputs, out })
-        });
-    }
-    // The splits really happen (the note the scheduler prints).
-    for (path, dev) in devs {
-        let mut ctx = Context::new();
-        let a = ctx.new_tensor(DType::F32, &[512, 97]).unwrap();
-        let b = ctx.new_tensor(DType::F32, &[512, 1]).unwrap();
-        let y = ctx.mul_mat(a, b).unwrap();
-        let note = dev.op_note(&ctx, y).unwrap_or_default();
-        assert!(note.contains("bindings/dispatches"), "[{path}] {note}");
-    }
+    run_group(Group::MulMat);
 }
 
 #[test]
 fn im2col_conv_pool() {
-    for is_2d in [true, false] {
-        check(&format!("im2col 2d={is_2d}"), F32_TOL, |ctx| {
-            let (k, x) = if is_2d {
-                (
-                    ctx.new_tensor(DType::F32, &[3, 3, 2, 4])?,
-                    ctx.new_tensor(DType::F32, &[11, 9, 2, 2])?,
-                )
-            } else {
-                (
-                    ctx.new_tensor(DType::F32, &[3, 2, 4])?,
-                    ctx.new_tensor(DType::F32, &[13, 2, 3])?,
-                )
-            };
-            let inputs = random_inputs(ctx, &[k, x], &mut Rng::new(18));
-            let out = ctx.im2col(k, x, 2, 1, 1, 1, 1, 2, is_2d, DType::F32)?;
-            Ok(Case { inputs, out })
-        });
-    }
-    check("conv_2d", F32_TOL, |ctx| {
-        let k = ctx.new_tensor(DType::F32, &[3, 3, 2, 4])?;
-        let x = ctx.new_tensor(DType::F32, &[11, 9, 2, 2])?;
-        let inputs = random_inputs(ctx, &[k, x], &mut Rng::new(19));
-        let out = ctx.conv_2d(k, x, 1, 1, 1, 1, 1, 1)?;
-        Ok(Case { inputs, out })
-    });
-    for op in [PoolOp::Max, PoolOp::Avg] {
-        check(&format!("pool_2d {op:?}"), F32_TOL, |ctx| {
-            let a = ctx.new_tensor(DType::F32, &[11, 9, 3, 2])?;
-            let inputs = random_inputs(ctx, &[a], &mut Rng::new(20));
-            let out = ctx.pool_2d(a, op, 3, 2, 2, 2, 1, 1)?;
-            Ok(Case { inputs, out })
-        });
+    run_group(Group::ConvPool);
+}
+
+/// Weights over the binding limit (64 KiB here) split by rows, outputs/inputs split by columns
+/// (tokens), over several bindings and dispatches; and the notes that say so.
+#[test]
+fn large_tensors_split_over_bindings() {
+    run_group(Group::Split);
+    for (path, dev) in small_binding_devices() {
+        check_split_notes(dev).unwrap_or_else(|e| panic!("[{path}] {e}"));
     }
 }
 
@@ -791,6 +340,147 @@ fn mnist_fc_and_cnn_match_cpu() {
             assert!((acc - expect).abs() < 1e-9, "accuracy {acc} != {expect}");
             let e = nmse(&logits, &ref_logits);
             assert!(e < F32_TOL, "logits NMSE {e:.3e}");
+        }
+    }
+}
+
+/// Weights go where the ops reading them run (`Weights::load_placed`): under 64 KiB bindings a
+/// 2-D weight over a binding (mul_mat splits it by rows) and a bias go to the device, a 3-D one
+/// read by a batched mul_mat (no split) stays in the file bytes for the CPU, as does a tensor
+/// nothing reads; the graph then runs with that mul_mat on the CPU and matches the CPU alone.
+#[test]
+fn weights_placed_where_their_ops_run() {
+    use ggweb::backend::webgpu::WebGpuBuffer;
+    use ggweb::gguf::{Gguf, GgufWriter};
+    use ggweb::models::runner::Runner;
+    use ggweb::models::weights::Weights;
+    let Some((path, dev)) = small_binding_devices().first() else {
+        eprintln!("no adapter");
+        return;
+    };
+    let mut rng = Rng::new(70);
+    let mut gw = GgufWriter::new();
+    let mut add = |name: &str, ne: &[u64]| {
+        let n: u64 = ne.iter().product();
+        let v = rng.vec(n as usize, -1.0, 1.0);
+        gw.add_tensor(name, DType::F32, ne, bytemuck::cast_slice(&v))
+            .unwrap();
+    };
+    add("w2", &[512, 97]); // 199 KB
+    add("b", &[97]);
+    add("w3", &[32, 301, 2]); // 77 KB, 3-D
+    add("unused", &[8]);
+    let mut file = Vec::new();
+    gw.write_to(&mut file).unwrap();
+    let bytes: Arc<dyn ggweb::backend::cpu::HostBytes> = Arc::new(file);
+    let gguf = Gguf::parse(bytes.bytes()).unwrap();
+    let graph_of =
+        |ctx: &mut Context, w: &Weights| -> Result<(TensorId, TensorId, [TensorId; 2])> {
+            let x = ctx.new_tensor(DType::F32, &[512, 3])?;
+            let x3 = ctx.new_tensor(DType::F32, &[32, 5, 2])?;
+            let y = ctx.mul_mat(w.get("w2")?, x)?;
+            let y = ctx.add(y, w.get("b")?)?;
+            let z = ctx.mul_mat(w.get("w3")?, x3)?;
+            Ok((x, x3, [y, z]))
+        };
+    type Run = (Vec<f32>, Vec<String>, Vec<String>, Vec<String>);
+    let run = |runner: Option<Runner>| -> Run {
+        let mut ctx = Context::new();
+        let device = runner
+            .as_ref()
+            .and_then(|r| r.webgpu.clone())
+            .map(|d| d as Arc<dyn Device>);
+        let w = Weights::load_placed(&mut ctx, &gguf, bytes.clone(), device.as_ref(), |ctx, w| {
+            Ok(graph_of(ctx, w)?.2.to_vec())
+        })
+        .unwrap();
+        let on_device: Vec<String> = ["w2", "b", "w3", "unused"]
+            .iter()
+            .filter(|n| {
+                let t = ctx.tensor(w.get(n).unwrap());
+                t.data
+                    .as_ref()
+                    .is_some_and(|d| d.buffer.as_any().is::<WebGpuBuffer>())
+            })
+            .map(|n| n.to_string())
+            .collect();
+        let (x, x3, outs) = graph_of(&mut ctx, &w).unwrap();
+        let graph = Graph::build(&ctx, &outs);
+        let mut rng = Rng::new(71);
+        let (xv, x3v) = (rng.vec(512 * 3, -1.0, 1.0), rng.vec(32 * 10, -1.0, 1.0));
+        let mut runner = runner
+            .unwrap_or_else(|| Runner::new(ggweb::models::runner::BackendChoice::Cpu, 2).unwrap());
+        runner.alloc(&mut ctx, &graph).unwrap();
+        ctx.set_f32(x, &xv).unwrap();
+        ctx.set_f32(x3, &x3v).unwrap();
+        runner.compute(&ctx).unwrap();
+        let mut out = ctx.get_f32(outs[0]).unwrap();
+        out.extend(ctx.get_f32(outs[1]).unwrap());
+        let elsewhere = runner.placements(&ctx).elsewhere;
+        (out, on_device, w.on_host, elsewhere)
+    };
+    let (reference, _, _, _) = run(None);
+    let (out, on_device, on_host, elsewhere) =
+        run(Some(Runner::with_webgpu_device(dev.clone(), 2).unwrap()));
+    assert_eq!(on_device, ["w2", "b"], "[{path}] on the device");
+    assert_eq!(on_host.len(), 2, "[{path}] {on_host:?}");
+    assert!(
+        on_host[0].starts_with("w3") && on_host[0].contains("max_storage_buffer_binding_size"),
+        "[{path}] {on_host:?}"
+    );
+    assert!(
+        on_host[1].starts_with("unused") && on_host[1].contains("not read"),
+        "[{path}] {on_host:?}"
+    );
+    // Only the batched mul_mat ran on the CPU.
+    assert_eq!(elsewhere.len(), 1, "[{path}] {elsewhere:?}");
+    assert!(
+        elsewhere[0].starts_with("MUL_MAT"),
+        "[{path}] {elsewhere:?}"
+    );
+    let e = nmse(&out, &reference);
+    assert!(e < F32_TOL, "[{path}] NMSE {e:.3e}");
+}
+
+/// MNIST (`Mnist::with_runner`) under 64 KiB bindings: its weights over a binding (fc1 1.5 MB,
+/// dense 31 KB) are placed on the device, since every op reading them runs there (split by
+/// rows/columns); those read by ops that stay on the CPU stay in host memory; the logits match
+/// the CPU.
+#[test]
+fn mnist_weights_placed_under_small_bindings() {
+    use ggweb::models::mnist::Mnist;
+    use ggweb::models::runner::Runner;
+    let Some((images, _)) = t10k() else {
+        panic!("the t10k set in crate/assets could not be read");
+    };
+    let images = &images[..200 * 784];
+    for (path, dev) in small_binding_devices() {
+        for file in ["mnist-fc-f32.gguf", "mnist-cnn-f32.gguf"] {
+            let bytes: Arc<dyn ggweb::backend::cpu::HostBytes> =
+                Arc::new(std::fs::read(assets().join(file)).unwrap());
+            let mut cpu = Mnist::from_bytes(bytes.clone(), 2).unwrap();
+            let reference = cpu.logits(images).unwrap();
+            let runner = Runner::with_webgpu_device(dev.clone(), 2).unwrap();
+            let mut gpu = Mnist::with_runner(bytes, runner).unwrap();
+            eprintln!("[{path}] {file}: on the host: {:?}", gpu.weights_on_host());
+            // The user sees it in the backend report.
+            assert_eq!(
+                gpu.backend_report().contains("weights kept on the CPU"),
+                !gpu.weights_on_host().is_empty()
+            );
+            // What stays is read by an op whose activations are over a binding (a bias ADD of
+            // [500, 500], a conv's mul_mat whose one output column is 1.5 MB): the CPU runs it.
+            // The dense weights, whose mul_mats split, are on the device.
+            for w in gpu.weights_on_host() {
+                assert!(
+                    w.contains("max_storage_buffer_binding_size"),
+                    "[{path}] {w}"
+                );
+                assert!(!w.contains(".weight"), "[{path}] {w}");
+            }
+            let got = gpu.logits(images).unwrap();
+            let e = nmse(&got, &reference);
+            assert!(e < F32_TOL, "[{path}] {file}: NMSE {e:.3e}");
         }
     }
 }

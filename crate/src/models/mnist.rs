@@ -66,6 +66,10 @@ pub struct Mnist {
     params: Params,
     mark: Mark,
     runner: Runner,
+    /// Weights kept in host memory although a device runs the model, with why.
+    on_host: Vec<String>,
+    /// The runner's report plus the weights kept on the CPU.
+    report: String,
     /// Placements of the last async batch (the browser reports them).
     last_placements: Option<Placements>,
     /// The planned graph of the last batch: (images, input, logits). A batch of the same size
@@ -73,6 +77,27 @@ pub struct Mnist {
     planned: Option<(usize, TensorId, TensorId)>,
     // Keeps the file bytes alive: the weights point into them.
     _bytes: Arc<dyn HostBytes>,
+}
+
+impl Params {
+    fn from_weights(kind: MnistKind, ctx: &Context, w: &Weights) -> Result<Params> {
+        Ok(match kind {
+            MnistKind::Fc => Params::Fc {
+                fc1_w: expect_shape(ctx, w.get("fc1.weight")?, [784, 500, 1, 1])?,
+                fc1_b: expect_shape(ctx, w.get("fc1.bias")?, [500, 1, 1, 1])?,
+                fc2_w: expect_shape(ctx, w.get("fc2.weight")?, [500, 10, 1, 1])?,
+                fc2_b: expect_shape(ctx, w.get("fc2.bias")?, [10, 1, 1, 1])?,
+            },
+            MnistKind::Cnn => Params::Cnn {
+                k1: expect_shape(ctx, w.get("conv1.kernel")?, [3, 3, 1, 8])?,
+                b1: expect_shape(ctx, w.get("conv1.bias")?, [1, 1, 8, 1])?,
+                k2: expect_shape(ctx, w.get("conv2.kernel")?, [3, 3, 8, 16])?,
+                b2: expect_shape(ctx, w.get("conv2.bias")?, [1, 1, 16, 1])?,
+                dense_w: expect_shape(ctx, w.get("dense.weight")?, [784, 10, 1, 1])?,
+                dense_b: expect_shape(ctx, w.get("dense.bias")?, [10, 1, 1, 1])?,
+            },
+        })
+    }
 }
 
 fn expect_shape(ctx: &Context, id: TensorId, ne: [usize; 4]) -> Result<TensorId> {
@@ -98,7 +123,11 @@ impl Mnist {
         backend: BackendChoice,
         n_threads: usize,
     ) -> Result<Mnist> {
-        let runner = Runner::new(backend, n_threads)?;
+        Self::with_runner(bytes, Runner::new(backend, n_threads)?)
+    }
+
+    /// Load onto `runner`'s backends (tests open devices with their own options).
+    pub fn with_runner(bytes: Arc<dyn HostBytes>, runner: Runner) -> Result<Mnist> {
         let gguf = Gguf::parse(bytes.bytes())?;
         let arch = gguf.architecture().unwrap_or("");
         let kind = match arch {
@@ -111,33 +140,37 @@ impl Mnist {
             }
         };
         let mut ctx = Context::new();
-        let w = Weights::load_into(
-            &mut ctx,
-            &gguf,
-            bytes.clone(),
-            Some(runner.weights_buffer_type()),
-        )?;
-        let params = match kind {
-            MnistKind::Fc => Params::Fc {
-                fc1_w: expect_shape(&ctx, w.get("fc1.weight")?, [784, 500, 1, 1])?,
-                fc1_b: expect_shape(&ctx, w.get("fc1.bias")?, [500, 1, 1, 1])?,
-                fc2_w: expect_shape(&ctx, w.get("fc2.weight")?, [500, 10, 1, 1])?,
-                fc2_b: expect_shape(&ctx, w.get("fc2.bias")?, [10, 1, 1, 1])?,
-            },
-            MnistKind::Cnn => Params::Cnn {
-                k1: expect_shape(&ctx, w.get("conv1.kernel")?, [3, 3, 1, 8])?,
-                b1: expect_shape(&ctx, w.get("conv1.bias")?, [1, 1, 8, 1])?,
-                k2: expect_shape(&ctx, w.get("conv2.kernel")?, [3, 3, 8, 16])?,
-                b2: expect_shape(&ctx, w.get("conv2.bias")?, [1, 1, 16, 1])?,
-                dense_w: expect_shape(&ctx, w.get("dense.weight")?, [784, 10, 1, 1])?,
-                dense_b: expect_shape(&ctx, w.get("dense.bias")?, [10, 1, 1, 1])?,
-            },
+        // Each weight where the ops reading it run on the largest batch (the device's buffer
+        // when it supports them, else the file bytes in place for the CPU).
+        #[cfg(feature = "webgpu")]
+        let device = runner
+            .webgpu
+            .clone()
+            .map(|d| d as Arc<dyn crate::backend::Device>);
+        #[cfg(not(feature = "webgpu"))]
+        let device: Option<Arc<dyn crate::backend::Device>> = None;
+        let w = Weights::load_placed(&mut ctx, &gguf, bytes.clone(), device.as_ref(), |ctx, w| {
+            let params = Params::from_weights(kind, ctx, w)?;
+            Ok(vec![forward(ctx, &params, MAX_BATCH)?.1])
+        })?;
+        let params = Params::from_weights(kind, &ctx, &w)?;
+        let on_host = w.on_host;
+        let report = if on_host.is_empty() {
+            runner.report.clone()
+        } else {
+            format!(
+                "{}; weights kept on the CPU: {}",
+                runner.report,
+                on_host.join("; ")
+            )
         };
         let mark = ctx.mark();
         Ok(Mnist {
             ctx,
             kind,
             params,
+            on_host,
+            report,
             mark,
             runner,
             last_placements: None,
@@ -173,9 +206,9 @@ impl Mnist {
         self.runner.set_n_threads(n);
     }
 
-    /// Which backends run this model, and why.
+    /// Which backends run this model, and why; with the weights kept on the CPU, if any.
     pub fn backend_report(&self) -> &str {
-        &self.runner.report
+        &self.report
     }
 
     pub fn runner_mut(&mut self) -> &mut Runner {
@@ -192,51 +225,13 @@ impl Mnist {
 
     /// Build the forward graph for `n` images; returns (input [784, n], logits [10, n]).
     fn build(&mut self, n: usize) -> Result<(TensorId, TensorId)> {
-        let ctx = &mut self.ctx;
-        let images = ctx.new_tensor_2d(DType::F32, IMAGE_PIXELS, n)?;
-        ctx.set_name(images, "images")?;
-        ctx.set_input(images);
-        let logits = match self.params {
-            Params::Fc {
-                fc1_w,
-                fc1_b,
-                fc2_w,
-                fc2_b,
-            } => {
-                let h = ctx.mul_mat(fc1_w, images)?;
-                let h = ctx.add(h, fc1_b)?;
-                let h = ctx.relu(h)?;
-                let o = ctx.mul_mat(fc2_w, h)?;
-                ctx.add(o, fc2_b)?
-            }
-            Params::Cnn {
-                k1,
-                b1,
-                k2,
-                b2,
-                dense_w,
-                dense_b,
-            } => {
-                let x = ctx.reshape(images, &[28, 28, 1, n])?;
-                let x = ctx.conv_2d(k1, x, 1, 1, 1, 1, 1, 1)?;
-                let x = ctx.add(x, b1)?;
-                let x = ctx.relu(x)?;
-                let x = ctx.pool_2d(x, PoolOp::Max, 2, 2, 2, 2, 0, 0)?;
-                let x = ctx.conv_2d(k2, x, 1, 1, 1, 1, 1, 1)?;
-                let x = ctx.add(x, b2)?;
-                let x = ctx.relu(x)?;
-                let x = ctx.pool_2d(x, PoolOp::Max, 2, 2, 2, 2, 0, 0)?;
-                // [7, 7, 16, n] -> [16, 7, 7, n]: flatten in (h, w, c) order as the model was trained.
-                let x = ctx.permute(x, [1, 2, 0, 3])?;
-                let x = ctx.cont(x)?;
-                let x = ctx.reshape(x, &[7 * 7 * 16, n])?;
-                let o = ctx.mul_mat(dense_w, x)?;
-                ctx.add(o, dense_b)?
-            }
-        };
-        ctx.set_name(logits, "logits")?;
-        ctx.set_output(logits);
-        Ok((images, logits))
+        forward(&mut self.ctx, &self.params, n)
+    }
+
+    /// Weights kept in host memory (their ops run on the CPU) although a device runs the model,
+    /// with why; empty on the CPU alone.
+    pub fn weights_on_host(&self) -> &[String] {
+        &self.on_host
     }
 
     /// Logits for `images` (n × 784 pixels in [0, 1]), n × 10 values.
@@ -348,6 +343,54 @@ impl Mnist {
         }
         Ok(correct)
     }
+}
+
+/// The forward graph for `n` images in `ctx`; returns (input [784, n], logits [10, n]).
+fn forward(ctx: &mut Context, params: &Params, n: usize) -> Result<(TensorId, TensorId)> {
+    let images = ctx.new_tensor_2d(DType::F32, IMAGE_PIXELS, n)?;
+    ctx.set_name(images, "images")?;
+    ctx.set_input(images);
+    let logits = match *params {
+        Params::Fc {
+            fc1_w,
+            fc1_b,
+            fc2_w,
+            fc2_b,
+        } => {
+            let h = ctx.mul_mat(fc1_w, images)?;
+            let h = ctx.add(h, fc1_b)?;
+            let h = ctx.relu(h)?;
+            let o = ctx.mul_mat(fc2_w, h)?;
+            ctx.add(o, fc2_b)?
+        }
+        Params::Cnn {
+            k1,
+            b1,
+            k2,
+            b2,
+            dense_w,
+            dense_b,
+        } => {
+            let x = ctx.reshape(images, &[28, 28, 1, n])?;
+            let x = ctx.conv_2d(k1, x, 1, 1, 1, 1, 1, 1)?;
+            let x = ctx.add(x, b1)?;
+            let x = ctx.relu(x)?;
+            let x = ctx.pool_2d(x, PoolOp::Max, 2, 2, 2, 2, 0, 0)?;
+            let x = ctx.conv_2d(k2, x, 1, 1, 1, 1, 1, 1)?;
+            let x = ctx.add(x, b2)?;
+            let x = ctx.relu(x)?;
+            let x = ctx.pool_2d(x, PoolOp::Max, 2, 2, 2, 2, 0, 0)?;
+            // [7, 7, 16, n] -> [16, 7, 7, n]: flatten in (h, w, c) order as the model was trained.
+            let x = ctx.permute(x, [1, 2, 0, 3])?;
+            let x = ctx.cont(x)?;
+            let x = ctx.reshape(x, &[7 * 7 * 16, n])?;
+            let o = ctx.mul_mat(dense_w, x)?;
+            ctx.add(o, dense_b)?
+        }
+    };
+    ctx.set_name(logits, "logits")?;
+    ctx.set_output(logits);
+    Ok((images, logits))
 }
 
 /// Index of the largest value.

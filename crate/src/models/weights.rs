@@ -29,8 +29,9 @@ impl Weights {
         Self::load_into(ctx, gguf, bytes, None)
     }
 
-    /// As [`Weights::load`], but into a buffer of `buft` when that is device memory (the tensors
-    /// are uploaded once); host buffer types use the bytes in place.
+    /// As [`Weights::load`], but into a buffer of `buft` when that is device memory (every tensor
+    /// that fits one device buffer is uploaded once); host buffer types use the bytes in place.
+    /// [`Weights::load_placed`] instead puts each weight where the ops using it run.
     pub fn load_into(
         ctx: &mut Context,
         gguf: &Gguf,
@@ -87,7 +88,7 @@ impl Weights {
             by_name.insert(info.name.clone(), id);
         }
         if let Some(buft) = buft.filter(|b| !b.is_host()) {
-            return Self::upload(ctx, gguf, file, start, by_name, buffer, buft);
+            return Self::upload(ctx, gguf, file, start, by_name, buffer, buft, |_| None);
         }
         Ok(Weights {
             by_name,
@@ -97,10 +98,86 @@ impl Weights {
         })
     }
 
+    /// Place each weight where the ops that use it will run (ggml's choice of a weight's buffer
+    /// type by `supports_op` of its op): `users` builds, in `ctx`, the graph the model runs
+    /// (e.g. its largest batch) from the weights and returns its outputs; a weight goes to a
+    /// buffer of `device`'s buffer type (uploaded once, straight from the file bytes) when the
+    /// device supports every node that reads it, directly or through views, and otherwise stays
+    /// in host memory, used in place (no copy), where the scheduler then runs those ops on the
+    /// CPU. Each weight kept on the host is listed in `on_host` with the device's reason. The
+    /// probe graph is removed from `ctx` afterwards. Without a device (or with a host buffer
+    /// type) this is [`Weights::load`].
+    pub fn load_placed(
+        ctx: &mut Context,
+        gguf: &Gguf,
+        bytes: Arc<dyn HostBytes>,
+        device: Option<&Arc<dyn crate::backend::Device>>,
+        users: impl FnOnce(&mut Context, &Weights) -> Result<Vec<TensorId>>,
+    ) -> Result<Weights> {
+        let w = Self::load_into(ctx, gguf, bytes.clone(), None)?;
+        let Some(device) = device else {
+            return Ok(w);
+        };
+        let buft = device.buffer_type();
+        if buft.is_host() {
+            return Ok(w);
+        }
+        // Why each weight must stay on the host (absent: every reader runs on the device).
+        let mut why: HashMap<TensorId, String> = HashMap::new();
+        let mut used: std::collections::HashSet<TensorId> = std::collections::HashSet::new();
+        let weights: std::collections::HashSet<TensorId> = w.by_name.values().copied().collect();
+        let mark = ctx.mark();
+        let probe = users(ctx, &w).map(|outs| {
+            let graph = crate::Graph::build(ctx, &outs);
+            for &n in &graph.nodes {
+                let t = ctx.tensor(n);
+                if t.op.is_view() {
+                    continue;
+                }
+                for (slot, s) in t.src.iter().enumerate() {
+                    let Some(s) = *s else { continue };
+                    // im2col takes only the shape of its kernel (src0), never its data.
+                    if slot == 0 && matches!(t.op, crate::Op::Im2Col { .. }) {
+                        continue;
+                    }
+                    // Through views to the tensor that owns the data.
+                    let mut root = s;
+                    while let Some(v) = ctx.tensor(root).view_src {
+                        root = v;
+                    }
+                    if !weights.contains(&root) {
+                        continue;
+                    }
+                    used.insert(root);
+                    if !why.contains_key(&root) && !device.supports_op(ctx, n) {
+                        let reason = device
+                            .unsupported_reason(ctx, n)
+                            .unwrap_or_else(|| format!("{} is not supported", t.op.name()));
+                        why.insert(root, format!("read by {}: {reason}", t.op.name()));
+                    }
+                }
+            }
+        });
+        ctx.reset_to(mark);
+        probe?;
+        let file = bytes.bytes();
+        let start = usize::try_from(gguf.data_offset)
+            .map_err(|_| Error::Gguf("data offset does not fit in memory".into()))?;
+        Self::upload(ctx, gguf, file, start, w.by_name, w.buffer, &buft, |id| {
+            if !used.contains(&id) {
+                Some("not read by the model's graph".into())
+            } else {
+                why.remove(&id)
+            }
+        })
+    }
+
     /// Move the tensors (described in `ctx`, data in the host buffer `host`) into buffers of
     /// the device buffer type `buft`, as few as its largest buffer allows, copying each tensor
-    /// straight from the file bytes. A tensor larger than one device buffer stays in `host`
-    /// (the scheduler then runs its ops on the CPU) and is listed in `on_host`.
+    /// straight from the file bytes. A tensor larger than one device buffer, or one for which
+    /// `keep` gives a reason, stays in `host` (the scheduler then runs its ops on the CPU) and
+    /// is listed in `on_host`.
+    #[allow(clippy::too_many_arguments)]
     fn upload(
         ctx: &mut Context,
         gguf: &Gguf,
@@ -109,6 +186,7 @@ impl Weights {
         by_name: HashMap<String, TensorId>,
         host: Arc<dyn Buffer>,
         buft: &Arc<dyn crate::backend::BufferType>,
+        mut keep: impl FnMut(TensorId) -> Option<String>,
     ) -> Result<Weights> {
         let align = buft.alignment().max(1);
         let max = buft.max_size();
@@ -120,6 +198,10 @@ impl Weights {
             let Some(&id) = by_name.get(&info.name) else {
                 continue;
             };
+            if let Some(reason) = keep(id) {
+                on_host.push(format!("{} ({reason})", info.name));
+                continue;
+            }
             let size = buft.alloc_size(ctx, id);
             if size > max {
                 on_host.push(format!(
@@ -158,7 +240,8 @@ impl Weights {
             }
             buffers.push(device);
         }
-        if !on_host.is_empty() {
+        if !on_host.is_empty() || buffers.is_empty() {
+            // Some (or all) tensors are read in place.
             buffers.push(host);
         }
         let buffer = buffers

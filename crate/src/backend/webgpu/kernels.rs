@@ -81,13 +81,21 @@ pub(crate) fn check(
     let src = |i: usize| t.src[i].map(|s| ctx.tensor(s));
     let max = shared.max_binding();
     let align = shared.alignment();
+    let split = split_of(shared, ctx, t);
     for (k, x) in std::iter::once(Some(t)).chain((0..4).map(src)).enumerate() {
         let Some(x) = x else { continue };
-        if x.nbytes() + align > max && !(k == 1 && row_split(shared, t, x).is_some()) {
+        // im2col reads only the shape of its kernel (src0): never bound.
+        let bound = !(k == 1 && matches!(t.op, Op::Im2Col { .. }));
+        let splits = match k {
+            1 => split.rows.is_some(),
+            0 | 2 => split.cols.is_some(),
+            _ => false,
+        };
+        if bound && x.nbytes() + align > max && !splits {
             return Err(format!(
                 "{}: tensor '{}' ({}) is {} bytes, more than one storage binding \
                  (max_storage_buffer_binding_size {} bytes) allows and it cannot be split \
-                 by rows; keep it on the CPU",
+                 by rows or columns{}; keep it on the CPU",
                 t.op.name(),
                 x.name,
                 if k == 0 {
@@ -96,7 +104,12 @@ pub(crate) fn check(
                     format!("src{}", k - 1)
                 },
                 x.nbytes(),
-                max
+                max,
+                split
+                    .why_not
+                    .as_deref()
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default()
             ));
         }
         let u = unit(x.dtype);
@@ -187,19 +200,94 @@ fn row_split(shared: &Shared, t: &Tensor, x: &Tensor) -> Option<usize> {
     (rows >= 1).then_some(rows)
 }
 
+/// How a node is split over bindings and dispatches (see [`split_of`]).
+#[derive(Debug, Default)]
+struct Split {
+    /// Rows of src0 per dispatch (src0 over one binding).
+    rows: Option<usize>,
+    /// Columns of src1 and dst per dispatch (mul_mat whose dst or src1 is over one binding).
+    cols: Option<usize>,
+    /// Why dst/src1 cannot be split by columns, when one of them is over a binding.
+    why_not: Option<String>,
+}
+
+/// The split of node `t`: rows of src0 ([`row_split`]) and, for a mul_mat whose output (e.g.
+/// logits [vocab, n_tokens]) or src1 is over one binding, ranges of columns (tokens): each
+/// dispatch binds the slice of dst and src1 of its columns. A slice's binding starts at the
+/// storage offset alignment at or below it and the kernel gets the element offset inside the
+/// binding, so any column start works as long as `align` + one slice fits.
+fn split_of(shared: &Shared, ctx: &Context, t: &Tensor) -> Split {
+    let mut s = Split::default();
+    let Some(x) = t.src[0].map(|i| ctx.tensor(i)) else {
+        return s;
+    };
+    s.rows = row_split(shared, t, x);
+    if t.op != Op::MulMat {
+        return s;
+    }
+    let Some(b) = t.src[1].map(|i| ctx.tensor(i)) else {
+        return s;
+    };
+    let align = shared.alignment();
+    let max = shared.max_binding();
+    if t.nbytes() + align <= max && b.nbytes() + align <= max {
+        return s;
+    }
+    if t.ne[2] * t.ne[3] != 1 || b.ne[2] * b.ne[3] != 1 {
+        s.why_not = Some("a batched mul_mat is split by columns only in 2-D".into());
+        return s;
+    }
+    // Largest column count c with span(c) = span(1) + (c - 1) * nb[1] + align + 4 <= max, for
+    // dst (all its rows, though a row split binds fewer) and src1.
+    let fit = |dtype: DType, ne0: usize, nb: [usize; 4]| -> Option<usize> {
+        let one = span_bytes(dtype, [ne0, 1, 1, 1], nb);
+        let room = max.checked_sub(align + 4 + one)?;
+        Some(1 + room.checked_div(nb[1]).unwrap_or(usize::MAX))
+    };
+    match (fit(t.dtype, t.ne[0], t.nb), fit(b.dtype, b.ne[0], b.nb)) {
+        (Some(cd), Some(cb)) => s.cols = Some(cd.min(cb).min(t.ne[1]).max(1)),
+        _ => {
+            s.why_not = Some(format!(
+                "one column of dst ({} bytes) or src1 ({} bytes) is over a binding",
+                span_bytes(t.dtype, [t.ne[0], 1, 1, 1], t.nb),
+                span_bytes(b.dtype, [b.ne[0], 1, 1, 1], b.nb)
+            ))
+        }
+    }
+    s
+}
+
 /// How many bindings (and dispatches) node `id` is split over when one of its tensors is larger
 /// than a storage binding; `None` when it runs as one dispatch.
 pub(crate) fn split_note(shared: &Shared, ctx: &Context, id: TensorId) -> Option<String> {
     let t = ctx.tensor(id);
     let x = ctx.tensor(t.src[0]?);
-    let rows = row_split(shared, t, x)?;
+    let s = split_of(shared, ctx, t);
+    let mut parts = Vec::new();
+    if let Some(rows) = s.rows {
+        parts.push(format!(
+            "src0 '{}' ({} bytes) split into {} bindings/dispatches of up to {rows} rows",
+            x.name,
+            x.nbytes(),
+            x.ne[1].div_ceil(rows)
+        ));
+    }
+    if let Some(cols) = s.cols {
+        parts.push(format!(
+            "dst '{}' ({} bytes) and src1 split into {} bindings/dispatches of up to {cols} \
+             columns",
+            t.name,
+            t.nbytes(),
+            t.ne[1].div_ceil(cols)
+        ));
+    }
+    if parts.is_empty() {
+        return None;
+    }
     Some(format!(
-        "src0 '{}' ({} bytes) is over max_storage_buffer_binding_size ({} bytes): split into {} \
-         bindings/dispatches of up to {rows} rows",
-        x.name,
-        x.nbytes(),
+        "over max_storage_buffer_binding_size ({} bytes): {}",
         shared.max_binding(),
-        x.ne[1].div_ceil(rows)
+        parts.join("; ")
     ))
 }
 
@@ -402,6 +490,27 @@ fn header(f16: bool) -> String {
     s
 }
 
+/// WGSL of a kernel: the common header, a storage declaration per tensor binding (1.. in order,
+/// (name, element type)), the type-dependent helpers `extra` (readers, writers, dequantizers)
+/// and the body (`shaders/<kernel>.wgsl`).
+fn shader(f16: bool, binds: &[(&str, &str)], extra: &str, body: &str) -> String {
+    let mut s = header(f16);
+    for (i, (name, elem)) in binds.iter().enumerate() {
+        s.push_str(&decl(i + 1, name, elem));
+    }
+    s.push_str(extra);
+    s.push_str(body);
+    s
+}
+
+/// The source builder of a kernel whose tensors are all bound as `u32` words.
+fn plain(names: &'static [&'static str], body: &'static str) -> Box<dyn Fn(bool) -> String> {
+    Box::new(move |f16| {
+        let binds: Vec<(&str, &str)> = names.iter().map(|n| (*n, "u32")).collect();
+        shader(f16, &binds, "", body)
+    })
+}
+
 /// Workgroups for `n` items at `per` items per group, as a 2-D grid within the per-dimension
 /// limit (kernels linearise with `wg_index`).
 fn grid(n: usize, per: usize, max_dim: u32) -> [u32; 3] {
@@ -434,28 +543,39 @@ pub(crate) fn plan<'a>(
         return Ok(Vec::new());
     }
     check(shared, ctx, id).map_err(|m| Error::UnsupportedOp(format!("{m} (node '{}')", t.name)))?;
-    let split = t.src[0].and_then(|s| row_split(shared, t, ctx.tensor(s)));
-    match split {
-        None => Ok(plan_part(shared, ctx, id, None)?.into_iter().collect()),
-        Some(per) => {
-            let rows = t.src[0].map_or(0, |s| ctx.tensor(s).ne[1]);
-            (0..rows)
-                .step_by(per)
-                .filter_map(|r0| {
-                    plan_part(shared, ctx, id, Some((r0, (r0 + per).min(rows)))).transpose()
-                })
-                .collect()
+    let split = split_of(shared, ctx, t);
+    if split.rows.is_none() && split.cols.is_none() {
+        return Ok(plan_part(shared, ctx, id, None)?.into_iter().collect());
+    }
+    let ranges = |n: usize, per: Option<usize>| -> Vec<(usize, usize)> {
+        let per = per.unwrap_or(n).max(1);
+        (0..n).step_by(per).map(|a| (a, (a + per).min(n))).collect()
+    };
+    let rows = ranges(t.src[0].map_or(0, |s| ctx.tensor(s).ne[1]), split.rows);
+    let cols = ranges(t.ne[1], split.cols);
+    let mut out = Vec::with_capacity(rows.len() * cols.len());
+    for &c in &cols {
+        for &r in &rows {
+            out.extend(plan_part(shared, ctx, id, Some(Part { rows: r, cols: c }))?);
         }
     }
+    Ok(out)
 }
 
-/// The dispatch of node `id`, over rows `part` = [r0, r1) of src0 only when given (mul_mat and
-/// get_rows; checked by the caller).
+/// The rows [r0, r1) of src0 and the columns [c0, c1) of src1/dst one dispatch computes.
+#[derive(Clone, Copy)]
+struct Part {
+    rows: (usize, usize),
+    cols: (usize, usize),
+}
+
+/// The dispatch of node `id`, over a part of src0's rows (mul_mat and get_rows) and of the
+/// columns (mul_mat) only when given (checked by the caller).
 fn plan_part<'a>(
     shared: &'a Shared,
     ctx: &'a Context,
     id: TensorId,
-    part: Option<(usize, usize)>,
+    part: Option<Part>,
 ) -> Result<Option<Dispatch<'a>>> {
     let t = ctx.tensor(id);
     let f16 = shared.use_f16;
@@ -488,15 +608,7 @@ fn plan_part<'a>(
                 "binary".into(),
                 "main",
                 grid(n, WG as usize, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{}{BINARY}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32"),
-                        decl(3, "src1", "u32")
-                    )
-                }),
+                plain(&["dst", "src0", "src1"], BINARY),
             )
         }
         Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Log | Op::Unary(_) | Op::Repeat => {
@@ -532,14 +644,7 @@ fn plan_part<'a>(
                 "unary".into(),
                 "main",
                 grid(n, WG as usize, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{UNARY}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32")
-                    )
-                }),
+                plain(&["dst", "src0"], UNARY),
             )
         }
         Op::Dup | Op::Cont | Op::Cpy => {
@@ -566,13 +671,10 @@ fn plan_part<'a>(
                 grid(if pairs { n.div_ceil(2) } else { n }, WG as usize, maxd),
                 Box::new(move |f16| {
                     let (single, pairs_src) = CPY.split_once("// @@PAIRS@@\n").unwrap_or((CPY, ""));
-                    format!(
-                        "{}{}{}{}{}{}",
-                        header(f16),
-                        decl(1, "dst", elem(d, f16)),
-                        decl(2, "src0", elem(s0, f16)),
-                        reader("read_src", "src0", s0, f16),
-                        writer(d, f16),
+                    shader(
+                        f16,
+                        &[("dst", elem(d, f16)), ("src0", elem(s0, f16))],
+                        &[reader("read_src", "src0", s0, f16), writer(d, f16)].concat(),
                         if pairs { pairs_src } else { single },
                     )
                 }),
@@ -588,15 +690,7 @@ fn plan_part<'a>(
                 "concat".into(),
                 "main",
                 grid(n, WG as usize, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{}{CONCAT}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32"),
-                        decl(3, "src1", "u32")
-                    )
-                }),
+                plain(&["dst", "src0", "src1"], CONCAT),
             )
         }
         Op::Norm { eps } | Op::RmsNorm { eps } => {
@@ -610,35 +704,36 @@ fn plan_part<'a>(
                 "norm".into(),
                 "main",
                 grid(rows, 1, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{NORM}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32")
-                    )
-                }),
+                plain(&["dst", "src0"], NORM),
             )
         }
         Op::MulMat => {
             let a = ctx.tensor(src(0));
             let b = ctx.tensor(src(1));
             let s0 = a.dtype;
-            let m = match part {
-                // Rows r0..r1 of src0 give elements r0..r1 of every dst column.
-                Some((r0, r1)) => {
-                    p.tensor_part(id, r0 * t.nb[0], [r1 - r0, t.ne[1], t.ne[2], t.ne[3]])?;
+            let (m, nn) = match part {
+                // Rows r0..r1 of src0 give elements r0..r1 of the dst columns c0..c1, which
+                // come from src1's columns c0..c1 (2-D only when c0..c1 is not all of them).
+                Some(Part {
+                    rows: (r0, r1),
+                    cols: (c0, c1),
+                }) => {
+                    p.tensor_part(
+                        id,
+                        r0 * t.nb[0] + c0 * t.nb[1],
+                        [r1 - r0, c1 - c0, t.ne[2], t.ne[3]],
+                    )?;
                     p.tensor_part(src(0), r0 * a.nb[1], [a.ne[0], r1 - r0, 1, 1])?;
-                    r1 - r0
+                    p.tensor_part(src(1), c0 * b.nb[1], [b.ne[0], c1 - c0, b.ne[2], b.ne[3]])?;
+                    (r1 - r0, c1 - c0)
                 }
                 None => {
                     p.tensor(id)?;
                     p.tensor(src(0))?;
-                    a.ne[1]
+                    p.tensor(src(1))?;
+                    (a.ne[1], b.ne[1])
                 }
             };
-            p.tensor(src(1))?;
-            let nn = b.ne[1];
             let batch = b.ne[2] * b.ne[3];
             p.u(0, (b.ne[2] / a.ne[2].max(1)) as u32);
             p.u(1, (b.ne[3] / a.ne[3].max(1)) as u32);
@@ -672,13 +767,11 @@ fn plan_part<'a>(
                 },
                 groups,
                 Box::new(move |f16| {
-                    format!(
-                        "{}{}{}{}{}{MUL_MAT}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", elem(s0, f16)),
-                        decl(3, "src1", "u32"),
-                        load_a(s0, f16)
+                    shader(
+                        f16,
+                        &[("dst", "u32"), ("src0", elem(s0, f16)), ("src1", "u32")],
+                        &load_a(s0, f16),
+                        MUL_MAT,
                     )
                 }),
             )
@@ -687,7 +780,7 @@ fn plan_part<'a>(
             let a = ctx.tensor(src(0));
             let s0 = a.dtype;
             p.tensor(id)?;
-            let (r0, r1) = part.unwrap_or((0, a.ne[1]));
+            let (r0, r1) = part.map_or((0, a.ne[1]), |p| p.rows);
             p.tensor_part(src(0), r0 * a.nb[1], [a.ne[0], r1 - r0, a.ne[2], a.ne[3]])?;
             p.tensor(src(1))?;
             p.u(0, n as u32);
@@ -700,13 +793,11 @@ fn plan_part<'a>(
                 "main",
                 grid(n, WG as usize, maxd),
                 Box::new(move |f16| {
-                    format!(
-                        "{}{}{}{}{}{GET_ROWS}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", elem(s0, f16)),
-                        decl(3, "src1", "u32"),
-                        load_a(s0, f16)
+                    shader(
+                        f16,
+                        &[("dst", "u32"), ("src0", elem(s0, f16)), ("src1", "u32")],
+                        &load_a(s0, f16),
+                        GET_ROWS,
                     )
                 }),
             )
@@ -739,13 +830,11 @@ fn plan_part<'a>(
                 "main",
                 grid(rows, 1, maxd),
                 Box::new(move |f16| {
-                    format!(
-                        "{}{}{}{}{}{SOFT_MAX}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32"),
-                        decl(3, "src1", elem(mt, f16)),
-                        reader("read_mask", "src1", mt, f16)
+                    shader(
+                        f16,
+                        &[("dst", "u32"), ("src0", "u32"), ("src1", elem(mt, f16))],
+                        &reader("read_mask", "src1", mt, f16),
+                        SOFT_MAX,
                     )
                 }),
             )
@@ -780,16 +869,7 @@ fn plan_part<'a>(
                 "rope".into(),
                 "main",
                 grid(pairs, WG as usize, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{}{}{ROPE}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32"),
-                        decl(3, "src1", "u32"),
-                        decl(4, "src2", "u32")
-                    )
-                }),
+                plain(&["dst", "src0", "src1", "src2"], ROPE),
             )
         }
         Op::Im2Col {
@@ -830,12 +910,11 @@ fn plan_part<'a>(
                 "main",
                 grid(n, WG as usize, maxd),
                 Box::new(move |f16| {
-                    format!(
-                        "{}{}{}{}{IM2COL}",
-                        header(f16),
-                        decl(1, "dst", elem(d, f16)),
-                        decl(2, "src1", "u32"),
-                        writer(d, f16)
+                    shader(
+                        f16,
+                        &[("dst", elem(d, f16)), ("src1", "u32")],
+                        &writer(d, f16),
+                        IM2COL,
                     )
                 }),
             )
@@ -860,14 +939,7 @@ fn plan_part<'a>(
                 "pool_2d".into(),
                 "main",
                 grid(n, WG as usize, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{POOL_2D}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32")
-                    )
-                }),
+                plain(&["dst", "src0"], POOL_2D),
             )
         }
         Op::SumRows | Op::Mean | Op::Argmax | Op::Sum => {
@@ -889,14 +961,7 @@ fn plan_part<'a>(
                 "rows".into(),
                 "main",
                 grid(rows, 1, maxd),
-                Box::new(|f16| {
-                    format!(
-                        "{}{}{}{ROWS}",
-                        header(f16),
-                        decl(1, "dst", "u32"),
-                        decl(2, "src0", "u32")
-                    )
-                }),
+                plain(&["dst", "src0"], ROWS),
             )
         }
         other => {

@@ -9,8 +9,10 @@
 //! ([`WebGpuBuffer::read_async`]; natively `Buffer::get` blocks on `device.poll`).
 //!
 //! Capabilities are discovered: `shader-f16` is used when the adapter has it (set
-//! `GGWEB_WEBGPU_F32=1` or [`WebGpuOptions::force_f32`] to use the f32 path that always exists),
-//! and a tensor larger than `max_storage_buffer_binding_size` makes `supports_op` false for its
+//! `GGWEB_WEBGPU_F32=1` or [`WebGpuOptions::force_f32`] to use the f32 path that always exists).
+//! A tensor larger than `max_storage_buffer_binding_size` is split over several bindings and
+//! dispatches where the op allows it (mul_mat/get_rows by rows of a 2-D src0, 2-D mul_mat by
+//! columns of dst and src1; said by `Device::op_note`); otherwise `supports_op` is false for its
 //! node, with the reason in [`WebGpuDevice::explain_op`], so the scheduler keeps it on the CPU.
 
 use std::any::Any;
@@ -289,7 +291,14 @@ impl WebGpuDevice {
                 }
             }
         }));
-        let limits = device.limits();
+        let mut limits = device.limits();
+        if let Some(cap) = opts.max_storage_binding {
+            // A browser raises required limits below WebGPU's defaults to the defaults (128 MiB
+            // here), so the cap is also applied to what the device reports.
+            let cap = (cap.max(4096) / 4) * 4;
+            limits.max_storage_buffer_binding_size =
+                limits.max_storage_buffer_binding_size.min(cap);
+        }
         #[allow(unused_mut)]
         let mut rep = report(&adapter.get_info(), features, &limits);
         #[cfg(target_arch = "wasm32")]
