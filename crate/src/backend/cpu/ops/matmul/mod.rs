@@ -78,6 +78,13 @@ impl Tiled {
     /// q8_0 keeps 2×4: 1×8 was 10 % faster at k = 2048 but 25 % slower at k = 4096 (8 columns
     /// of 4.3 KB leave L1).
     fn gemm_cols(self) -> usize {
+        // wasm (V8: 16 XMM registers, each column block decoded per row tile): 4×2 for the
+        // 32-element types, so that column decoding is shared by 4 rows (see `quant_tile!`).
+        // q8_0 keeps 2×4 (4×2 measured the same).
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if !self.is_k_quant() && !matches!(self, Tiled::Q8_0) {
+            return 2;
+        }
         match self {
             Tiled::Q8_0 => 4,
             Tiled::Q4_0 => 6,
@@ -591,6 +598,7 @@ fn mul_mat_chunk(
                         let qc = t.gemm_cols();
                         if !gemv && t.is_quant() && left >= qc {
                             match qc {
+                                2 => quant_tile!(4, 2),
                                 4 => quant_tile!(2, 4),
                                 6 => quant_tile!(1, 6),
                                 8 if t.has_min() || t.is_k_quant() => quant_tile!(2, 8),

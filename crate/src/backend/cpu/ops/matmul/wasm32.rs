@@ -337,6 +337,7 @@ macro_rules! q8_0_tile {
 ///
 /// # Safety
 /// The 18-byte block must be readable.
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 unsafe fn decode_q4_0(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
@@ -360,6 +361,7 @@ unsafe fn decode_q8_0(xb: *const u8) -> [v128; 4] {
 ///
 /// # Safety
 /// The 22-byte block must be readable.
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 unsafe fn decode_q5_0(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
@@ -382,6 +384,7 @@ unsafe fn decode_q5_0(xb: *const u8) -> [v128; 4] {
 ///
 /// # Safety
 /// The 20-byte block must be readable.
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 unsafe fn decode_q4_1(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
@@ -394,6 +397,7 @@ unsafe fn decode_q4_1(xb: *const u8) -> [v128; 4] {
 ///
 /// # Safety
 /// The 24-byte block must be readable.
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 unsafe fn decode_q5_1(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
@@ -408,10 +412,13 @@ unsafe fn decode_q5_1(xb: *const u8) -> [v128; 4] {
     ext_pair(v128_or(lo, h0), v128_or(hi, h1))
 }
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 q8_0_tile!(tile_q4_0, 18, decode_q4_0);
+#[cfg(not(target_feature = "relaxed-simd"))]
 q8_0_tile!(tile_q5_0, 22, decode_q5_0);
 q8_0_tile!(tile_q8_0, 34, decode_q8_0);
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 macro_rules! q8_1_tile {
     ($name:ident, $xsize:expr, $decode:ident) => {
         /// R×C dot products of weight rows with a min (x = d·q + m: f16 d, f16 m first) against
@@ -463,8 +470,243 @@ macro_rules! q8_1_tile {
     };
 }
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 q8_1_tile!(tile_q4_1, 20, decode_q4_1);
+#[cfg(not(target_feature = "relaxed-simd"))]
 q8_1_tile!(tile_q5_1, 24, decode_q5_1);
+
+#[cfg(target_feature = "relaxed-simd")]
+use relaxed::{tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1};
+
+/// The 4- and 5-bit 32-element-block tiles of the relaxed-SIMD build: the weight quants before
+/// their offset (0..15 or 0..31) are a valid i7 operand of `i16x8.relaxed_dot_i8x16_i7x16_s`
+/// (one pmaddubsw on x86), where every engine must give the exact pair sums; two of them and the
+/// offset's share stay below 2^15, so one `i32x4.extadd_pairwise_i16x8_s` finishes the block:
+/// 3 multiply-adds per weight row × column block instead of the SIMD128 build's 4 plus its
+/// sign extensions. Both operands are first permuted with [`relaxed::LANES`] so that each i32
+/// lane sums the same 8 elements of a block as the SIMD128 build's `i32x4.dot_i16x8_s`: the
+/// integer lane sums, hence every f32 operation after them, are bit for bit the SIMD128 build's.
+/// q8_0 weights keep the i16 dots: |x| as the i7 operand with the sign moved onto the column
+/// (`i8x16.relaxed_laneselect`) measured 40 % slower in Node 20's V8.
+#[cfg(target_feature = "relaxed-simd")]
+mod relaxed {
+    use super::*;
+
+    /// Byte order within each 16-byte half so that lane l of the 4-byte sums holds elements
+    /// 2l, 2l+1, 8+2l, 9+2l: those of lane l of `i32x4.dot_i16x8_s` over the two i16x8 halves.
+    static LANES: [u8; 16] = [0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15];
+
+    /// [`LANES`] as a swizzle mask, read from memory once per tile: V8 rebuilds the 16-byte
+    /// immediate of an `i8x16.shuffle` (or a `v128.const`) with 5 instructions at every use.
+    #[inline(always)]
+    pub(super) fn lanes_mask() -> v128 {
+        // SAFETY: a 16-byte static; volatile so that LLVM keeps it a load, not a constant.
+        unsafe { core::ptr::read_volatile(LANES.as_ptr() as *const v128) }
+    }
+
+    /// `v` in [`LANES`] order: `i8x16.relaxed_swizzle` (one pshufb) is exact for indices < 16.
+    #[inline(always)]
+    pub(super) fn lanes(v: v128, mask: v128) -> v128 {
+        i8x16_relaxed_swizzle(v, mask)
+    }
+
+    /// The f16 at `p[k] + at` for each k < N as f32 splats: one vector conversion per 4 (the
+    /// scalar [`f16_to_f32`] takes ~10 instructions per scale, as much as a row × column dot).
+    ///
+    /// # Safety
+    /// Every `p[k] + at .. + 2` must be readable.
+    #[inline(always)]
+    unsafe fn scales<const N: usize>(p: [*const u8; N], at: usize) -> [v128; N] {
+        let mut out = [f32x4_splat(0.0); N];
+        let h = |k: usize| {
+            if k < N {
+                // SAFETY: caller (only k < N is read).
+                unsafe { (p[k].add(at) as *const u16).read_unaligned() as u32 }
+            } else {
+                0
+            }
+        };
+        unroll!(q < N.div_ceil(4) => {
+            let v = f16x4_to_f32x4(u32x4(h(4 * q), h(4 * q + 1), h(4 * q + 2), h(4 * q + 3)));
+            if 4 * q < N {
+                out[4 * q] = i32x4_shuffle::<0, 0, 0, 0>(v, v);
+            }
+            if 4 * q + 1 < N {
+                out[4 * q + 1] = i32x4_shuffle::<1, 1, 1, 1>(v, v);
+            }
+            if 4 * q + 2 < N {
+                out[4 * q + 2] = i32x4_shuffle::<2, 2, 2, 2>(v, v);
+            }
+            if 4 * q + 3 < N {
+                out[4 * q + 3] = i32x4_shuffle::<3, 3, 3, 3>(v, v);
+            }
+        });
+        out
+    }
+
+    /// Pair sums Σ u·y over both halves of a block, as i16x8; u in 0..31 (i7), y any i8:
+    /// |pair| ≤ 2·31·128, the two halves ≤ 15872.
+    #[inline(always)]
+    fn dot16(y: &[v128; 2], u: &[v128; 2]) -> v128 {
+        i16x8_add(
+            i16x8_relaxed_dot_i8x16_i7x16(y[0], u[0]),
+            i16x8_relaxed_dot_i8x16_i7x16(y[1], u[1]),
+        )
+    }
+
+    /// Quants (in [`LANES`] order) of column block `yb`, at `qat`.
+    ///
+    /// # Safety
+    /// The block must be readable.
+    #[inline(always)]
+    unsafe fn column(yb: *const u8, qat: usize, m: v128) -> [v128; 2] {
+        // SAFETY: caller; 32 quants at `qat`.
+        unsafe {
+            [
+                lanes(load16(yb.add(qat)), m),
+                lanes(load16(yb.add(qat + 16)), m),
+            ]
+        }
+    }
+
+    /// Weight quants 0..15 (q4) from 16 bytes of nibbles: elements 0..16, 16..32.
+    ///
+    /// # Safety
+    /// 16 bytes at `p` must be readable.
+    #[inline(always)]
+    unsafe fn u4(p: *const u8, m: v128) -> [v128; 2] {
+        // SAFETY: caller. The permutation commutes with the byte-wise nibble split.
+        let (lo, hi) = nibbles(lanes(unsafe { load16(p) }, m));
+        [lo, hi]
+    }
+
+    /// Weight quants 0..31 (q5) from 4 bytes of high bits at `qh` and 16 bytes of nibbles at `qs`.
+    ///
+    /// # Safety
+    /// Both must be readable.
+    #[inline(always)]
+    unsafe fn u5(qh: *const u8, qs: *const u8, m: v128) -> [v128; 2] {
+        // SAFETY: caller.
+        let (h0, h1) = q5_high(unsafe { (qh as *const [u8; 4]).read_unaligned() });
+        // SAFETY: caller.
+        let [lo, hi] = unsafe { u4(qs, m) };
+        [v128_or(lo, lanes(h0, m)), v128_or(hi, lanes(h1, m))]
+    }
+
+    macro_rules! offset_tile {
+        ($name:ident, $xsize:expr, $off:expr, |$xb:ident, $m:ident| $decode:expr) => {
+            /// R×C dot products of weight rows (f16 d, then quants u − off, u in 0..32) against
+            /// q8_0 columns: Σ (u − off)·y = Σ u·y − off·Σ y, off·Σ y (≤ 16·4·128 per i16
+            /// lane) once per column block.
+            ///
+            /// # Safety
+            /// Pointers address n/32 blocks.
+            #[inline(never)]
+            pub(super) unsafe fn $name<const R: usize, const C: usize>(
+                n: usize,
+                a: [*const u8; R],
+                b: [*const u8; C],
+                out: &mut [[f32; C]; R],
+            ) {
+                const YS: usize = 34;
+                let mut acc = [[f32x4_splat(0.0); C]; R];
+                let off = i8x16_splat($off);
+                let $m = lanes_mask();
+                for blk in 0..n / 32 {
+                    // SAFETY: blk < n/32, so every block read lies inside its row.
+                    unsafe {
+                        let yb: [*const u8; C] = core::array::from_fn(|c| b[c].add(blk * YS));
+                        let xbs: [*const u8; R] = core::array::from_fn(|r| a[r].add(blk * $xsize));
+                        let dy = scales(yb, 0);
+                        let dxs = scales(xbs, 0);
+                        let mut qy = [[i8x16_splat(0); 2]; C];
+                        let mut base = [i16x8_splat(0); C];
+                        unroll!(c < C => {
+                            let q = column(yb[c], 2, $m);
+                            qy[c] = q;
+                            base[c] = dot16(&q, &[off, off]);
+                        });
+                        unroll!(r < R => {
+                            let $xb = xbs[r];
+                            let dx = dxs[r];
+                            let u: [v128; 2] = $decode;
+                            unroll!(c < C => {
+                                let s16 = i16x8_sub(dot16(&qy[c], &u), base[c]);
+                                let s = f32x4_convert_i32x4(i32x4_extadd_pairwise_i16x8(s16));
+                                acc[r][c] = qacc(s, f32x4_mul(dx, dy[c]), acc[r][c]);
+                            });
+                        });
+                    }
+                }
+                for r in 0..R {
+                    for c in 0..C {
+                        out[r][c] = hsum_f32(acc[r][c]);
+                    }
+                }
+            }
+        };
+    }
+
+    offset_tile!(tile_q4_0, 18, 8, |xb, m| u4(xb.add(2), m));
+    offset_tile!(tile_q5_0, 22, 16, |xb, m| u5(xb.add(2), xb.add(6), m));
+
+    macro_rules! min_tile {
+        ($name:ident, $xsize:expr, |$xb:ident, $m:ident| $decode:expr) => {
+            /// R×C dot products of weight rows with a min (f16 d, f16 m, quants u in 0..32)
+            /// against q8_1 columns, as the SIMD128 build's `q8_1_tile`.
+            ///
+            /// # Safety
+            /// Pointers address n/32 blocks.
+            #[inline(never)]
+            pub(super) unsafe fn $name<const R: usize, const C: usize>(
+                n: usize,
+                a: [*const u8; R],
+                b: [*const u8; C],
+                out: &mut [[f32; C]; R],
+            ) {
+                const YS: usize = 36;
+                let mut acc = [[f32x4_splat(0.0); C]; R];
+                let mut summ = [[0f32; C]; R];
+                let $m = lanes_mask();
+                for blk in 0..n / 32 {
+                    // SAFETY: blk < n/32, so every block read lies inside its row.
+                    unsafe {
+                        let yb: [*const u8; C] = core::array::from_fn(|c| b[c].add(blk * YS));
+                        let xbs: [*const u8; R] = core::array::from_fn(|r| a[r].add(blk * $xsize));
+                        let dy = scales(yb, 0);
+                        let dxs = scales(xbs, 0);
+                        let mut sy = [0f32; C];
+                        let mut qy = [[i8x16_splat(0); 2]; C];
+                        unroll!(c < C => {
+                            sy[c] = f16_at(yb[c].add(2));
+                            qy[c] = column(yb[c], 4, $m);
+                        });
+                        unroll!(r < R => {
+                            let $xb = xbs[r];
+                            let dx = dxs[r];
+                            let mx = f16_at($xb.add(2));
+                            let u: [v128; 2] = $decode;
+                            unroll!(c < C => {
+                                let s16 = dot16(&qy[c], &u);
+                                let s = f32x4_convert_i32x4(i32x4_extadd_pairwise_i16x8(s16));
+                                acc[r][c] = qacc(s, f32x4_mul(dx, dy[c]), acc[r][c]);
+                                summ[r][c] += mx * sy[c];
+                            });
+                        });
+                    }
+                }
+                for r in 0..R {
+                    for c in 0..C {
+                        out[r][c] = hsum_f32(acc[r][c]) + summ[r][c];
+                    }
+                }
+            }
+        };
+    }
+
+    min_tile!(tile_q4_1, 20, |xb, m| u4(xb.add(4), m));
+    min_tile!(tile_q5_1, 24, |xb, m| u5(xb.add(4), xb.add(8), m));
+}
 
 // ---------------------------------------------------------------------------------------------
 // k-quants × q8_K (256-element super-blocks; q8_K: f32 d, 256 i8, 16 i16 bsums)
