@@ -43,7 +43,7 @@ if (opt('child', null) !== null) {
     return out;
   };
   const W = rand(K * M, 1);
-  const out = { kernels: info.kernels + (info.relaxed ? ' + relaxed-simd' : ''), results: {} };
+  const out = { kernels: info.kernels, results: {} };
   if (kind === 'relaxed' && !info.relaxed) throw new Error('the relaxed-SIMD build did not load');
   for (const type of types) {
     out.results[type] = {};

@@ -78,11 +78,11 @@ impl Tiled {
     /// q8_0 keeps 2×4: 1×8 was 10 % faster at k = 2048 but 25 % slower at k = 4096 (8 columns
     /// of 4.3 KB leave L1).
     fn gemm_cols(self) -> usize {
-        // wasm (V8: 16 XMM registers, each column block decoded per row tile): 4×2 for the
-        // 32-element types, so that column decoding is shared by 4 rows (see `quant_tile!`).
-        // q8_0 keeps 2×4 (4×2 measured the same).
+        // wasm: q4_0 4×2, so that each column block's decoding is shared by 4 rows (1×6 decoded
+        // it per row: 4×2 measured +10 % in the SIMD128 build, +45 % in the relaxed one, at
+        // n = 16, k = 4096). q8_0 measured the same at 4×2; q4_1 and q5_0 slower: they keep theirs.
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        if !self.is_k_quant() && !matches!(self, Tiled::Q8_0) {
+        if matches!(self, Tiled::Q4_0) {
             return 2;
         }
         match self {
