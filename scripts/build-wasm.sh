@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Build the wasm engine of the npm package `ggweb` in three variants and write them into www/wasm/:
-#   www/wasm/simd/    -C target-feature=+simd128 (SIMD128 kernels) and the WebGPU backend (wgpu):
-#                     +150 KB of wasm (1.89 -> 2.04 MB), so it is the default build, not a variant
-#   www/wasm/relaxed/ as simd, plus +relaxed-simd (fused multiply-add in the float tiles); opt-in
-#                     (init({relaxed: true})): FMA rounding moves LLM logits past our parity bound
+#   www/wasm/simd/    -C target-feature=+simd128 (SIMD128 kernels) and the WebGPU backend (wgpu)
+#   www/wasm/relaxed/ as simd, plus +relaxed-simd (i8 x i7 dots in the 4/5-bit quantized tiles, bit
+#                     for bit the simd build's results; fused multiply-add in the f32 tile); the
+#                     loader's default where WebAssembly.validate accepts relaxed SIMD
 #   www/wasm/scalar/  no SIMD, CPU only (engines without wasm SIMD have no WebGPU either)
 # Each holds wasm-bindgen's `--target web` glue (ggweb.js, ggweb.d.ts) and ggweb_bg.wasm optimised
 # by wasm-opt from the npm package `binaryen`. The loader (www/src/wasm.ts) picks one at run time.

@@ -4,7 +4,8 @@
 #      — for the SIMD128, relaxed-SIMD and scalar builds; then the WebGPU suite (tests/webgpu.rs,
 #      feature `webgpu`) in Chromium on its SwiftShader adapter (--enable-unsafe-webgpu in
 #      wasm-tests/webdriver.json): every WebGPU op against the CPU, f32 path;
-#   2. the npm package's tests with node's test runner (www/test/), SIMD and scalar builds;
+#   2. the npm package's tests with node's test runner (www/test/), relaxed-SIMD, SIMD128 and
+#      scalar builds;
 #   3. the browser end-to-end test (puppeteer-core driving /usr/bin/chromium) of the demo,
 #      screenshots in test-output/; MNIST on WebGPU (SwiftShader) through the npm package;
 #   4. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
@@ -63,8 +64,10 @@ if [ -z "${SKIP_WASM_TESTS:-}" ]; then
     cargo test --target wasm32-unknown-unknown --features webgpu --test webgpu)
 fi
 
-step "npm package tests (node --test), SIMD build"
-(cd www && GGWEB_SIMD=1 node --test test/)
+step "npm package tests (node --test), relaxed-SIMD build (the default where supported)"
+(cd www && GGWEB_SIMD=1 GGWEB_RELAXED=1 node --experimental-wasm-relaxed-simd --test test/)
+step "npm package tests (node --test), SIMD128 build"
+(cd www && GGWEB_SIMD=1 GGWEB_RELAXED=0 node --test test/)
 step "npm package tests (node --test), scalar build"
 (cd www && GGWEB_SIMD=0 node --test test/)
 

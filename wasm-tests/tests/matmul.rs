@@ -6,6 +6,8 @@
 //! Both sides see the same quantized bytes (weights quantized once, columns converted with the
 //! backend's own `from_f32`), so integer sums are exact and only the f32 accumulation order and
 //! the per-block scale products differ: tolerance 2e-5 of Σ|w·y| (dequantized terms) per output.
+//! The relaxed-SIMD build's 4/5-bit tiles sum i8 × i7 products in i16 before widening: the
+//! ±1 data (every quant at its extreme: nibbles 0/15, column quants ±127) is their worst case.
 use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
 use ggweb::quant::{type_traits, type_traits_scalar};
 use ggweb::{Context, DType, Graph};
@@ -13,8 +15,23 @@ use ggweb_wasm_tests::Rng;
 use wasm_bindgen_test::*;
 
 fn check_type(dt: DType, k: usize) {
+    check_data(dt, k, false)
+}
+
+/// As `check_type`, with every weight and column value ±1 when `extreme`.
+fn check_data(dt: DType, k: usize, extreme: bool) {
     let m = 13;
     let mut rng = Rng(0x5eed ^ k as u64);
+    let mut draw = |n: usize| -> Vec<f32> {
+        let v = rng.vec(n);
+        if extreme {
+            v.into_iter()
+                .map(|x| if x < 0.0 { -1.0 } else { 1.0 })
+                .collect()
+        } else {
+            v
+        }
+    };
     let slow = type_traits_scalar(dt).expect("computable type");
     let vdt = slow.vec_dot_type;
     let wrow = dt.row_size(k).unwrap();
@@ -23,12 +40,12 @@ fn check_type(dt: DType, k: usize) {
     let mut wq = vec![0u8; wrow * m];
     let mut wf = vec![0f32; k * m];
     for i in 0..m {
-        let row = rng.vec(k);
+        let row = draw(k);
         (slow.from_f32)(&row, &mut wq[i * wrow..(i + 1) * wrow]);
         (slow.to_f32)(&wq[i * wrow..(i + 1) * wrow], &mut wf[i * k..(i + 1) * k]);
     }
     for n in [1usize, 2, 3, 5, 17] {
-        let y = rng.vec(k * n);
+        let y = draw(k * n);
         let mut ctx = Context::new();
         let a = ctx.new_tensor_2d(dt, k, m).unwrap();
         let b = ctx.new_tensor_2d(DType::F32, k, n).unwrap();
@@ -93,6 +110,21 @@ fn mul_mat_quant_tiles_vs_scalar() {
             .max(type_traits_scalar(dt).unwrap().vec_dot_type.block_size());
         for blocks in [1usize, 3, 5] {
             check_type(dt, blocks * bs);
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+fn mul_mat_quant_tiles_extreme_values() {
+    for dt in [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+    ] {
+        for blocks in [1usize, 7] {
+            check_data(dt, blocks * 32, true);
         }
     }
 }

@@ -13,8 +13,13 @@ use wasm_bindgen_test::*;
 fn build_reports_kernels() {
     let name = ggweb::backend::cpu::ops::simd_name();
     assert_eq!(
-        name == "wasm32 simd128",
+        name.starts_with("wasm32 simd128"),
         cfg!(target_feature = "simd128"),
+        "{name}"
+    );
+    assert_eq!(
+        name.ends_with("+ relaxed-simd"),
+        cfg!(target_feature = "relaxed-simd"),
         "{name}"
     );
 }

@@ -2,7 +2,7 @@
 // native CLI: weights W [K, M] of each type (random, quantized by the engine) times f32 X [K, N].
 //
 //   node bench/matmul.mjs [--native PATH/TO/ggweb] [--size 4096] [--n 1,16] [--types f32,q4_0,q8_0]
-//                         [--variants simd,scalar] [--rounds 3] [--reps 5] [--json]
+//                         [--variants simd,scalar] [--rounds 3] [--reps 5] [--clock wall|cpu] [--json]
 //
 // M = K = size on both sides (the native `ggweb bench` measures square weights). Each variant
 // runs in its own Node process (the engine is loaded once per process) and the rounds interleave
@@ -30,6 +30,11 @@ if (opt('child', null) !== null) {
   const spec = opt('child', 'simd');
   const [kind, path] = spec.includes(':') ? spec.split(/:(.*)/s) : [spec, undefined];
   const info = await init({ simd: kind !== 'scalar', relaxed: kind === 'relaxed', ...(path ? { wasm: path } : {}) });
+  // --clock cpu: this process's CPU time (ms) instead of wall time, for A/B runs on a loaded
+  // machine (time slices lost to other processes do not count; cache and SMT sharing still do).
+  const now = opt('clock', 'wall') === 'cpu'
+    ? () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; }
+    : () => performance.now();
   const K = size, M = size;
   const rand = (n, seed) => {
     let s = seed >>> 0;
@@ -38,7 +43,7 @@ if (opt('child', null) !== null) {
     return out;
   };
   const W = rand(K * M, 1);
-  const out = { kernels: info.kernels + (info.relaxed ? ' + relaxed-simd' : ''), results: {} };
+  const out = { kernels: info.kernels, results: {} };
   if (kind === 'relaxed' && !info.relaxed) throw new Error('the relaxed-SIMD build did not load');
   for (const type of types) {
     out.results[type] = {};
@@ -49,9 +54,9 @@ if (opt('child', null) !== null) {
       g.computeSync(c); // warm-up (allocates, compiles)
       let best = Infinity;
       for (let r = 0; r < reps; r++) {
-        const t0 = performance.now();
+        const t0 = now();
         g.computeSync(c);
-        best = Math.min(best, performance.now() - t0);
+        best = Math.min(best, now() - t0);
       }
       out.results[type][N] = (2 * K * M * N) / (best / 1000) / 1e9;
       g.free();
@@ -81,7 +86,7 @@ for (let round = 0; round < rounds; round++) {
   for (const v of variants) {
     // Node 20's V8 has relaxed SIMD behind a flag (Chrome has it on since 114).
     const r = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', self, '--child', v.spec, '--size', `${size}`, '--n', ns.join(','),
-      '--types', types.join(','), '--reps', `${reps}`], { encoding: 'utf8', maxBuffer: 1 << 24 });
+      '--types', types.join(','), '--reps', `${reps}`, '--clock', opt('clock', 'wall')], { encoding: 'utf8', maxBuffer: 1 << 24 });
     if (r.status !== 0) throw new Error(`variant ${v.name} failed:\n${r.stderr}`);
     const o = JSON.parse(r.stdout.trim().split('\n').pop());
     kernels[v.name] = o.kernels;

@@ -6,7 +6,7 @@ const state = (window.__chat = { ready: false, error: null, loadInfo: null, repl
 const MiB = (n) => (n / 2 ** 20).toFixed(1) + ' MiB';
 
 const e = await init();
-$('engine').textContent = `ggweb ${e.version} · ${e.simd ? 'wasm SIMD128' : 'wasm scalar'}`;
+$('engine').textContent = `ggweb ${e.version} · ${e.relaxed ? 'wasm relaxed SIMD' : e.simd ? 'wasm SIMD128' : 'wasm scalar'}`;
 
 const MAX_TOKENS = Number(new URLSearchParams(location.search).get('maxTokens') ?? 256);
 let llm = null;

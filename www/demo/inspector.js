@@ -11,7 +11,7 @@ const bytes = (n) => {
   return `${n.toFixed(i ? 1 : 0)} ${u[i]}`;
 };
 
-init().then((e) => ($('engine').textContent = `ggweb ${e.version} · ${e.simd ? 'wasm SIMD128' : 'wasm scalar'}`));
+init().then((e) => ($('engine').textContent = `ggweb ${e.version} · ${e.relaxed ? 'wasm relaxed SIMD' : e.simd ? 'wasm SIMD128' : 'wasm scalar'}`));
 
 let controller = null;
 async function open(source, label) {

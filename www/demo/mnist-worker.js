@@ -12,7 +12,7 @@ self.onmessage = async ({ data }) => {
     const info = model.backendInfo;
     const name = info.backend === 'webgpu'
       ? `WebGPU (${info.adapter.name}, ${info.f16 ? 'f16' : 'f32'} path)`
-      : engine.simd ? 'wasm SIMD128' : 'wasm scalar';
+      : engine.relaxed ? 'wasm relaxed SIMD' : engine.simd ? 'wasm SIMD128' : 'wasm scalar';
     const result = await model.evaluate(set.images, set.labels, {
       onProgress: (p) => self.postMessage({ type: 'progress', kind, engine: name, ...p }),
     });

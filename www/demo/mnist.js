@@ -78,7 +78,7 @@ async function loadModels() {
 
 try {
   const engine = await init();
-  engineLine = `ggweb ${engine.version} · ${engine.simd ? 'wasm SIMD128' : 'wasm scalar'}`;
+  engineLine = `ggweb ${engine.version} · ${engine.relaxed ? 'wasm relaxed SIMD' : engine.simd ? 'wasm SIMD128' : 'wasm scalar'}`;
   $('engine').textContent = engineLine;
   await loadModels();
 } catch (e) {

@@ -6,7 +6,7 @@
  * import { loadGGUF, Graph, Mnist } from 'ggweb';
  * ```
  */
-export { init, simdSupported, wasmMemoryBytes, type InitOptions, type EngineInfo } from './wasm.js';
+export { init, simdSupported, relaxedSimdSupported, wasmMemoryBytes, type InitOptions, type EngineInfo } from './wasm.js';
 export { type Source, type Progress, type LoadOptions, readAll, gunzip } from './source.js';
 export {
   GGUF,

@@ -1,7 +1,8 @@
 /**
- * Loading the wasm engine. Three builds ship: `wasm/simd/` (SIMD128 kernels), used when
- * `WebAssembly.validate` accepts a tiny SIMD module, `wasm/scalar/` otherwise, and, on request
- * (`init({relaxed: true})`), `wasm/relaxed/` (SIMD128 + relaxed SIMD's fused multiply-add).
+ * Loading the wasm engine. Three builds ship, and the best one `WebAssembly.validate` accepts is
+ * loaded: `wasm/relaxed/` (SIMD128 + relaxed SIMD: integer dots of the 4/5-bit quantized tiles,
+ * fused multiply-add in the f32 tile), else `wasm/simd/` (SIMD128), else `wasm/scalar/`.
+ * `init({relaxed: false})` / `init({simd: false})` force the SIMD128 / scalar build.
  */
 import type * as EngineModule from '../wasm/simd/ggweb.js';
 import { isNode, nodeImport } from './env.js';
@@ -39,13 +40,14 @@ export function simdSupported(): boolean {
 }
 
 export interface InitOptions {
-  /** `true`/`false` forces the SIMD or the scalar build; default: SIMD when supported. */
+  /** `true`/`false` forces a SIMD or the scalar build; default: SIMD when supported. */
   simd?: boolean;
   /**
-   * With SIMD: `true` loads the relaxed-SIMD build (fused multiply-add in the f32/f16 matrix
-   * kernels: about 2x the f32 GEMM speed, e.g. MNIST-fc). Opt-in: its rounding differs from the
-   * SIMD128 build's (the LLM logits move by up to ~1 against llama.cpp's), and only engines with
-   * relaxed SIMD (Chrome 114+, Firefox 145+) load it. Default `false`.
+   * With SIMD: `true` forces the relaxed-SIMD build (an error where the engine lacks relaxed
+   * SIMD), `false` the SIMD128 build; default: relaxed SIMD when supported (Chrome 114+,
+   * Firefox 145+; Node 20 with `--experimental-wasm-relaxed-simd`). Its quantized kernels give
+   * the SIMD128 build's results bit for bit; its f32 matrix kernel fuses multiply-add (FMA where
+   * the CPU has it), so f32 results differ from the SIMD128 build's in the last bits.
    */
   relaxed?: boolean;
   /** Where to load the `.wasm` from (a URL, a path in Node, or the bytes). Default: next to this package. */
@@ -77,7 +79,7 @@ export function wasmMemoryBytes(): number {
 async function load(opts: InitOptions): Promise<Engine> {
   const simd = opts.simd ?? simdSupported();
   if (simd && !simdSupported()) throw new Error('this JavaScript engine does not support WebAssembly SIMD128');
-  const relaxed = simd && (opts.relaxed ?? false);
+  const relaxed = simd && (opts.relaxed ?? relaxedSimdSupported());
   if (relaxed && !relaxedSimdSupported()) throw new Error('this JavaScript engine does not support WebAssembly relaxed SIMD');
   // Literal specifiers so that bundlers see every build.
   const mod: Engine = relaxed

@@ -1,9 +1,18 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { init, Graph, loadGGUF } from '../dist/index.js';
+import { init, Graph, loadGGUF, simdSupported, relaxedSimdSupported } from '../dist/index.js';
 import { asset, initOptions } from './helpers.mjs';
 
-await init(initOptions);
+const info = await init(initOptions);
+
+test('init loads the requested build, else the best one the engine validates', () => {
+  const simd = initOptions.simd ?? simdSupported();
+  const relaxed = simd && (initOptions.relaxed ?? relaxedSimdSupported());
+  // The kernels string comes from the loaded wasm itself.
+  assert.deepEqual([info.simd, info.relaxed], [simd, relaxed]);
+  assert.equal(info.kernels, relaxed ? 'wasm32 simd128 + relaxed-simd' : simd ? 'wasm32 simd128' : 'scalar');
+  console.log(`# engine: ${info.kernels}`);
+});
 const close = (a, b, tol = 1e-5) => {
   assert.equal(a.length, b.length);
   for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i] - b[i]) <= tol * Math.max(1, Math.abs(b[i])), `[${i}] ${a[i]} vs ${b[i]}`);

@@ -5,8 +5,11 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 export const ASSETS = path.join(ROOT, 'crate', 'assets');
 export const asset = (name) => path.join(ASSETS, name);
 export const GOLDEN = path.join(ROOT, 'native-tests', 'data', 'mnist_logits_first16.json');
-/** Set GGWEB_SIMD=0 to test the scalar build, 1 for SIMD (default: auto). */
-export const initOptions = process.env.GGWEB_SIMD === undefined ? {} : { simd: process.env.GGWEB_SIMD === '1' };
+/** Set GGWEB_SIMD=0 to test the scalar build, 1 for SIMD, GGWEB_RELAXED=0/1 for SIMD128/relaxed SIMD (default: auto). */
+export const initOptions = {
+  ...(process.env.GGWEB_SIMD === undefined ? {} : { simd: process.env.GGWEB_SIMD === '1' }),
+  ...(process.env.GGWEB_RELAXED === undefined ? {} : { relaxed: process.env.GGWEB_RELAXED === '1' }),
+};
 /** SmolLM2 (scripts/fetch-models.sh) and llama.cpp's reference outputs (../shared/fixtures/reference). */
 export const MODELS = process.env.GGWEB_MODELS || path.join(process.env.GGWEB_CACHE || path.join(process.env.HOME || '', '.cache', 'ggweb'), 'models');
 export const SMOLLM2 = path.join(MODELS, 'SmolLM2-135M-Instruct.Q4_1.gguf');

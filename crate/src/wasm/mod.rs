@@ -45,7 +45,7 @@ pub fn webgpu_compiled() -> bool {
     cfg!(feature = "webgpu")
 }
 
-/// The CPU kernels in use ("wasm32 simd128" or "scalar").
+/// The CPU kernels in use ("wasm32 simd128 + relaxed-simd", "wasm32 simd128" or "scalar").
 #[wasm_bindgen(js_name = cpuFeatures)]
 pub fn cpu_features() -> String {
     crate::backend::cpu::ops::simd_name().to_string()

@@ -9,7 +9,9 @@ pub mod matmul;
 
 /// Name of the SIMD path in use.
 pub fn simd_name() -> &'static str {
-    if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+    if cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd")) {
+        "wasm32 simd128 + relaxed-simd"
+    } else if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
         "wasm32 simd128"
     } else {
         "scalar"

@@ -2,7 +2,7 @@
 //!
 //! Same design as `x86.rs`: an R×C tile computes R weight rows against C src1 columns, every
 //! weight block is decoded once for all C columns and every column block once for all R rows.
-//! SIMD128 has no FMA (relaxed-simd would need a third build), so f32 products are mul + add, and
+//! SIMD128 has no FMA (the relaxed-SIMD build fuses the f32 tile's products, see [`madd`]), so f32 products are mul + add, and
 //! V8 on x86-64 keeps 15 XMM registers: tile shapes (in `mod.rs`) keep R·C accumulators plus the
 //! operands of one step under that.
 //!
@@ -81,9 +81,12 @@ pub(super) unsafe fn tile<const R: usize, const C: usize>(
 
 /// a·b + c: one fused `f32x4.relaxed_madd` in the relaxed-simd build (an FMA on x86 with FMA3,
 /// so the low bits may differ from mul + add, within the tests' tolerance), mul + add otherwise.
-/// Float tiles only: the quantized tiles keep mul + add (`qacc`) so that the LLMs' results (whose
-/// activations are re-quantized to 8 bits, turning last-bit differences into whole steps) equal
-/// the SIMD128 build's; their speed is bound by the integer dots, not by this accumulation.
+/// The f32 tile only: the f16/bf16 tiles (the LLMs' attention over their f16 KV cache) and the
+/// quantized tiles keep mul + add, so that an LLM's results in the relaxed build are bit for bit
+/// the SIMD128 build's (its activations are re-quantized to 8 bits, which turns last-bit
+/// differences into whole steps: FMA in the f16 tile moved SmolLM2's last-position logits vs
+/// llama.cpp's from 0.52 to 0.98 max abs, against a test bound of 1.0). The f16 tile's speed is
+/// bound by its conversions, the quantized tiles' by their integer dots, not by this.
 #[inline(always)]
 fn madd(a: v128, b: v128, c: v128) -> v128 {
     #[cfg(target_feature = "relaxed-simd")]
@@ -96,7 +99,7 @@ fn madd(a: v128, b: v128, c: v128) -> v128 {
     }
 }
 
-/// a·b + c, unfused (see [`madd`]).
+/// a·b + c, unfused in every build (see [`madd`]).
 #[inline(always)]
 fn qacc(a: v128, b: v128, c: v128) -> v128 {
     f32x4_add(f32x4_mul(a, b), c)
@@ -159,7 +162,7 @@ fn f16x4_to_f32x4(h: v128) -> v128 {
 // float tiles: out[r][c] = Σ a[r][i]·b[c][i], R×C f32x4 accumulators, 4 elements a step
 
 macro_rules! float_tile {
-    ($name:ident, $load:ident, $scalar:ident) => {
+    ($name:ident, $load:ident, $scalar:ident, $madd:ident) => {
         /// # Safety
         /// Every pointer addresses `n` elements (any alignment).
         #[inline(never)]
@@ -179,7 +182,7 @@ macro_rules! float_tile {
                     for r in 0..R {
                         let av = $load(a[r], i);
                         for c in 0..C {
-                            acc[r][c] = madd(av, bv[c], acc[r][c]);
+                            acc[r][c] = $madd(av, bv[c], acc[r][c]);
                         }
                     }
                 }
@@ -249,9 +252,9 @@ unsafe fn scalar_bf16(p: *const u8, j: usize) -> f32 {
     f32::from_bits((unsafe { (p as *const u16).add(j).read_unaligned() } as u32) << 16)
 }
 
-float_tile!(tile_f32, load_f32, scalar_f32);
-float_tile!(tile_f16, load_f16, scalar_f16);
-float_tile!(tile_bf16, load_bf16, scalar_bf16);
+float_tile!(tile_f32, load_f32, scalar_f32, madd);
+float_tile!(tile_f16, load_f16, scalar_f16, qacc);
+float_tile!(tile_bf16, load_bf16, scalar_bf16, qacc);
 
 // ---------------------------------------------------------------------------------------------
 // 32-element blocks × q8_0 columns
@@ -337,6 +340,7 @@ macro_rules! q8_0_tile {
 ///
 /// # Safety
 /// The 18-byte block must be readable.
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 unsafe fn decode_q4_0(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
@@ -360,6 +364,7 @@ unsafe fn decode_q8_0(xb: *const u8) -> [v128; 4] {
 ///
 /// # Safety
 /// The 22-byte block must be readable.
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 unsafe fn decode_q5_0(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
@@ -382,6 +387,7 @@ unsafe fn decode_q5_0(xb: *const u8) -> [v128; 4] {
 ///
 /// # Safety
 /// The 20-byte block must be readable.
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 unsafe fn decode_q4_1(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
@@ -394,6 +400,7 @@ unsafe fn decode_q4_1(xb: *const u8) -> [v128; 4] {
 ///
 /// # Safety
 /// The 24-byte block must be readable.
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 unsafe fn decode_q5_1(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
@@ -408,10 +415,13 @@ unsafe fn decode_q5_1(xb: *const u8) -> [v128; 4] {
     ext_pair(v128_or(lo, h0), v128_or(hi, h1))
 }
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 q8_0_tile!(tile_q4_0, 18, decode_q4_0);
+#[cfg(not(target_feature = "relaxed-simd"))]
 q8_0_tile!(tile_q5_0, 22, decode_q5_0);
 q8_0_tile!(tile_q8_0, 34, decode_q8_0);
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 macro_rules! q8_1_tile {
     ($name:ident, $xsize:expr, $decode:ident) => {
         /// R×C dot products of weight rows with a min (x = d·q + m: f16 d, f16 m first) against
@@ -463,8 +473,243 @@ macro_rules! q8_1_tile {
     };
 }
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 q8_1_tile!(tile_q4_1, 20, decode_q4_1);
+#[cfg(not(target_feature = "relaxed-simd"))]
 q8_1_tile!(tile_q5_1, 24, decode_q5_1);
+
+#[cfg(target_feature = "relaxed-simd")]
+use relaxed::{tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1};
+
+/// The 4- and 5-bit 32-element-block tiles of the relaxed-SIMD build: the weight quants before
+/// their offset (0..15 or 0..31) are a valid i7 operand of `i16x8.relaxed_dot_i8x16_i7x16_s`
+/// (one pmaddubsw on x86), where every engine must give the exact pair sums; two of them and the
+/// offset's share stay below 2^15, so one `i32x4.extadd_pairwise_i16x8_s` finishes the block:
+/// 3 multiply-adds per weight row × column block instead of the SIMD128 build's 4 plus its
+/// sign extensions. Both operands are first permuted with [`relaxed::LANES`] so that each i32
+/// lane sums the same 8 elements of a block as the SIMD128 build's `i32x4.dot_i16x8_s`: the
+/// integer lane sums, hence every f32 operation after them, are bit for bit the SIMD128 build's.
+/// q8_0 weights keep the i16 dots: |x| as the i7 operand with the sign moved onto the column
+/// (`i8x16.relaxed_laneselect`) measured 40 % slower in Node 20's V8.
+#[cfg(target_feature = "relaxed-simd")]
+mod relaxed {
+    use super::*;
+
+    /// Byte order within each 16-byte half so that lane l of the 4-byte sums holds elements
+    /// 2l, 2l+1, 8+2l, 9+2l: those of lane l of `i32x4.dot_i16x8_s` over the two i16x8 halves.
+    static LANES: [u8; 16] = [0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15];
+
+    /// [`LANES`] as a swizzle mask, read from memory once per tile: V8 rebuilds the 16-byte
+    /// immediate of an `i8x16.shuffle` (or a `v128.const`) with 5 instructions at every use.
+    #[inline(always)]
+    pub(super) fn lanes_mask() -> v128 {
+        // SAFETY: a 16-byte static; volatile so that LLVM keeps it a load, not a constant.
+        unsafe { core::ptr::read_volatile(LANES.as_ptr() as *const v128) }
+    }
+
+    /// `v` in [`LANES`] order: `i8x16.relaxed_swizzle` (one pshufb) is exact for indices < 16.
+    #[inline(always)]
+    pub(super) fn lanes(v: v128, mask: v128) -> v128 {
+        i8x16_relaxed_swizzle(v, mask)
+    }
+
+    /// The f16 at `p[k] + at` for each k < N as f32 splats: one vector conversion per 4 (the
+    /// scalar [`f16_to_f32`] takes ~10 instructions per scale, as much as a row × column dot).
+    ///
+    /// # Safety
+    /// Every `p[k] + at .. + 2` must be readable.
+    #[inline(always)]
+    unsafe fn scales<const N: usize>(p: [*const u8; N], at: usize) -> [v128; N] {
+        let mut out = [f32x4_splat(0.0); N];
+        let h = |k: usize| {
+            if k < N {
+                // SAFETY: caller (only k < N is read).
+                unsafe { (p[k].add(at) as *const u16).read_unaligned() as u32 }
+            } else {
+                0
+            }
+        };
+        unroll!(q < N.div_ceil(4) => {
+            let v = f16x4_to_f32x4(u32x4(h(4 * q), h(4 * q + 1), h(4 * q + 2), h(4 * q + 3)));
+            if 4 * q < N {
+                out[4 * q] = i32x4_shuffle::<0, 0, 0, 0>(v, v);
+            }
+            if 4 * q + 1 < N {
+                out[4 * q + 1] = i32x4_shuffle::<1, 1, 1, 1>(v, v);
+            }
+            if 4 * q + 2 < N {
+                out[4 * q + 2] = i32x4_shuffle::<2, 2, 2, 2>(v, v);
+            }
+            if 4 * q + 3 < N {
+                out[4 * q + 3] = i32x4_shuffle::<3, 3, 3, 3>(v, v);
+            }
+        });
+        out
+    }
+
+    /// Pair sums Σ u·y over both halves of a block, as i16x8; u in 0..31 (i7), y any i8:
+    /// |pair| ≤ 2·31·128, the two halves ≤ 15872.
+    #[inline(always)]
+    fn dot16(y: &[v128; 2], u: &[v128; 2]) -> v128 {
+        i16x8_add(
+            i16x8_relaxed_dot_i8x16_i7x16(y[0], u[0]),
+            i16x8_relaxed_dot_i8x16_i7x16(y[1], u[1]),
+        )
+    }
+
+    /// Quants (in [`LANES`] order) of column block `yb`, at `qat`.
+    ///
+    /// # Safety
+    /// The block must be readable.
+    #[inline(always)]
+    unsafe fn column(yb: *const u8, qat: usize, m: v128) -> [v128; 2] {
+        // SAFETY: caller; 32 quants at `qat`.
+        unsafe {
+            [
+                lanes(load16(yb.add(qat)), m),
+                lanes(load16(yb.add(qat + 16)), m),
+            ]
+        }
+    }
+
+    /// Weight quants 0..15 (q4) from 16 bytes of nibbles: elements 0..16, 16..32.
+    ///
+    /// # Safety
+    /// 16 bytes at `p` must be readable.
+    #[inline(always)]
+    unsafe fn u4(p: *const u8, m: v128) -> [v128; 2] {
+        // SAFETY: caller. The permutation commutes with the byte-wise nibble split.
+        let (lo, hi) = nibbles(lanes(unsafe { load16(p) }, m));
+        [lo, hi]
+    }
+
+    /// Weight quants 0..31 (q5) from 4 bytes of high bits at `qh` and 16 bytes of nibbles at `qs`.
+    ///
+    /// # Safety
+    /// Both must be readable.
+    #[inline(always)]
+    unsafe fn u5(qh: *const u8, qs: *const u8, m: v128) -> [v128; 2] {
+        // SAFETY: caller.
+        let (h0, h1) = q5_high(unsafe { (qh as *const [u8; 4]).read_unaligned() });
+        // SAFETY: caller.
+        let [lo, hi] = unsafe { u4(qs, m) };
+        [v128_or(lo, lanes(h0, m)), v128_or(hi, lanes(h1, m))]
+    }
+
+    macro_rules! offset_tile {
+        ($name:ident, $xsize:expr, $off:expr, |$xb:ident, $m:ident| $decode:expr) => {
+            /// R×C dot products of weight rows (f16 d, then quants u − off, u in 0..32) against
+            /// q8_0 columns: Σ (u − off)·y = Σ u·y − off·Σ y, off·Σ y (≤ 16·4·128 per i16
+            /// lane) once per column block.
+            ///
+            /// # Safety
+            /// Pointers address n/32 blocks.
+            #[inline(never)]
+            pub(super) unsafe fn $name<const R: usize, const C: usize>(
+                n: usize,
+                a: [*const u8; R],
+                b: [*const u8; C],
+                out: &mut [[f32; C]; R],
+            ) {
+                const YS: usize = 34;
+                let mut acc = [[f32x4_splat(0.0); C]; R];
+                let off = i8x16_splat($off);
+                let $m = lanes_mask();
+                for blk in 0..n / 32 {
+                    // SAFETY: blk < n/32, so every block read lies inside its row.
+                    unsafe {
+                        let yb: [*const u8; C] = core::array::from_fn(|c| b[c].add(blk * YS));
+                        let xbs: [*const u8; R] = core::array::from_fn(|r| a[r].add(blk * $xsize));
+                        let dy = scales(yb, 0);
+                        let dxs = scales(xbs, 0);
+                        let mut qy = [[i8x16_splat(0); 2]; C];
+                        let mut base = [i16x8_splat(0); C];
+                        unroll!(c < C => {
+                            let q = column(yb[c], 2, $m);
+                            qy[c] = q;
+                            base[c] = dot16(&q, &[off, off]);
+                        });
+                        unroll!(r < R => {
+                            let $xb = xbs[r];
+                            let dx = dxs[r];
+                            let u: [v128; 2] = $decode;
+                            unroll!(c < C => {
+                                let s16 = i16x8_sub(dot16(&qy[c], &u), base[c]);
+                                let s = f32x4_convert_i32x4(i32x4_extadd_pairwise_i16x8(s16));
+                                acc[r][c] = qacc(s, f32x4_mul(dx, dy[c]), acc[r][c]);
+                            });
+                        });
+                    }
+                }
+                for r in 0..R {
+                    for c in 0..C {
+                        out[r][c] = hsum_f32(acc[r][c]);
+                    }
+                }
+            }
+        };
+    }
+
+    offset_tile!(tile_q4_0, 18, 8, |xb, m| u4(xb.add(2), m));
+    offset_tile!(tile_q5_0, 22, 16, |xb, m| u5(xb.add(2), xb.add(6), m));
+
+    macro_rules! min_tile {
+        ($name:ident, $xsize:expr, |$xb:ident, $m:ident| $decode:expr) => {
+            /// R×C dot products of weight rows with a min (f16 d, f16 m, quants u in 0..32)
+            /// against q8_1 columns, as the SIMD128 build's `q8_1_tile`.
+            ///
+            /// # Safety
+            /// Pointers address n/32 blocks.
+            #[inline(never)]
+            pub(super) unsafe fn $name<const R: usize, const C: usize>(
+                n: usize,
+                a: [*const u8; R],
+                b: [*const u8; C],
+                out: &mut [[f32; C]; R],
+            ) {
+                const YS: usize = 36;
+                let mut acc = [[f32x4_splat(0.0); C]; R];
+                let mut summ = [[0f32; C]; R];
+                let $m = lanes_mask();
+                for blk in 0..n / 32 {
+                    // SAFETY: blk < n/32, so every block read lies inside its row.
+                    unsafe {
+                        let yb: [*const u8; C] = core::array::from_fn(|c| b[c].add(blk * YS));
+                        let xbs: [*const u8; R] = core::array::from_fn(|r| a[r].add(blk * $xsize));
+                        let dy = scales(yb, 0);
+                        let dxs = scales(xbs, 0);
+                        let mut sy = [0f32; C];
+                        let mut qy = [[i8x16_splat(0); 2]; C];
+                        unroll!(c < C => {
+                            sy[c] = f16_at(yb[c].add(2));
+                            qy[c] = column(yb[c], 4, $m);
+                        });
+                        unroll!(r < R => {
+                            let $xb = xbs[r];
+                            let dx = dxs[r];
+                            let mx = f16_at($xb.add(2));
+                            let u: [v128; 2] = $decode;
+                            unroll!(c < C => {
+                                let s16 = dot16(&qy[c], &u);
+                                let s = f32x4_convert_i32x4(i32x4_extadd_pairwise_i16x8(s16));
+                                acc[r][c] = qacc(s, f32x4_mul(dx, dy[c]), acc[r][c]);
+                                summ[r][c] += mx * sy[c];
+                            });
+                        });
+                    }
+                }
+                for r in 0..R {
+                    for c in 0..C {
+                        out[r][c] = hsum_f32(acc[r][c]) + summ[r][c];
+                    }
+                }
+            }
+        };
+    }
+
+    min_tile!(tile_q4_1, 20, |xb, m| u4(xb.add(4), m));
+    min_tile!(tile_q5_1, 24, |xb, m| u5(xb.add(4), xb.add(8), m));
+}
 
 // ---------------------------------------------------------------------------------------------
 // k-quants × q8_K (256-element super-blocks; q8_K: f32 d, 256 i8, 16 i16 bsums)
