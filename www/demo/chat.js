@@ -8,7 +8,10 @@ const MiB = (n) => (n / 2 ** 20).toFixed(1) + ' MiB';
 const e = await init();
 $('engine').textContent = `ggweb ${e.version} · ${e.relaxed ? 'wasm relaxed SIMD' : e.simd ? 'wasm SIMD128' : 'wasm scalar'}`;
 
-const MAX_TOKENS = Number(new URLSearchParams(location.search).get('maxTokens') ?? 256);
+const params = new URLSearchParams(location.search);
+const MAX_TOKENS = Number(params.get('maxTokens') ?? 256);
+// ?backend=cpu|auto|webgpu preselects the backend (default cpu).
+if (params.get('backend')) $('backend').value = params.get('backend');
 let llm = null;
 let messages = [];
 let current = null;
@@ -29,6 +32,7 @@ async function load() {
     llm?.free();
     llm = await LLM.loadInWorker($('url').value, {
       nCtx: 2048,
+      backend: $('backend').value,
       onProgress: (p) => {
         if (p.total) $('progress').value = p.loaded / p.total;
         $('loadstatus').textContent = `${p.fromCache ? 'from cache' : 'downloading'}: ${MiB(p.loaded)}${p.total ? ' of ' + MiB(p.total) : ''}`;
@@ -38,6 +42,7 @@ async function load() {
     state.loadInfo = l;
     $('progress').value = 1;
     $('loadstatus').textContent = `${i.name ?? i.architecture}: ${(i.nParams / 1e6).toFixed(0)}M parameters, ${i.nLayer} layers, context ${i.nCtx} · loaded in ${l.seconds.toFixed(2)} s${l.fromCache ? ' from the Cache API' : ''} · ${l.backend} (${l.kernels})`;
+    $('loadstatus').title = l.backendInfo.reason;
     for (const id of ['prompt', 'send', 'newchat']) $(id).disabled = false;
     state.ready = true;
     await showMemory();

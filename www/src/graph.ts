@@ -13,12 +13,26 @@
  *
  * Shapes are ggml's: `shape[0]` is the contiguous (innermost) dimension, up to 4 dims. Matrix
  * products follow `ggml_mul_mat`: `a: [k, m]`, `b: [k, n]` → `[m, n]` (both rows-of-k).
+ *
+ * `Graph.create({ backend: 'webgpu' | 'auto' })` computes on WebGPU, with the CPU for the ops
+ * WebGPU lacks (the scheduler splits the graph and copies between them); `graph.backendInfo`
+ * says what runs, why, and after each compute where every node ran.
  */
 import { engine, engineSync } from './wasm.js';
 import { GGUF, loadGGUF, type LoadGGUFOptions } from './gguf.js';
 import type { Source } from './source.js';
 import { toError } from './env.js';
+import { chooseBackend, type Backend, type BackendInfo } from './backend.js';
 import type { GraphCore } from '../wasm/simd/ggweb.js';
+
+export interface GraphOptions {
+  /**
+   * `cpu` (default), `webgpu` (rejects when WebGPU is unavailable) or `auto` (WebGPU when an
+   * adapter exists). On WebGPU, `compute` and `read` are asynchronous only (the `*Sync` forms
+   * throw).
+   */
+  backend?: Backend;
+}
 
 /** Element types a tensor can have (quantized types hold weights; results are f32). */
 export type DType =
@@ -86,15 +100,21 @@ export class Tensor {
 
   /** The values as f32 (dequantized); views are read through their strides. Compute first. */
   async read(): Promise<Float32Array> {
-    return this.readSync();
+    if (!this.graph._gpu()) return this.readSync();
+    return this.graph._queued((c) => c.readF32Async(this.id) as Promise<Float32Array>);
   }
-  /** Synchronous `read` (CPU backend). */
+  /** Synchronous `read` (CPU graphs, and tensors set from JS on WebGPU graphs). */
   readSync(): Float32Array {
-    return this.graph._core().readF32(this.id);
+    try {
+      return this.graph._core().readF32(this.id);
+    } catch (e) {
+      throw toError(e);
+    }
   }
   /** The values of an i32 tensor. */
   async readI32(): Promise<Int32Array> {
-    return this.graph._core().readI32(this.id);
+    if (!this.graph._gpu()) return this.graph._core().readI32(this.id);
+    return this.graph._queued((c) => c.readI32Async(this.id) as Promise<Int32Array>);
   }
 
   // ---- ops (see Graph for documentation) ----
@@ -141,26 +161,64 @@ export interface SoftMaxOptions {
   maxBias?: number;
 }
 
-/** A tensor graph with a CPU (wasm) backend. */
+const CPU_INFO: BackendInfo = { requested: 'cpu', backend: 'cpu', adapter: null, f16: false, reason: 'the CPU was requested' };
+
+/** A tensor graph on the CPU (wasm) or on WebGPU with the CPU for what WebGPU lacks. */
 export class Graph {
   #core: GraphCore | null;
+  #queue: Promise<unknown> = Promise.resolve();
+  /** Where the graph computes and why; `placements` is filled in after each WebGPU compute. */
+  readonly backendInfo: BackendInfo;
 
-  /** Needs the engine loaded: `await init()` first, or use {@link Graph.create}. */
-  constructor() {
+  /** A CPU graph. Needs the engine loaded: `await init()` first, or use {@link Graph.create}. */
+  constructor(info: BackendInfo = CPU_INFO) {
     const m = engineSync();
-    this.#core = new m.GraphCore();
+    try {
+      this.#core = new m.GraphCore(info.backend);
+    } catch (e) {
+      throw toError(e);
+    }
+    this.backendInfo = { ...info };
   }
 
-  /** Load the engine if needed and make a graph. */
-  static async create(): Promise<Graph> {
+  /**
+   * Load the engine if needed and make a graph on `opts.backend` (default `cpu`; `webgpu`
+   * rejects without WebGPU, `auto` falls back to the CPU with the reason).
+   */
+  static async create(opts: GraphOptions = {}): Promise<Graph> {
     await engine();
-    return new Graph();
+    const info = await chooseBackend(opts.backend);
+    const g = new Graph(info);
+    if (info.backend === 'webgpu') g.backendInfo.reason = `${info.reason}: ${g._core().backendReport}`;
+    return g;
   }
 
   /** @internal */
   _core(): GraphCore {
     if (!this.#core) throw new Error('this Graph was freed');
     return this.#core;
+  }
+
+  /** @internal True when computes run on WebGPU (async only). */
+  _gpu(): boolean {
+    return this.backendInfo.backend === 'webgpu';
+  }
+
+  /**
+   * @internal Run an async engine call after the ones before it: a WebGPU call in flight holds
+   * the graph, and one started meanwhile would find it busy.
+   */
+  _queued<T>(f: (c: GraphCore) => Promise<T>): Promise<T> {
+    const run = async (): Promise<T> => {
+      try {
+        return await f(this._core());
+      } catch (e) {
+        throw toError(e);
+      }
+    };
+    const p = this.#queue.then(run, run);
+    this.#queue = p.catch(() => {});
+    return p;
   }
 
   #op(name: string, srcs: Tensor[], params: number[] = []): Tensor {
@@ -210,15 +268,33 @@ export class Graph {
     }
   }
 
-  /** Compute the given tensors and everything they depend on. */
+  /**
+   * Compute the given tensors and everything they depend on. On WebGPU, `backendInfo.placements`
+   * then says where each node ran (and why any ran on the CPU). Every computed tensor stays
+   * readable; computing again after `set` recomputes with the new values.
+   */
   async compute(...outputs: Tensor[]): Promise<void> {
-    this.computeSync(...outputs);
+    if (!this._gpu()) return this.computeSync(...outputs);
+    const ids = this.#ids(outputs);
+    await this._queued(async (c) => {
+      await c.computeAsync(ids);
+      this.backendInfo.placements = c.placements() as BackendInfo['placements'];
+    });
   }
-  /** Synchronous `compute` (CPU backend). */
+  /** Synchronous `compute` (CPU graphs only: WebGPU results are read back asynchronously). */
   computeSync(...outputs: Tensor[]): void {
+    const ids = this.#ids(outputs);
+    try {
+      this._core().compute(ids);
+    } catch (e) {
+      throw toError(e);
+    }
+  }
+
+  #ids(outputs: Tensor[]): Uint32Array {
     if (outputs.length === 0) throw new Error('compute: give at least one output tensor');
-    for (const t of outputs) if (t.graph !== this) throw new Error('compute: tensor of another graph');
-    this._core().compute(Uint32Array.from(outputs.map((t) => t.id)));
+    for (const t of outputs) if (!(t instanceof Tensor) || t.graph !== this) throw new Error('compute: tensor of another graph');
+    return Uint32Array.from(outputs.map((t) => t.id));
   }
 
   /** Free the wasm memory of this graph (its tensors become unusable). */

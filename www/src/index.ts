@@ -19,7 +19,7 @@ export {
 } from './gguf.js';
 export { webgpuDevice, chooseBackend, type Backend, type BackendInfo, type WebGPUInfo } from './backend.js';
 export { benchMulMat, type MulMatBenchOptions, type MulMatBenchResult } from './bench.js';
-export { Graph, Tensor, type DType, type Shape, type TensorInfo, type SoftMaxOptions } from './graph.js';
+export { Graph, Tensor, type DType, type Shape, type TensorInfo, type SoftMaxOptions, type GraphOptions } from './graph.js';
 export {
   Mnist,
   preprocessDigit,

@@ -15,7 +15,7 @@
 import { engine, wasmMemoryBytes } from './wasm.js';
 import { isNode, toError } from './env.js';
 import { openSource, type OpenSource, type Source } from './source.js';
-import { webgpuDevice, type Backend, type BackendInfo } from './backend.js';
+import { chooseBackend, type Backend, type BackendInfo } from './backend.js';
 import type { LlmCore } from '../wasm/simd/ggweb.js';
 
 export type { Backend };
@@ -35,8 +35,10 @@ export interface LLMLoadOptions {
   /** Context size in tokens (default 2048, at most the model's training context). */
   nCtx?: number;
   /**
-   * `cpu` (default). `webgpu` / `auto` are accepted, but language models run on the CPU in this
-   * version (their WebGPU path is native-only so far); `loadInfo.backendInfo` says what ran and why.
+   * `cpu` (default), `webgpu` (rejects when WebGPU is unavailable) or `auto` (WebGPU when an
+   * adapter exists). On WebGPU the weights are uploaded to GPU buffers and every graph runs there,
+   * with the CPU for any op WebGPU lacks; `loadInfo.backendInfo` says what runs and why, and
+   * `backendInfo.placements` where the nodes of the last evaluation ran.
    */
   backend?: Backend;
   /** Use the Cache API for URLs (default true where it exists). */
@@ -66,7 +68,7 @@ export interface LoadInfo {
   bytes: number;
   fromCache: boolean;
   /** The backend that runs the model. */
-  backend: 'cpu';
+  backend: 'cpu' | 'webgpu';
   /** Why it is the CPU when something else was asked for. */
   backendNote?: string;
   /** The backend choice in the same shape as `Mnist.backendInfo`. */
@@ -296,19 +298,6 @@ export async function clearModelCache(url?: string): Promise<boolean> {
   return c.delete(new URL(url, base).href);
 }
 
-async function llmBackend(requested: Backend | undefined): Promise<BackendInfo> {
-  const req = requested ?? 'cpu';
-  if (req !== 'cpu' && req !== 'webgpu' && req !== 'auto') {
-    throw new Error(`invalid argument: backend must be 'cpu', 'webgpu' or 'auto', got '${String(req)}'`);
-  }
-  if (req === 'cpu') return { requested: req, backend: 'cpu', adapter: null, f16: false, reason: 'the CPU was requested' };
-  const { device, reason } = await webgpuDevice();
-  const why = device
-    ? `WebGPU is available (${reason}), but ggweb runs language models on the CPU in the browser so far`
-    : `WebGPU is not available here (${reason}), and ggweb runs language models on the CPU in the browser so far`;
-  return { requested: req, backend: 'cpu', adapter: null, f16: false, reason: `${req} requested: ran on the CPU (wasm) — ${why}` };
-}
-
 function now(): number {
   return performance.now();
 }
@@ -332,7 +321,7 @@ export class LLM {
   static async load(source: Source, opts: LLMLoadOptions = {}): Promise<LLM> {
     const t0 = now();
     const m = await engine();
-    const backendInfo = await llmBackend(opts.backend);
+    const backendInfo = await chooseBackend(opts.backend);
     const src = await openModel(source, opts);
     let stream: InstanceType<typeof m.ModelStream> | null = null;
     try {
@@ -345,17 +334,19 @@ export class LLM {
         opts.onProgress?.({ loaded, total: src.total ?? stream.total, fromCache: src.fromCache });
       }
       opts.signal?.throwIfAborted();
-      const core = m.LlmCore.load(stream, Math.max(1, Math.floor(opts.nCtx ?? 2048)));
+      const core = m.LlmCore.load(stream, Math.max(1, Math.floor(opts.nCtx ?? 2048)), backendInfo.backend);
       if (src.cached) await src.cached;
+      // The engine's one-line report says what really runs (and which weights stayed on the host).
+      if (backendInfo.backend === 'webgpu') backendInfo.reason = `${backendInfo.reason}: ${core.backendReport}`;
       const info: LoadInfo = {
         seconds: (now() - t0) / 1000,
         bytes: loaded,
         fromCache: src.fromCache,
-        backend: 'cpu',
+        backend: backendInfo.backend,
         kernels: m.cpuFeatures(),
         backendInfo,
       };
-      if (backendInfo.requested !== 'cpu') info.backendNote = backendInfo.reason;
+      if (backendInfo.requested !== backendInfo.backend) info.backendNote = backendInfo.reason;
       return new LLM(core, info);
     } catch (e) {
       throw toError(e);
@@ -404,7 +395,27 @@ export class LLM {
   async logits(input: string | ArrayLike<number>, opts: TokenizeOptions = {}): Promise<Float32Array> {
     this.#guard();
     const ids = typeof input === 'string' ? this.tokenizeSync(input, opts) : Uint32Array.from(input);
-    return this.#call((c) => c.logits(Uint32Array.from(ids)));
+    if (!this.#gpu()) return this.#call((c) => c.logits(Uint32Array.from(ids)));
+    this.#busy = true;
+    try {
+      const c = this.#c();
+      const out = (await c.logitsAsync(Uint32Array.from(ids))) as Float32Array;
+      this.#placed(c);
+      return out;
+    } catch (e) {
+      throw toError(e);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  #gpu(): boolean {
+    return this.loadInfo.backendInfo.backend === 'webgpu';
+  }
+
+  /** After a WebGPU evaluation: where its nodes ran. */
+  #placed(c: LlmCore): void {
+    this.loadInfo.backendInfo.placements = c.placements() as BackendInfo['placements'];
   }
 
   /** Bytes held by the model and the wasm heap. */
@@ -488,7 +499,18 @@ export class LLM {
           break;
         }
         const t0 = now();
-        const ev = this.#call(() => c.step()) as {
+        let raw: unknown;
+        if (this.#gpu()) {
+          try {
+            raw = await c.stepAsync();
+          } catch (e) {
+            throw toError(e);
+          }
+          this.#placed(c);
+        } else {
+          raw = this.#call(() => c.step());
+        }
+        const ev = raw as {
           phase: 'prompt' | 'token' | 'done';
           piece?: string;
           token?: number;

@@ -4,7 +4,10 @@
 // message, streamed reply, stop, Cache API reload) with screenshots, and the single-thread
 // benchmark (load s, prompt tok/s on a ~119-token prompt, generation tok/s, renderer peak memory).
 // Writes test-output/llm-e2e.json and test-output/chat*.png. Exit code 0 on success.
-// Env: LLM_BENCH=0 skips the benchmark; NATIVE_GGWEB=path runs `ggweb generate --threads 1` beside it.
+// SmolLM2 on WebGPU (SwiftShader in headless Chromium: a CPU emulation of a GPU, f32 path) against
+// the CPU build on a short prompt: logits, 2 greedy tokens, placements, and the same in a worker.
+// Env: LLM_BENCH=0 skips the benchmark; NATIVE_GGWEB=path runs `ggweb generate --threads 1` beside it;
+//      LLM_WEBGPU=0 skips the WebGPU part.
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
@@ -34,8 +37,11 @@ const base = `http://localhost:${server.address().port}`;
 const browser = await puppeteer.launch({
   executablePath: CHROME,
   headless: true,
+  // The WebGPU part runs on SwiftShader (a CPU emulation): one evaluation can take minutes.
+  protocolTimeout: 900000,
   args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-    '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage', '--enable-precise-memory-info'],
+    '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage', '--enable-precise-memory-info',
+    '--enable-unsafe-webgpu'],
 });
 const results = {};
 let failed = false;
@@ -95,6 +101,76 @@ try {
   check(parity.memory.wasmHeap < parity.memory.weights * 1.6 + parity.memory.kvCache + 64 * 2 ** 20,
     `chromium: wasm heap ${(parity.memory.wasmHeap / 2 ** 20).toFixed(1)} MiB for ${(parity.memory.weights / 2 ** 20).toFixed(1)} MiB of weights (one copy)`);
   await page.close();
+
+  // ---- WebGPU (SwiftShader: CPU-emulated, slow) vs the CPU build, short prompt ----
+  if (process.env.LLM_WEBGPU !== '0') {
+    const t0 = Date.now();
+    page = await browser.newPage();
+    page.on('console', (m) => logs.push(`[${m.type()}] ${m.text()}`));
+    page.on('pageerror', (e) => logs.push(`[pageerror] ${e.message}`));
+    await page.goto(`${base}/demo/`);
+    // 4 prompt tokens ("Once upon a time"), 2 generated: SwiftShader runs a 135M model at well
+    // under 1 token/s (n > 1 slower still).
+    const ids = PROMPT_IDS.slice(0, 4);
+    const w = await page.evaluate(async (url, ids) => {
+      const { LLM } = await import('/dist/index.js');
+      const run = async (backend) => {
+        const t0 = performance.now();
+        const llm = await LLM.load(url, { nCtx: 64, backend });
+        const t1 = performance.now();
+        const logits = Array.from(await llm.logits(ids));
+        const t2 = performance.now();
+        // The prompt is cached: only its last token is evaluated again, then 2 generated.
+        const g = await llm.complete(ids, { maxTokens: 2, temperature: 0 });
+        llm.reset();
+        const one = Array.from(await llm.logits(ids.slice(0, 1)));
+        const r = { logits, one, tokens: g.tokens, stats: g.stats, loadInfo: llm.loadInfo, loadS: (t1 - t0) / 1000, logitsS: (t2 - t1) / 1000 };
+        if (backend === 'webgpu') {
+          // The synchronous engine calls are refused on WebGPU (typed error, not a trap).
+          try { llm.memory(); r.memoryOk = true; } catch (e) { r.memoryOk = e.message; }
+        }
+        llm.free();
+        return r;
+      };
+      const cpu = await run('cpu');
+      const gpu = await run('webgpu');
+      // The worker: same API, WebGPU inside the worker (one token, to keep it short).
+      const t0 = performance.now();
+      const wl = await LLM.loadInWorker(url, { nCtx: 64, backend: 'auto' });
+      const wlogits = Array.from(await wl.logits(ids.slice(0, 1)));
+      const worker = { logits: wlogits, loadInfo: wl.loadInfo, seconds: (performance.now() - t0) / 1000 };
+      await wl.free();
+      return { cpu, gpu, worker };
+    }, MODEL_URL, ids);
+    const c = compareLogits(w.gpu.logits, w.cpu.logits);
+    const bi = w.gpu.loadInfo.backendInfo;
+    results.webgpu = {
+      compare: c, cpuTokens: w.cpu.tokens, gpuTokens: w.gpu.tokens, backendInfo: bi,
+      cpuStats: w.cpu.stats, gpuStats: w.gpu.stats, gpuLoadS: w.gpu.loadS, gpuLogitsS: w.gpu.logitsS, cpuLogitsS: w.cpu.logitsS,
+      worker: { compare: compareLogits(w.worker.logits, w.cpu.one), backendInfo: w.worker.loadInfo.backendInfo, seconds: w.worker.seconds },
+      seconds: (Date.now() - t0) / 1000,
+    };
+    check(w.gpu.loadInfo.backend === 'webgpu' && bi.backend === 'webgpu' && bi.adapter?.name && /WebGPU: .*f32 path/.test(bi.reason),
+      `webgpu: loadInfo ${w.gpu.loadInfo.backend}, "${bi.reason}"`);
+    const nodes = bi.placements?.nodes ?? {};
+    const gpuNodes = Object.entries(nodes).filter(([k]) => k !== 'CPU').reduce((a, [, n]) => a + n, 0);
+    check(gpuNodes > 0 && (nodes.CPU ?? 0) <= (bi.placements?.elsewhere.length ?? 0),
+      `webgpu: placements ${JSON.stringify(nodes)}, on the CPU: ${JSON.stringify(bi.placements?.elsewhere.slice(0, 3))}`);
+    // Stated tolerances (f32 path vs the wasm CPU kernels, which quantize activations to q8_1 as
+    // llama.cpp does): same argmax, max abs <= 1.5, KL <= 0.01 (native lavapipe: 1.04, 2.6e-3).
+    check(c.argmaxOurs === c.argmaxRef && c.maxAbs <= 1.5 && c.kl <= 0.01,
+      `webgpu vs cpu logits: argmax ${c.argmaxOurs}/${c.argmaxRef}, max abs ${c.maxAbs.toFixed(4)}, KL ${c.kl.toExponential(3)}`);
+    check(JSON.stringify(w.gpu.tokens) === JSON.stringify(w.cpu.tokens), `webgpu: greedy 2 ${JSON.stringify(w.gpu.tokens)} vs cpu ${JSON.stringify(w.cpu.tokens)}`);
+    check(w.gpu.memoryOk === true, `webgpu: memory() ${w.gpu.memoryOk}`);
+    const c1 = compareLogits(w.gpu.one, w.cpu.one);
+    check(c1.argmaxOurs === c1.argmaxRef && c1.maxAbs <= 1.5 && c1.kl <= 0.01,
+      `webgpu vs cpu logits, 1 token (n = 1 kernels): max abs ${c1.maxAbs.toFixed(4)}, KL ${c1.kl.toExponential(3)}`);
+    const wc = results.webgpu.worker.compare;
+    check(w.worker.loadInfo.backend === 'webgpu' && wc.argmaxOurs === wc.argmaxRef && wc.maxAbs <= 1.5 && wc.kl <= 0.01,
+      `webgpu in a worker (auto → ${w.worker.loadInfo.backend}): max abs ${wc.maxAbs.toFixed(4)}, KL ${wc.kl.toExponential(3)}`);
+    console.log(`webgpu (SwiftShader, CPU emulation): load ${w.gpu.loadS.toFixed(1)} s, ${ids.length}-token prompt ${w.gpu.logitsS.toFixed(1)} s (cpu wasm ${w.cpu.logitsS.toFixed(2)} s), gen ${w.gpu.stats.genTokPerS.toFixed(3)} tok/s (cpu wasm ${w.cpu.stats.genTokPerS.toFixed(1)} tok/s); section ${results.webgpu.seconds.toFixed(0)} s`);
+    await page.close();
+  }
 
   // ---- the chat page ----
   page = await browser.newPage();

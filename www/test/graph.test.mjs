@@ -89,3 +89,33 @@ test('errors are thrown as Error with the Rust message', async () => {
   const gg = await loadGGUF(asset('mnist-cnn-f32.gguf'), { headerOnly: true });
   await assert.rejects(g.weights(gg), /headerOnly/);
 });
+
+test('backend option: auto falls back to the CPU with the reason, webgpu rejects, cpu is the default', async () => {
+  const def = await Graph.create();
+  assert.deepEqual([def.backendInfo.requested, def.backendInfo.backend, def.backendInfo.adapter], ['cpu', 'cpu', null]);
+  assert.deepEqual(new Graph().backendInfo.backend, 'cpu');
+  const g = await Graph.create({ backend: 'auto' });
+  assert.equal(g.backendInfo.backend, 'cpu');
+  assert.equal(g.backendInfo.requested, 'auto');
+  assert.match(g.backendInfo.reason, /^auto: no WebGPU \(.+\), so the CPU$/);
+  // It computes (on the CPU), synchronously too, and has no WebGPU placements.
+  const a = g.fromArray([1, -2, 3]);
+  const b = a.relu();
+  await g.compute(b);
+  assert.deepEqual(Array.from(await b.read()), [1, 0, 3]);
+  g.computeSync(b);
+  assert.equal(g.backendInfo.placements, undefined);
+  await assert.rejects(Graph.create({ backend: 'webgpu' }), /backend 'webgpu' requested but WebGPU is unavailable/);
+  await assert.rejects(Graph.create({ backend: 'tpu' }), /backend must be/);
+});
+
+test('recompute after set gives the new values', async () => {
+  const g = await Graph.create({ backend: 'auto' });
+  const x = g.fromArray([1, 2, 3]);
+  const y = x.sqr().sum();
+  await g.compute(y);
+  assert.deepEqual(Array.from(await y.read()), [14]);
+  x.set(new Float32Array([2, 0, -1]));
+  await g.compute(y);
+  assert.deepEqual(Array.from(await y.read()), [5]);
+});

@@ -11,7 +11,14 @@ await init(initOptions);
 assert.ok(fs.existsSync(SMOLLM2), `${SMOLLM2} is missing: run scripts/fetch-models.sh`);
 
 let progress = 0;
-const llm = await LLM.load(SMOLLM2, { nCtx: 512, onProgress: () => progress++, backend: 'webgpu' });
+const llm = await LLM.load(SMOLLM2, { nCtx: 512, onProgress: () => progress++, backend: 'auto' });
+
+test('backend option: webgpu rejects without WebGPU (before reading the model), bad names reject', async () => {
+  let read = 0;
+  await assert.rejects(LLM.load(SMOLLM2, { backend: 'webgpu', onProgress: () => read++ }), /backend 'webgpu' requested but WebGPU is unavailable/);
+  assert.equal(read, 0, 'nothing streamed before the backend was refused');
+  await assert.rejects(LLM.load(SMOLLM2, { backend: 'tpu' }), /backend must be/);
+});
 
 test('load: info, progress, backend note, memory', () => {
   assert.equal(llm.info.architecture, 'llama');
@@ -19,8 +26,9 @@ test('load: info, progress, backend note, memory', () => {
   assert.equal(llm.info.nCtx, 512);
   assert.ok(progress > 1, 'progress reported while streaming');
   assert.equal(llm.loadInfo.backend, 'cpu');
-  assert.match(llm.loadInfo.backendNote, /CPU/);
-  assert.deepEqual([llm.loadInfo.backendInfo.requested, llm.loadInfo.backendInfo.backend], ['webgpu', 'cpu']);
+  assert.match(llm.loadInfo.backendNote, /^auto: no WebGPU \(.+\), so the CPU$/);
+  assert.deepEqual([llm.loadInfo.backendInfo.requested, llm.loadInfo.backendInfo.backend], ['auto', 'cpu']);
+  assert.equal(llm.loadInfo.backendInfo.adapter, null);
   assert.equal(llm.loadInfo.fromCache, false);
   const m = llm.memory();
   assert.equal(m.weights, fs.statSync(SMOLLM2).size);

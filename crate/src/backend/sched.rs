@@ -397,7 +397,9 @@ impl Scheduler {
     }
 
     /// Plan and compute `graph`. The sources of nodes that cross backends are rewritten in `ctx`
-    /// to their copies: build a fresh graph for each compute (as with ggml_backend_sched_reset).
+    /// to their copies: build a fresh graph for each compute (as with ggml_backend_sched_reset),
+    /// or plan a clone of the context when the graph must outlive the compute (the JS graph API,
+    /// `wasm/graph.rs`, does: a recompute would otherwise read the first compute's copies).
     pub fn compute(&mut self, ctx: &mut Context, graph: &Graph) -> Result<()> {
         self.plan(ctx, graph)?;
         self.compute_planned(ctx)

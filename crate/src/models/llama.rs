@@ -182,6 +182,8 @@ pub struct LlamaModel {
     report: String,
     /// Tokens in the KV cache.
     n_past: usize,
+    /// Where the last graph ran (GPU runs only: the browser and the CLI report it).
+    last_placements: Option<crate::models::runner::Placements>,
     _kv: Vec<Arc<dyn Buffer>>,
     _bytes: Arc<dyn HostBytes>,
 }
@@ -342,6 +344,7 @@ impl LlamaModel {
             runner,
             report,
             n_past: 0,
+            last_placements: None,
             _kv: kv,
             _bytes: bytes,
         })
@@ -375,6 +378,12 @@ impl LlamaModel {
         self.runner.gpu
     }
 
+    /// The WebGPU device in use, if any.
+    #[cfg(feature = "webgpu")]
+    pub fn webgpu_device(&self) -> Option<&Arc<crate::backend::webgpu::WebGpuDevice>> {
+        self.runner.webgpu.as_ref()
+    }
+
     /// Print the scheduler's splits and placement reasons (also `GGWEB_SCHED_DEBUG=1`).
     pub fn set_sched_debug(&mut self, on: bool) {
         self.runner.set_debug(on);
@@ -406,6 +415,42 @@ impl LlamaModel {
     /// Run `tokens` after the cached ones; returns logits for every new position
     /// (`all_logits`) or only the last one, `n_vocab` values per position.
     pub fn eval(&mut self, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>> {
+        self.check_tokens(tokens)?;
+        let r = self.prepare(tokens, all_logits).and_then(|logits| {
+            self.runner.compute(&self.ctx)?;
+            self.ctx.get_f32(logits)
+        });
+        self.ctx.reset_to(self.mark);
+        let out = r?;
+        self.n_past += tokens.len();
+        Ok(out)
+    }
+
+    /// [`LlamaModel::eval`] for the browser: the copies out of WebGPU memory and the logits are
+    /// read with `map_async` (the page cannot block on the GPU).
+    #[cfg(feature = "webgpu")]
+    pub async fn eval_async(&mut self, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>> {
+        self.check_tokens(tokens)?;
+        let r = match self.prepare(tokens, all_logits) {
+            Ok(logits) => match self.runner.compute_async(&self.ctx).await {
+                Ok(()) => crate::backend::webgpu::read_f32_async(&self.ctx, logits).await,
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        self.ctx.reset_to(self.mark);
+        let out = r?;
+        self.n_past += tokens.len();
+        Ok(out)
+    }
+
+    /// Where the nodes of the last evaluated graph ran (see [`Runner::placements`]). The graph's
+    /// tensors are gone after `eval`, so this is kept from the last evaluation.
+    pub fn last_placements(&self) -> Option<&crate::models::runner::Placements> {
+        self.last_placements.as_ref()
+    }
+
+    fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
         if tokens.is_empty() {
             return Err(Error::InvalidArgument("eval of zero tokens".into()));
         }
@@ -423,14 +468,12 @@ impl LlamaModel {
                 self.hp.n_vocab
             )));
         }
-        let r = self.eval_inner(tokens, all_logits);
-        self.ctx.reset_to(self.mark);
-        let out = r?;
-        self.n_past += tokens.len();
-        Ok(out)
+        Ok(())
     }
 
-    fn eval_inner(&mut self, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>> {
+    /// Build, place and allocate the graph of `tokens` and set its inputs; returns the logits
+    /// tensor (compute, read, then reset the context to `mark`).
+    fn prepare(&mut self, tokens: &[u32], all_logits: bool) -> Result<TensorId> {
         let n_tokens = tokens.len();
         let n_past = self.n_past;
         let n_kv = n_past + n_tokens;
@@ -439,6 +482,9 @@ impl LlamaModel {
         outputs.push(g.logits);
         let graph = Graph::build(&self.ctx, &outputs);
         self.runner.alloc(&mut self.ctx, &graph)?;
+        if self.runner.gpu {
+            self.last_placements = Some(self.runner.placements(&self.ctx));
+        }
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
         self.ctx.set_i32(g.tokens, &ids)?;
         let pos: Vec<i32> = (n_past..n_kv).map(|p| p as i32).collect();
@@ -458,8 +504,7 @@ impl LlamaModel {
             }
             self.ctx.set_f32(mask, &m)?;
         }
-        self.runner.compute(&self.ctx)?;
-        self.ctx.get_f32(g.logits)
+        Ok(g.logits)
     }
 
     fn build(&mut self, n_tokens: usize, all_logits: bool) -> Result<Built> {

@@ -111,6 +111,26 @@ impl Llm {
     /// Evaluate `prompt_ids` after the longest prefix already in the cache; returns the last
     /// position's logits and the number of tokens evaluated.
     pub fn eval_prompt(&mut self, prompt_ids: &[u32]) -> Result<(Vec<f32>, usize)> {
+        let common = self.reuse_prefix(prompt_ids)?;
+        let rest = &prompt_ids[common..];
+        let logits = self.model.eval(rest, false)?;
+        self.cached.extend_from_slice(rest);
+        Ok((logits, rest.len()))
+    }
+
+    /// [`Llm::eval_prompt`] for the browser on WebGPU (async readback).
+    #[cfg(feature = "webgpu")]
+    pub async fn eval_prompt_async(&mut self, prompt_ids: &[u32]) -> Result<(Vec<f32>, usize)> {
+        let common = self.reuse_prefix(prompt_ids)?;
+        let rest = &prompt_ids[common..];
+        let logits = self.model.eval_async(rest, false).await?;
+        self.cached.extend_from_slice(rest);
+        Ok((logits, rest.len()))
+    }
+
+    /// Keep the longest cached prefix of `prompt_ids` (leaving at least one token to evaluate,
+    /// which produces the logits); returns its length.
+    fn reuse_prefix(&mut self, prompt_ids: &[u32]) -> Result<usize> {
         if prompt_ids.is_empty() {
             return Err(Error::InvalidArgument("empty prompt".into()));
         }
@@ -120,21 +140,25 @@ impl Llm {
             .zip(prompt_ids)
             .take_while(|(a, b)| a == b)
             .count();
-        // At least one token must run to produce logits.
         if common == prompt_ids.len() {
             common -= 1;
         }
         self.model.truncate(common);
         self.cached.truncate(common);
-        let rest = &prompt_ids[common..];
-        let logits = self.model.eval(rest, false)?;
-        self.cached.extend_from_slice(rest);
-        Ok((logits, rest.len()))
+        Ok(common)
     }
 
     /// Evaluate one generated token; returns its logits.
     pub fn eval_token(&mut self, token: u32) -> Result<Vec<f32>> {
         let logits = self.model.eval(&[token], false)?;
+        self.cached.push(token);
+        Ok(logits)
+    }
+
+    /// [`Llm::eval_token`] for the browser on WebGPU (async readback).
+    #[cfg(feature = "webgpu")]
+    pub async fn eval_token_async(&mut self, token: u32) -> Result<Vec<f32>> {
+        let logits = self.model.eval_async(&[token], false).await?;
         self.cached.push(token);
         Ok(logits)
     }

@@ -6,7 +6,9 @@
 //! one entry point, [`GraphCore::op`], that takes the op's name, its source ids and numeric
 //! parameters: the typed surface lives in TypeScript (`www/src/graph.ts`).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use js_sys::{Float32Array, Int32Array, Object};
@@ -22,16 +24,42 @@ use crate::{Context, DType, Error, Graph, Result, TensorId};
 
 #[wasm_bindgen]
 pub struct GraphCore {
+    // Shared with the futures of `computeAsync` / `read*Async`: a call in flight holds the borrow,
+    // and any other call meanwhile is rejected as busy rather than trapping.
+    inner: Rc<RefCell<GraphInner>>,
+}
+
+struct GraphInner {
     ctx: Context,
     backend: CpuBackend,
     /// Number of nodes computed by the last `compute`.
     last_nodes: usize,
+    /// WebGPU first, the CPU for the rest (None: the CPU alone).
+    #[cfg(feature = "webgpu")]
+    gpu: Option<GpuState>,
+}
+
+/// A graph on WebGPU: each compute plans a clone of the context (the scheduler rewrites the
+/// sources of nodes that cross backends to its copies, which must not leak into the user's
+/// graph: a recompute with new inputs would read stale copies) on a fresh scheduler (its compute
+/// buffers hold the results; earlier results stay valid in their own buffers).
+#[cfg(feature = "webgpu")]
+struct GpuState {
+    dev: Arc<crate::backend::webgpu::WebGpuDevice>,
+    report: String,
+    /// Nodes whose data this graph's computes placed (recomputing them replaces it).
+    owned: Vec<bool>,
+    last_placements: Option<crate::models::runner::Placements>,
 }
 
 impl Default for GraphCore {
     fn default() -> Self {
         Self::new()
     }
+}
+
+fn busy() -> JsError {
+    JsError::new("this Graph is busy with another call (await it first)")
 }
 
 fn dtype_of(name: &str) -> Result<DType> {
@@ -55,7 +83,7 @@ fn f32_param(p: &[f64], i: usize, default: f32) -> f32 {
     p.get(i).map(|&x| x as f32).unwrap_or(default)
 }
 
-impl GraphCore {
+impl GraphInner {
     fn id(&self, id: u32) -> Result<TensorId> {
         let t = TensorId(id);
         self.ctx.get(t)?;
@@ -212,6 +240,113 @@ impl GraphCore {
         })
     }
 
+    #[cfg(feature = "webgpu")]
+    fn on_gpu(&self) -> bool {
+        self.gpu.is_some()
+    }
+    #[cfg(not(feature = "webgpu"))]
+    fn on_gpu(&self) -> bool {
+        false
+    }
+
+    /// Synchronous reads cannot map WebGPU memory: say which call to use instead.
+    fn check_host(&self, id: TensorId) -> std::result::Result<(), JsError> {
+        let t = self.ctx.tensor(id);
+        let data = t
+            .data
+            .as_ref()
+            .or_else(|| t.view_src.and_then(|v| self.ctx.tensor(v).data.as_ref()));
+        match data {
+            Some(d) if !d.buffer.buffer_type().is_host() => Err(JsError::new(&format!(
+                "tensor '{}' is in WebGPU memory: read it with readF32Async / readI32Async",
+                t.name
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Compute `outputs` through the scheduler (WebGPU first, the CPU for the rest) on a clone
+    /// of the context, then give the user's graph the results' data.
+    #[cfg(feature = "webgpu")]
+    async fn compute_gpu(&mut self, outputs: &[u32]) -> Result<()> {
+        let ids: Vec<TensorId> = outputs.iter().map(|&i| self.id(i)).collect::<Result<_>>()?;
+        let graph = Graph::build(&self.ctx, &ids);
+        self.check_leafs(&graph)?;
+        let gpu = self
+            .gpu
+            .as_mut()
+            .ok_or_else(|| Error::Backend("not a WebGPU graph".into()))?;
+        gpu.owned.resize(self.ctx.len(), false);
+        let mut sctx = self.ctx.clone();
+        for &n in &graph.nodes {
+            let t = sctx.tensor_mut(n);
+            if gpu.owned[n.index()] {
+                // Computed before: computed again into this compute's buffers.
+                t.data = None;
+            }
+            // Every node stays readable after the compute, as on the CPU (no memory reuse).
+            if !t.op.is_view() {
+                t.flags.insert(crate::tensor::Flags::OUTPUT);
+            }
+        }
+        // A fresh scheduler: its buffers are new, so results of earlier computes that are not
+        // part of this graph keep theirs.
+        let mut runner = crate::models::runner::Runner::with_webgpu_device(gpu.dev.clone(), 1)?;
+        runner.alloc(&mut sctx, &graph)?;
+        runner.compute_async(&sctx).await?;
+        gpu.last_placements = Some(runner.placements(&sctx));
+        for &n in &graph.nodes {
+            let st = sctx.tensor(n);
+            if st.view_src.is_none() && (gpu.owned[n.index()] || self.ctx.tensor(n).data.is_none())
+            {
+                self.ctx.tensor_mut(n).data = st.data.clone();
+                gpu.owned[n.index()] = true;
+            }
+        }
+        self.last_nodes = graph.nodes.len();
+        Ok(())
+    }
+
+    /// Any tensor's values as f32 (`ints`: an i32 tensor's values), wherever it lives.
+    #[cfg(feature = "webgpu")]
+    async fn read_async(&self, id: u32, ints: bool) -> Result<Vec<f32>> {
+        let id = self.id(id)?;
+        let t = self.ctx.get(id)?;
+        let dtype = t.dtype;
+        if ints && dtype != DType::I32 {
+            return Err(Error::InvalidArgument(format!(
+                "tensor '{}' is {}, not i32",
+                t.name, dtype
+            )));
+        }
+        let bytes = crate::backend::webgpu::read_bytes_async(&self.ctx, id).await?;
+        Ok(match dtype {
+            DType::F32 => bytemuck::pod_collect_to_vec(&bytes),
+            DType::I32 => bytemuck::pod_collect_to_vec::<u8, i32>(&bytes)
+                .into_iter()
+                .map(|x| x as f32)
+                .collect(),
+            dt => {
+                let mut out = vec![0f32; t.nelements()];
+                crate::quant::dequantize_row(dt, &bytes, &mut out)?;
+                out
+            }
+        })
+    }
+
+    fn check_leafs(&self, graph: &Graph) -> Result<()> {
+        for &l in &graph.leafs {
+            let t = self.ctx.tensor(l);
+            if t.data.is_none() && t.view_src.is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "tensor {} ('{}') has no data",
+                    l.0, t.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn alloc_leaf(&mut self, id: TensorId) -> Result<()> {
         let buft = cpu_buffer_type();
         let size = buft.alloc_size(&self.ctx, id);
@@ -223,15 +358,7 @@ impl GraphCore {
     fn do_compute(&mut self, outputs: &[u32]) -> Result<()> {
         let ids: Vec<TensorId> = outputs.iter().map(|&i| self.id(i)).collect::<Result<_>>()?;
         let graph = Graph::build(&self.ctx, &ids);
-        for &l in &graph.leafs {
-            let t = self.ctx.tensor(l);
-            if t.data.is_none() && t.view_src.is_none() {
-                return Err(Error::InvalidArgument(format!(
-                    "tensor {} ('{}') has no data",
-                    l.0, t.name
-                )));
-            }
-        }
+        self.check_leafs(&graph)?;
         let todo: Vec<TensorId> = graph
             .nodes
             .iter()
@@ -272,79 +399,241 @@ impl GraphCore {
     }
 }
 
-#[wasm_bindgen]
 impl GraphCore {
-    #[wasm_bindgen(constructor)]
-    pub fn new() -> GraphCore {
-        GraphCore {
-            ctx: Context::new(),
-            backend: CpuBackend::new(1),
-            last_nodes: 0,
-        }
+    fn b(&self) -> Result<std::cell::Ref<'_, GraphInner>, JsError> {
+        self.inner.try_borrow().map_err(|_| busy())
+    }
+    fn bm(&self) -> Result<std::cell::RefMut<'_, GraphInner>, JsError> {
+        self.inner.try_borrow_mut().map_err(|_| busy())
     }
 
-    /// A new leaf tensor with its own zeroed buffer.
+    /// A graph on the CPU.
+    pub fn new() -> GraphCore {
+        GraphCore {
+            inner: Rc::new(RefCell::new(GraphInner {
+                ctx: Context::new(),
+                backend: CpuBackend::new(1),
+                last_nodes: 0,
+                #[cfg(feature = "webgpu")]
+                gpu: None,
+            })),
+        }
+    }
+}
+
+#[wasm_bindgen]
+impl GraphCore {
+    /// `backend`: "cpu" (default), "webgpu" (WebGPU first, the CPU for ops it lacks; needs
+    /// `webgpuInit()` to have resolved, else an error) or "auto" (WebGPU when the device is open).
+    /// On WebGPU, compute and read with `computeAsync` / `readF32Async` / `readI32Async`.
+    #[wasm_bindgen(constructor)]
+    pub fn create(backend: Option<String>) -> Result<GraphCore, JsError> {
+        let choice: crate::models::runner::BackendChoice = backend
+            .as_deref()
+            .unwrap_or("cpu")
+            .parse()
+            .map_err(js_err)?;
+        let core = GraphCore::new();
+        if choice == crate::models::runner::BackendChoice::Cpu {
+            return Ok(core);
+        }
+        #[cfg(feature = "webgpu")]
+        if let Some(dev) = crate::backend::webgpu::default_device() {
+            let runner = crate::models::runner::Runner::with_webgpu_device(dev.clone(), 1)
+                .map_err(js_err)?;
+            core.bm()?.gpu = Some(GpuState {
+                dev,
+                report: runner.report,
+                owned: Vec::new(),
+                last_placements: None,
+            });
+            return Ok(core);
+        }
+        if choice == crate::models::runner::BackendChoice::WebGpu {
+            return Err(js_err(Error::Backend(if cfg!(feature = "webgpu") {
+                "no WebGPU device is open (await webgpuInit() first)".into()
+            } else {
+                "this build of the ggweb engine has no WebGPU backend".into()
+            })));
+        }
+        Ok(core)
+    }
+
+    /// True when the graph computes on WebGPU (with the CPU for what WebGPU lacks).
+    #[wasm_bindgen(getter, js_name = usesGpu)]
+    pub fn uses_gpu(&self) -> Result<bool, JsError> {
+        Ok(self.b()?.on_gpu())
+    }
+
+    /// Which backends compute this graph, and why (one line).
+    #[wasm_bindgen(getter, js_name = backendReport)]
+    pub fn backend_report(&self) -> Result<String, JsError> {
+        let inner = self.b()?;
+        #[cfg(feature = "webgpu")]
+        if let Some(g) = &inner.gpu {
+            return Ok(g.report.clone());
+        }
+        let _ = &inner;
+        Ok("CPU (1 thread)".into())
+    }
+
+    /// A new leaf tensor with its own zeroed buffer (host memory: it is copied to the GPU by
+    /// the computes that need it there).
     pub fn tensor(&mut self, dtype: &str, shape: &[u32]) -> Result<u32, JsError> {
+        let mut inner = self.bm()?;
         let dt = dtype_of(dtype).map_err(js_err)?;
         let ne: Vec<usize> = shape.iter().map(|&n| n as usize).collect();
-        let id = self.ctx.new_tensor(dt, &ne).map_err(js_err)?;
-        self.alloc_leaf(id).map_err(js_err)?;
+        let id = inner.ctx.new_tensor(dt, &ne).map_err(js_err)?;
+        inner.alloc_leaf(id).map_err(js_err)?;
         Ok(id.0)
     }
 
     /// Build op `name` from sources `srcs` and numeric parameters `params`.
     pub fn op(&mut self, name: &str, srcs: &[u32], params: &[f64]) -> Result<u32, JsError> {
-        self.build_op(name, srcs, params)
+        self.bm()?
+            .build_op(name, srcs, params)
             .map(|t| t.0)
             .map_err(js_err)
     }
 
     #[wasm_bindgen(js_name = setF32)]
     pub fn set_f32(&mut self, id: u32, values: &[f32]) -> Result<(), JsError> {
-        let id = self.id(id).map_err(js_err)?;
-        self.ctx.set_f32(id, values).map_err(js_err)
+        let inner = self.bm()?;
+        let id = inner.id(id).map_err(js_err)?;
+        inner.ctx.set_f32(id, values).map_err(js_err)
     }
 
     #[wasm_bindgen(js_name = setI32)]
     pub fn set_i32(&mut self, id: u32, values: &[i32]) -> Result<(), JsError> {
-        let id = self.id(id).map_err(js_err)?;
-        self.ctx.set_i32(id, values).map_err(js_err)
+        let inner = self.bm()?;
+        let id = inner.id(id).map_err(js_err)?;
+        inner.ctx.set_i32(id, values).map_err(js_err)
     }
 
     #[wasm_bindgen(js_name = setBytes)]
     pub fn set_bytes(&mut self, id: u32, bytes: &[u8]) -> Result<(), JsError> {
-        let id = self.id(id).map_err(js_err)?;
-        self.ctx.set_bytes(id, bytes).map_err(js_err)
+        let inner = self.bm()?;
+        let id = inner.id(id).map_err(js_err)?;
+        inner.ctx.set_bytes(id, bytes).map_err(js_err)
     }
 
+    /// The values as f32 (CPU graphs, or host tensors of a WebGPU graph; else `readF32Async`).
     #[wasm_bindgen(js_name = readF32)]
     pub fn read_f32_js(&self, id: u32) -> Result<Float32Array, JsError> {
-        let id = self.id(id).map_err(js_err)?;
-        let v = self.read_f32(id).map_err(js_err)?;
+        let inner = self.b()?;
+        let id = inner.id(id).map_err(js_err)?;
+        inner.check_host(id)?;
+        let v = inner.read_f32(id).map_err(js_err)?;
         Ok(Float32Array::from(v.as_slice()))
     }
 
     #[wasm_bindgen(js_name = readI32)]
     pub fn read_i32(&self, id: u32) -> Result<Int32Array, JsError> {
-        let id = self.id(id).map_err(js_err)?;
-        let v = self.ctx.get_i32(id).map_err(js_err)?;
+        let inner = self.b()?;
+        let id = inner.id(id).map_err(js_err)?;
+        inner.check_host(id)?;
+        let v = inner.ctx.get_i32(id).map_err(js_err)?;
         Ok(Int32Array::from(v.as_slice()))
     }
 
-    /// Compute everything the given tensors depend on.
+    /// Compute everything the given tensors depend on (CPU graphs; `computeAsync` on WebGPU).
     pub fn compute(&mut self, outputs: &[u32]) -> Result<(), JsError> {
-        self.do_compute(outputs).map_err(js_err)
+        let mut inner = self.bm()?;
+        if inner.on_gpu() {
+            return Err(JsError::new(
+                "this graph runs on WebGPU: use computeAsync (WebGPU results are read asynchronously)",
+            ));
+        }
+        inner.do_compute(outputs).map_err(js_err)
+    }
+
+    /// `compute` as a Promise, on every backend: on WebGPU the scheduler places each node
+    /// (WebGPU first, the CPU for ops it lacks) and copies between them; see `placements`.
+    #[cfg(feature = "webgpu")]
+    #[wasm_bindgen(js_name = computeAsync)]
+    // Holding the RefCell borrow across the await is the busy flag (see the struct).
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn compute_async(&self, outputs: Vec<u32>) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let mut inner = inner.try_borrow_mut().map_err(|_| JsValue::from(busy()))?;
+            let r = if inner.on_gpu() {
+                inner.compute_gpu(&outputs).await
+            } else {
+                inner.do_compute(&outputs)
+            };
+            r.map(|_| JsValue::UNDEFINED)
+                .map_err(|e| JsValue::from(js_err(e)))
+        })
+    }
+
+    /// The values as f32 (dequantized; views read through their strides), as a Promise: works
+    /// wherever the tensor lives (WebGPU memory is read with `map_async`).
+    #[cfg(feature = "webgpu")]
+    #[wasm_bindgen(js_name = readF32Async)]
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn read_f32_async(&self, id: u32) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let inner = inner.try_borrow().map_err(|_| JsValue::from(busy()))?;
+            let v = inner
+                .read_async(id, false)
+                .await
+                .map_err(|e| JsValue::from(js_err(e)))?;
+            Ok(Float32Array::from(v.as_slice()).into())
+        })
+    }
+
+    /// The values of an i32 tensor, as a Promise (see `readF32Async`).
+    #[cfg(feature = "webgpu")]
+    #[wasm_bindgen(js_name = readI32Async)]
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn read_i32_async(&self, id: u32) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let inner = inner.try_borrow().map_err(|_| JsValue::from(busy()))?;
+            let v = inner
+                .read_async(id, true)
+                .await
+                .map_err(|e| JsValue::from(js_err(e)))?;
+            let ints: Vec<i32> = v.iter().map(|&x| x as i32).collect();
+            Ok(Int32Array::from(ints.as_slice()).into())
+        })
+    }
+
+    /// Where the nodes of the last `computeAsync` on WebGPU ran: `{ nodes: {backend: count},
+    /// elsewhere: ["OP 'name': why"] }`, or `undefined` (CPU graphs, before the first compute).
+    #[cfg(feature = "webgpu")]
+    pub fn placements(&self) -> Result<JsValue, JsError> {
+        let inner = self.b()?;
+        Ok(
+            match inner.gpu.as_ref().and_then(|g| g.last_placements.as_ref()) {
+                Some(p) => super::webgpu::placements_js(p),
+                None => JsValue::UNDEFINED,
+            },
+        )
+    }
+
+    /// The WebGPU device in use (see `webgpuDevice`), or `undefined` on the CPU.
+    #[cfg(feature = "webgpu")]
+    #[wasm_bindgen(getter)]
+    pub fn device(&self) -> Result<JsValue, JsError> {
+        Ok(match &self.b()?.gpu {
+            Some(g) => super::webgpu::device_js(&g.dev).into(),
+            None => JsValue::UNDEFINED,
+        })
     }
 
     /// Nodes computed by the last `compute`.
     #[wasm_bindgen(getter, js_name = lastNodeCount)]
-    pub fn last_node_count(&self) -> u32 {
-        self.last_nodes as u32
+    pub fn last_node_count(&self) -> Result<u32, JsError> {
+        Ok(self.b()?.last_nodes as u32)
     }
 
     /// `{type, shape, strides, name, op, contiguous}` of a tensor.
     pub fn info(&self, id: u32) -> Result<JsValue, JsError> {
-        let t = self.ctx.get(TensorId(id)).map_err(js_err)?;
+        let inner = self.b()?;
+        let t = inner.ctx.get(TensorId(id)).map_err(js_err)?;
         let o = Object::new();
         set(&o, "type", JsValue::from_str(t.dtype.name()));
         let nd = t.n_dims().max(1);
@@ -364,13 +653,15 @@ impl GraphCore {
 
     #[wasm_bindgen(js_name = setName)]
     pub fn set_name(&mut self, id: u32, name: &str) -> Result<(), JsError> {
-        let id = self.id(id).map_err(js_err)?;
-        self.ctx.set_name(id, name).map(|_| ()).map_err(js_err)
+        let mut inner = self.bm()?;
+        let id = inner.id(id).map_err(js_err)?;
+        inner.ctx.set_name(id, name).map(|_| ()).map_err(js_err)
     }
 
-    /// Add every tensor of a GGUF loaded with its data; returns `{name: id}`.
+    /// Add every tensor of a GGUF loaded with its data; returns `{name: id}`. On WebGPU the
+    /// weights are uploaded to GPU buffers (tensors larger than one buffer stay in host memory).
     pub fn weights(&mut self, file: &mut GgufStream) -> Result<JsValue, JsError> {
-        let map = self.load_weights(file).map_err(js_err)?;
+        let map = self.bm()?.load_weights(file).map_err(js_err)?;
         let o = Object::new();
         for (k, v) in map {
             set(&o, &k, v.0);
@@ -379,9 +670,27 @@ impl GraphCore {
     }
 }
 
-impl GraphCore {
+impl GraphInner {
     fn load_weights(&mut self, file: &mut GgufStream) -> Result<HashMap<String, TensorId>> {
         let (g, bytes) = file.take_file()?;
+        #[cfg(feature = "webgpu")]
+        if let Some(gpu) = &self.gpu {
+            let buft: Arc<dyn crate::backend::BufferType> = gpu.dev.webgpu_buffer_type();
+            let mark = self.ctx.mark();
+            let owner: Arc<dyn HostBytes> = bytes.clone();
+            return match crate::models::weights::Weights::load_into(
+                &mut self.ctx,
+                &g,
+                owner,
+                Some(&buft),
+            ) {
+                Ok(w) => Ok(w.by_name),
+                Err(e) => {
+                    self.ctx.reset_to(mark);
+                    Err(e)
+                }
+            };
+        }
         let start = usize::try_from(g.data_offset)
             .map_err(|_| Error::Gguf("data offset too large".into()))?;
         let len = bytes.len().saturating_sub(start);

@@ -10,6 +10,8 @@
 //! that yields to the event loop, so a page or worker stays responsive and can stop at any time.
 
 use std::alloc::Layout;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use js_sys::{Float32Array, Object, Reflect, Uint32Array};
@@ -21,6 +23,7 @@ use crate::backend::cpu::HostBytes;
 use crate::gguf::{Gguf, HeaderParse, Value};
 use crate::models::chat::{ChatFormat, ChatMessage};
 use crate::models::llm::{take_utf8, Llm};
+use crate::models::runner::BackendChoice;
 use crate::models::sampler::{Sampler, SamplerOptions};
 
 const ALIGN: usize = 64;
@@ -240,13 +243,159 @@ struct Gen {
     ids: Vec<u32>,
 }
 
-/// A language model (llama, gemma3) with its tokenizer, KV cache and a step-wise generator.
-#[wasm_bindgen]
-pub struct LlmCore {
+/// The model and its session state (shared with the futures of the async calls).
+struct Inner {
     llm: Llm,
     header: Gguf,
     file_bytes: usize,
     gen: Option<Gen>,
+}
+
+/// A language model (llama, gemma3) with its tokenizer, KV cache and a step-wise generator, on
+/// the CPU or (after `webgpuInit`) on WebGPU with the CPU for what WebGPU does not run.
+#[wasm_bindgen]
+pub struct LlmCore {
+    // An async call in flight (`stepAsync`, `logitsAsync`) holds the borrow: any other call
+    // meanwhile is rejected as busy rather than trapping.
+    inner: Rc<RefCell<Inner>>,
+}
+
+fn busy() -> JsError {
+    JsError::new("this LLM is busy with another call (await it first)")
+}
+
+/// What a step evaluates once the sampler ran.
+enum Action {
+    Prompt(Vec<u32>),
+    /// The sampled token and its text; evaluate it (true) or not (context full or last token).
+    Token(u32, String, bool),
+    Done(JsValue),
+}
+
+impl Inner {
+    fn gen_mut(&mut self) -> Result<&mut Gen, JsError> {
+        self.gen
+            .as_mut()
+            .ok_or_else(|| JsError::new("no generation in progress: call begin() first"))
+    }
+
+    /// Sample (unless the prompt is next) and say what to evaluate.
+    fn plan(&mut self) -> Result<Action, JsError> {
+        let n_ctx = self.llm.model.n_ctx;
+        let n_past = self.llm.model.n_past();
+        let g = self.gen_mut()?;
+        if !g.prompt_done {
+            return Ok(Action::Prompt(g.prompt.clone()));
+        }
+        let finish = |g: &mut Gen, reason: &str| -> JsValue {
+            let o = Object::new();
+            set(&o, "phase", "done");
+            set(&o, "reason", reason);
+            let rest = String::from_utf8_lossy(&g.pending).into_owned();
+            g.pending.clear();
+            set(&o, "piece", rest);
+            set(&o, "nGenerated", g.n_gen as u32);
+            o.into()
+        };
+        if g.n_gen >= g.max_tokens {
+            let r = finish(g, "length");
+            self.gen = None;
+            return Ok(Action::Done(r));
+        }
+        if g.logits.is_empty() {
+            let r = finish(g, "context");
+            self.gen = None;
+            return Ok(Action::Done(r));
+        }
+        let tok = g.sampler.sample(&g.logits);
+        g.sampler.accept(tok);
+        if self.llm.tokenizer.is_eog(tok) {
+            let g = self.gen_mut()?;
+            let r = finish(g, "eog");
+            self.gen = None;
+            return Ok(Action::Done(r));
+        }
+        let piece_bytes = self.llm.tokenizer.token_to_piece(tok, false).to_vec();
+        let g = self.gen_mut()?;
+        g.n_gen += 1;
+        g.ids.push(tok);
+        g.pending.extend_from_slice(&piece_bytes);
+        let piece = take_utf8(&mut g.pending);
+        let eval = g.n_gen < g.max_tokens && n_past < n_ctx;
+        if g.n_gen < g.max_tokens && n_past >= n_ctx {
+            g.logits.clear(); // the next step reports "context"
+        }
+        Ok(Action::Token(tok, piece, eval))
+    }
+
+    fn after_prompt(&mut self, r: crate::Result<(Vec<f32>, usize)>) -> Result<JsValue, JsError> {
+        let (logits, n) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                self.gen = None;
+                return Err(js_err(e));
+            }
+        };
+        let g = self.gen_mut()?;
+        g.logits = logits;
+        g.prompt_done = true;
+        let o = Object::new();
+        set(&o, "phase", "prompt");
+        set(&o, "nPrompt", g.prompt.len() as u32);
+        set(&o, "nEvaluated", n as u32);
+        Ok(o.into())
+    }
+
+    fn after_token(
+        &mut self,
+        tok: u32,
+        piece: String,
+        r: Option<crate::Result<Vec<f32>>>,
+    ) -> Result<JsValue, JsError> {
+        match r {
+            Some(Ok(l)) => self.gen_mut()?.logits = l,
+            Some(Err(e)) => {
+                self.gen = None;
+                return Err(js_err(e));
+            }
+            None => {}
+        }
+        let o = Object::new();
+        set(&o, "phase", "token");
+        set(&o, "token", tok);
+        set(&o, "piece", piece);
+        Ok(o.into())
+    }
+
+    /// The synchronous calls cannot read WebGPU memory (the browser only maps it
+    /// asynchronously).
+    fn check_sync(&self, what: &str) -> Result<(), JsError> {
+        if self.llm.model.uses_gpu() {
+            return Err(JsError::new(&format!(
+                "this model runs on WebGPU: use {what}Async (WebGPU results are read asynchronously)"
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_ids(&self, ids: &[u32]) -> Result<(), JsError> {
+        let n = self.llm.model.hp.n_vocab as u32;
+        match ids.iter().find(|&&t| t >= n) {
+            Some(bad) => Err(JsError::new(&format!(
+                "invalid argument: token id {bad} is out of range (n_vocab {n})"
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl LlmCore {
+    fn b(&self) -> Result<std::cell::Ref<'_, Inner>, JsError> {
+        self.inner.try_borrow().map_err(|_| busy())
+    }
+    fn bm(&self) -> Result<std::cell::RefMut<'_, Inner>, JsError> {
+        self.inner.try_borrow_mut().map_err(|_| busy())
+    }
 }
 
 fn get_num(o: &JsValue, key: &str) -> Result<Option<f64>, JsError> {
@@ -294,53 +443,82 @@ fn sampler_options(o: &JsValue) -> Result<SamplerOptions, JsError> {
 #[wasm_bindgen]
 impl LlmCore {
     /// Build the model from a completely streamed file (consumes the stream's bytes).
-    pub fn load(file: &mut ModelStream, n_ctx: u32) -> Result<LlmCore, JsError> {
+    /// `backend`: "cpu" (default), "webgpu" or "auto" (WebGPU needs `webgpuInit()` to have
+    /// resolved; on WebGPU the weights are uploaded to GPU buffers and generation runs through
+    /// `stepAsync` / `logitsAsync`).
+    pub fn load(
+        file: &mut ModelStream,
+        n_ctx: u32,
+        backend: Option<String>,
+    ) -> Result<LlmCore, JsError> {
+        let choice: BackendChoice = backend
+            .as_deref()
+            .unwrap_or("cpu")
+            .parse()
+            .map_err(js_err)?;
         let bytes = file.take().map_err(js_err)?;
         let file_bytes = bytes.len;
         let header = Gguf::parse(bytes.bytes()).map_err(js_err)?;
         // An unsupported architecture is named before anything else is read.
         crate::models::llama::HParams::from_gguf(&header).map_err(js_err)?;
         let owner: Arc<dyn HostBytes> = bytes;
-        let llm = Llm::from_bytes(owner, n_ctx.max(1) as usize, 1).map_err(js_err)?;
+        let llm =
+            Llm::from_gguf(owner, &header, n_ctx.max(1) as usize, choice, 1).map_err(js_err)?;
         Ok(LlmCore {
-            llm,
-            header,
-            file_bytes,
-            gen: None,
+            inner: Rc::new(RefCell::new(Inner {
+                llm,
+                header,
+                file_bytes,
+                gen: None,
+            })),
         })
     }
 
     /// `general.architecture` (llama, gemma3, …).
     #[wasm_bindgen(getter)]
-    pub fn architecture(&self) -> String {
-        self.llm.architecture.clone()
+    pub fn architecture(&self) -> Result<String, JsError> {
+        Ok(self.b()?.llm.architecture.clone())
     }
 
     /// Context size in tokens.
     #[wasm_bindgen(getter, js_name = nCtx)]
-    pub fn n_ctx(&self) -> u32 {
-        self.llm.model.n_ctx as u32
+    pub fn n_ctx(&self) -> Result<u32, JsError> {
+        Ok(self.b()?.llm.model.n_ctx as u32)
     }
 
     /// Tokens currently in the KV cache.
     #[wasm_bindgen(getter, js_name = nPast)]
-    pub fn n_past(&self) -> u32 {
-        self.llm.model.n_past() as u32
+    pub fn n_past(&self) -> Result<u32, JsError> {
+        Ok(self.b()?.llm.model.n_past() as u32)
     }
 
     #[wasm_bindgen(getter, js_name = nVocab)]
-    pub fn n_vocab(&self) -> u32 {
-        self.llm.model.hp.n_vocab as u32
+    pub fn n_vocab(&self) -> Result<u32, JsError> {
+        Ok(self.b()?.llm.model.hp.n_vocab as u32)
+    }
+
+    /// Which backends run the model and why, and where its weights are (one line).
+    #[wasm_bindgen(getter, js_name = backendReport)]
+    pub fn backend_report(&self) -> Result<String, JsError> {
+        Ok(self.b()?.llm.model.backend_report().to_string())
+    }
+
+    /// True when the model runs on WebGPU (then use `stepAsync` / `logitsAsync`).
+    #[wasm_bindgen(getter, js_name = usesGpu)]
+    pub fn uses_gpu(&self) -> Result<bool, JsError> {
+        Ok(self.b()?.llm.model.uses_gpu())
     }
 
     /// Model facts: `{architecture, name, nCtx, nCtxTrain, nVocab, nLayer, nEmbd, nHead,
     /// nHeadKv, nParams, fileBytes, chatTemplate, bos, eos, chatFormat}`.
-    pub fn info(&self) -> JsValue {
-        let hp = &self.llm.model.hp;
+    pub fn info(&self) -> Result<JsValue, JsError> {
+        let inner = self.b()?;
+        let hp = &inner.llm.model.hp;
         let o = Object::new();
-        set(&o, "architecture", self.llm.architecture.as_str());
+        set(&o, "architecture", inner.llm.architecture.as_str());
         let s = |k: &str| {
-            self.header
+            inner
+                .header
                 .get(k)
                 .and_then(Value::as_str)
                 .map(JsValue::from_str)
@@ -348,22 +526,22 @@ impl LlmCore {
         };
         set(&o, "name", s("general.name"));
         set(&o, "chatTemplate", s("tokenizer.chat_template"));
-        set(&o, "nCtx", self.llm.model.n_ctx as u32);
+        set(&o, "nCtx", inner.llm.model.n_ctx as u32);
         set(&o, "nCtxTrain", hp.n_ctx_train as u32);
         set(&o, "nVocab", hp.n_vocab as u32);
         set(&o, "nLayer", hp.n_layer as u32);
         set(&o, "nEmbd", hp.n_embd as u32);
         set(&o, "nHead", hp.n_head as u32);
         set(&o, "nHeadKv", hp.n_head_kv as u32);
-        let n_params: u64 = self
+        let n_params: u64 = inner
             .header
             .tensors
             .iter()
             .map(|t| t.ne.iter().product::<u64>())
             .sum();
         set(&o, "nParams", n_params as f64);
-        set(&o, "fileBytes", self.file_bytes as f64);
-        let tok = &self.llm.tokenizer;
+        set(&o, "fileBytes", inner.file_bytes as f64);
+        let tok = &inner.llm.tokenizer;
         set(
             &o,
             "bos",
@@ -374,56 +552,70 @@ impl LlmCore {
             "eos",
             tok.eos().map(JsValue::from).unwrap_or(JsValue::NULL),
         );
-        let fmt = match self.llm.chat {
+        let fmt = match inner.llm.chat {
             ChatFormat::ChatMl { .. } => "chatml",
             ChatFormat::Gemma => "gemma",
             ChatFormat::Llama3 => "llama3",
         };
         set(&o, "chatFormat", fmt);
-        o.into()
+        Ok(o.into())
     }
 
     /// The whole GGUF header (metadata and tensor infos) as a plain object.
-    pub fn header(&self) -> JsValue {
-        super::gguf::header_to_js(&self.header, Some(self.file_bytes as u64))
+    pub fn header(&self) -> Result<JsValue, JsError> {
+        let inner = self.b()?;
+        Ok(super::gguf::header_to_js(
+            &inner.header,
+            Some(inner.file_bytes as u64),
+        ))
     }
 
-    /// Bytes held: `{weights, kvCache, compute}` (weights are the file bytes, used in place).
-    pub fn memory(&self) -> JsValue {
-        let hp = &self.llm.model.hp;
+    /// Bytes held: `{weights, kvCache, compute}` (weights are the file bytes, used in place on
+    /// the CPU; on WebGPU they are also uploaded to GPU buffers).
+    pub fn memory(&self) -> Result<JsValue, JsError> {
+        let inner = self.b()?;
+        let m = &inner.llm.model;
+        let hp = &m.hp;
         // f16 keys and values.
-        let kv =
-            2 * hp.n_layer * self.llm.model.n_ctx * hp.n_head_kv * (hp.head_dim_k + hp.head_dim_v);
+        let kv = 2 * hp.n_layer * m.n_ctx * hp.n_head_kv * (hp.head_dim_k + hp.head_dim_v);
         let o = Object::new();
-        set(&o, "weights", self.file_bytes as f64);
+        set(&o, "weights", inner.file_bytes as f64);
         set(&o, "kvCache", kv as f64);
-        set(&o, "compute", self.llm.model.compute_buffer_size() as f64);
-        o.into()
+        set(&o, "compute", m.compute_buffer_size() as f64);
+        Ok(o.into())
     }
 
-    pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Uint32Array {
-        Uint32Array::from(
-            self.llm
+    pub fn tokenize(
+        &self,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+    ) -> Result<Uint32Array, JsError> {
+        Ok(Uint32Array::from(
+            self.b()?
+                .llm
                 .tokenize(text, add_special, parse_special)
                 .as_slice(),
-        )
+        ))
     }
 
     pub fn detokenize(&self, ids: &[u32]) -> Result<String, JsError> {
-        self.check_ids(ids)?;
-        Ok(self.llm.detokenize(ids))
+        let inner = self.b()?;
+        inner.check_ids(ids)?;
+        Ok(inner.llm.detokenize(ids))
     }
 
     /// The text of one token (its piece, special tokens rendered).
     #[wasm_bindgen(js_name = tokenPiece)]
     pub fn token_piece(&self, id: u32) -> Result<String, JsError> {
-        self.check_ids(&[id])?;
-        Ok(String::from_utf8_lossy(self.llm.tokenizer.token_to_piece(id, true)).into_owned())
+        let inner = self.b()?;
+        inner.check_ids(&[id])?;
+        Ok(String::from_utf8_lossy(inner.llm.tokenizer.token_to_piece(id, true)).into_owned())
     }
 
     #[wasm_bindgen(js_name = isEog)]
-    pub fn is_eog(&self, id: u32) -> bool {
-        self.llm.tokenizer.is_eog(id)
+    pub fn is_eog(&self, id: u32) -> Result<bool, JsError> {
+        Ok(self.b()?.llm.tokenizer.is_eog(id))
     }
 
     /// Render `messages` (`[{role, content}]`) with the model's chat template.
@@ -452,21 +644,71 @@ impl LlmCore {
             };
             msgs.push(ChatMessage::new(&field("role")?, &field("content")?));
         }
-        Ok(self.llm.apply_chat_template(&msgs, add_generation_prompt))
+        Ok(self
+            .b()?
+            .llm
+            .apply_chat_template(&msgs, add_generation_prompt))
     }
 
     /// Forget the conversation (KV cache).
-    pub fn reset(&mut self) {
-        self.gen = None;
-        self.llm.reset();
+    pub fn reset(&mut self) -> Result<(), JsError> {
+        let mut inner = self.bm()?;
+        inner.gen = None;
+        inner.llm.reset();
+        Ok(())
     }
 
     /// Logits of the last position after `ids` (reusing the cached prefix), n_vocab floats.
+    /// CPU models only (use `logitsAsync` on WebGPU).
     pub fn logits(&mut self, ids: &[u32]) -> Result<Float32Array, JsError> {
-        self.check_ids(ids)?;
-        self.gen = None;
-        let (logits, _) = self.llm.eval_prompt(ids).map_err(js_err)?;
+        let mut inner = self.bm()?;
+        inner.check_sync("logits")?;
+        inner.check_ids(ids)?;
+        inner.gen = None;
+        let (logits, _) = inner.llm.eval_prompt(ids).map_err(js_err)?;
         Ok(Float32Array::from(logits.as_slice()))
+    }
+
+    /// `logits` as a Promise: works on every backend (WebGPU results are read with
+    /// `map_async`).
+    #[cfg(feature = "webgpu")]
+    #[wasm_bindgen(js_name = logitsAsync)]
+    // Holding the RefCell borrow across the await marks the model busy; every other entry point
+    // uses try_borrow and rejects instead of panicking.
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn logits_async(&self, ids: Vec<u32>) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let mut inner = inner.try_borrow_mut().map_err(|_| JsValue::from(busy()))?;
+            inner.check_ids(&ids)?;
+            inner.gen = None;
+            let (logits, _) = inner
+                .llm
+                .eval_prompt_async(&ids)
+                .await
+                .map_err(|e| JsValue::from(js_err(e)))?;
+            Ok(Float32Array::from(logits.as_slice()).into())
+        })
+    }
+
+    /// Where the nodes of the last evaluated graph ran: `{ nodes: {backend: count},
+    /// elsewhere: ["OP 'name': why"] }`, or `undefined` on the CPU / before the first eval.
+    #[cfg(feature = "webgpu")]
+    pub fn placements(&self) -> Result<JsValue, JsError> {
+        Ok(match self.b()?.llm.model.last_placements() {
+            Some(p) => super::webgpu::placements_js(p),
+            None => JsValue::UNDEFINED,
+        })
+    }
+
+    /// The WebGPU device in use (see `webgpuDevice`), or `undefined` on the CPU.
+    #[cfg(feature = "webgpu")]
+    #[wasm_bindgen(getter)]
+    pub fn device(&self) -> Result<JsValue, JsError> {
+        Ok(match self.b()?.llm.model.webgpu_device() {
+            Some(d) => super::webgpu::device_js(d).into(),
+            None => JsValue::UNDEFINED,
+        })
     }
 
     /// Start generating after `prompt_ids` (the prompt is evaluated by the first `step`).
@@ -477,11 +719,12 @@ impl LlmCore {
         max_tokens: u32,
         options: JsValue,
     ) -> Result<(), JsError> {
+        let mut inner = self.bm()?;
         if prompt_ids.is_empty() {
             return Err(JsError::new("invalid argument: empty prompt"));
         }
-        self.check_ids(prompt_ids)?;
-        let n_ctx = self.llm.model.n_ctx;
+        inner.check_ids(prompt_ids)?;
+        let n_ctx = inner.llm.model.n_ctx;
         if prompt_ids.len() >= n_ctx {
             return Err(JsError::new(&format!(
                 "context full: the prompt has {} tokens, the context {n_ctx}",
@@ -492,7 +735,7 @@ impl LlmCore {
         for &t in prompt_ids {
             sampler.accept(t);
         }
-        self.gen = Some(Gen {
+        inner.gen = Some(Gen {
             sampler,
             prompt: prompt_ids.to_vec(),
             prompt_done: false,
@@ -508,99 +751,64 @@ impl LlmCore {
     /// One step: `{phase: "prompt", nPrompt, nEvaluated}` after evaluating the prompt, then
     /// `{phase: "token", token, piece}` per token, and finally `{phase: "done", reason, piece}`
     /// (`reason`: "eog", "length" or "context"; `piece` holds any text still pending).
+    /// CPU models only (use `stepAsync` on WebGPU).
     pub fn step(&mut self) -> Result<JsValue, JsError> {
-        let n_ctx = self.llm.model.n_ctx;
-        let g = self
-            .gen
-            .as_mut()
-            .ok_or_else(|| JsError::new("no generation in progress: call begin() first"))?;
-        let o = Object::new();
-        if !g.prompt_done {
-            let (logits, n) = match self.llm.eval_prompt(&g.prompt) {
-                Ok(x) => x,
-                Err(e) => {
-                    self.gen = None;
-                    return Err(js_err(e));
-                }
-            };
-            g.logits = logits;
-            g.prompt_done = true;
-            set(&o, "phase", "prompt");
-            set(&o, "nPrompt", g.prompt.len() as u32);
-            set(&o, "nEvaluated", n as u32);
-            return Ok(o.into());
-        }
-        let finish = |g: &mut Gen, reason: &str| -> JsValue {
-            let o = Object::new();
-            set(&o, "phase", "done");
-            set(&o, "reason", reason);
-            let rest = String::from_utf8_lossy(&g.pending).into_owned();
-            g.pending.clear();
-            set(&o, "piece", rest);
-            set(&o, "nGenerated", g.n_gen as u32);
-            o.into()
-        };
-        if g.n_gen >= g.max_tokens {
-            let r = finish(g, "length");
-            self.gen = None;
-            return Ok(r);
-        }
-        if g.logits.is_empty() {
-            let r = finish(g, "context");
-            self.gen = None;
-            return Ok(r);
-        }
-        let tok = g.sampler.sample(&g.logits);
-        g.sampler.accept(tok);
-        if self.llm.tokenizer.is_eog(tok) {
-            let r = finish(g, "eog");
-            self.gen = None;
-            return Ok(r);
-        }
-        g.n_gen += 1;
-        g.ids.push(tok);
-        g.pending
-            .extend_from_slice(self.llm.tokenizer.token_to_piece(tok, false));
-        let piece = take_utf8(&mut g.pending);
-        if g.n_gen < g.max_tokens {
-            if self.llm.model.n_past() >= n_ctx {
-                g.logits.clear(); // the next step reports "context"
-            } else {
-                match self.llm.eval_token(tok) {
-                    Ok(l) => g.logits = l,
-                    Err(e) => {
-                        self.gen = None;
-                        return Err(js_err(e));
-                    }
-                }
+        let mut inner = self.bm()?;
+        inner.check_sync("step")?;
+        match inner.plan()? {
+            Action::Prompt(p) => {
+                let r = inner.llm.eval_prompt(&p);
+                inner.after_prompt(r)
             }
+            Action::Token(tok, piece, eval) => {
+                let r = if eval {
+                    Some(inner.llm.eval_token(tok))
+                } else {
+                    None
+                };
+                inner.after_token(tok, piece, r)
+            }
+            Action::Done(v) => Ok(v),
         }
-        set(&o, "phase", "token");
-        set(&o, "token", tok);
-        set(&o, "piece", piece);
-        Ok(o.into())
+    }
+
+    /// `step` as a Promise: works on every backend (WebGPU results are read with `map_async`).
+    #[cfg(feature = "webgpu")]
+    #[wasm_bindgen(js_name = stepAsync)]
+    // See `logits_async`: the borrow held across the await is the busy flag.
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn step_async(&self) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let mut inner = inner.try_borrow_mut().map_err(|_| JsValue::from(busy()))?;
+            let r = match inner.plan()? {
+                Action::Prompt(p) => {
+                    let r = inner.llm.eval_prompt_async(&p).await;
+                    inner.after_prompt(r)
+                }
+                Action::Token(tok, piece, eval) => {
+                    let r = if eval {
+                        Some(inner.llm.eval_token_async(tok).await)
+                    } else {
+                        None
+                    };
+                    inner.after_token(tok, piece, r)
+                }
+                Action::Done(v) => Ok(v),
+            };
+            r.map_err(JsValue::from)
+        })
     }
 
     /// Stop the generation in progress (the KV cache keeps what was evaluated).
-    pub fn stop(&mut self) {
-        self.gen = None;
+    pub fn stop(&mut self) -> Result<(), JsError> {
+        self.bm()?.gen = None;
+        Ok(())
     }
 
     /// True while a generation is in progress.
     #[wasm_bindgen(getter)]
-    pub fn generating(&self) -> bool {
-        self.gen.is_some()
-    }
-}
-
-impl LlmCore {
-    fn check_ids(&self, ids: &[u32]) -> Result<(), JsError> {
-        let n = self.llm.model.hp.n_vocab as u32;
-        match ids.iter().find(|&&t| t >= n) {
-            Some(bad) => Err(JsError::new(&format!(
-                "invalid argument: token id {bad} is out of range (n_vocab {n})"
-            ))),
-            None => Ok(()),
-        }
+    pub fn generating(&self) -> Result<bool, JsError> {
+        Ok(self.b()?.gen.is_some())
     }
 }

@@ -102,3 +102,19 @@ pub fn webgpu_adapters() -> Promise {
         Ok(array_of(list.iter(), |a| adapter_js(a).into()).into())
     })
 }
+
+/// Placements as `{ nodes: {backend: count}, elsewhere: ["OP 'name': why"] }`.
+pub(crate) fn placements_js(p: &crate::models::runner::Placements) -> JsValue {
+    let nodes = Object::new();
+    for (name, n) in &p.nodes {
+        set(&nodes, name, *n as u32);
+    }
+    let o = Object::new();
+    set(&o, "nodes", nodes);
+    set(
+        &o,
+        "elsewhere",
+        array_of(p.elsewhere.iter(), |s| JsValue::from_str(s)),
+    );
+    o.into()
+}
