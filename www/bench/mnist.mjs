@@ -1,13 +1,15 @@
 // MNIST t10k evaluation throughput (images/s) of the wasm engine in Node (one thread, as in the
 // browser), side by side with the native CLI (`ggweb mnist --threads 1`).
 //
-//   node bench/mnist.mjs [--native PATH/TO/ggweb] [--models fc,cnn] [--variants relaxed,simd,scalar]
+//   node bench/mnist.mjs [--native PATH/TO/ggweb] [--models fc,cnn] [--variants relaxed,simd,scalar,chromium]
 //                        [--rounds 3] [--json]
 //
 // Each variant runs in its own Node process; rounds interleave variants and the native CLI so they
 // see the same machine load; the best round is kept. Each process evaluates twice: the first
 // figure is what a fresh page gets (wasm tier-up included), "(2nd)" the steady state. Variants as in bench/matmul.mjs
-// (`relaxed`, `simd`, `scalar`, `NAME=KIND:path/to/ggweb_bg.wasm`).
+// (`relaxed`, `simd`, `scalar`, `NAME=KIND:path/to/ggweb_bg.wasm`); `chromium` runs the same two
+// evaluations in a fresh headless Chromium page per round (/usr/bin/chromium through puppeteer-core,
+// the package's default build for that engine, main thread), after `scripts/build-web.sh`.
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import os from 'node:os';
@@ -42,6 +44,43 @@ if (opt('child', null) !== null) {
   process.exit(0);
 }
 
+// One fresh Chromium page: the default build, both models, two evaluations each (as the children).
+async function chromiumRun() {
+  const { default: puppeteer } = await import('puppeteer-core');
+  process.env.PORT = '0';
+  // Imported once (module cache): the server stays up for every round and is closed at the end.
+  const { default: server } = await import(path.join(here, '../../scripts/serve.mjs'));
+  if (!server.listening) await new Promise((r) => server.once('listening', r));
+  chromiumServer = server;
+  const browser = await puppeteer.launch({
+    executablePath: process.env.CHROME || '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage'],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.goto(`http://localhost:${server.address().port}/demo/index.html`);
+    return await page.evaluate(async (models) => {
+      const { init, Mnist, loadMnistSet } = await import('/dist/index.js');
+      const info = await init();
+      const set = await loadMnistSet('/demo/assets/t10k-images-idx3-ubyte.gz', '/demo/assets/t10k-labels-idx1-ubyte.gz');
+      const out = { relaxed: info.relaxed, simd: info.simd, results: {} };
+      for (const m of models) {
+        const model = await Mnist.load(`/demo/assets/mnist-${m}-f32.gguf`);
+        const r = await model.evaluate(set.images, set.labels);
+        const again = await model.evaluate(set.images, set.labels);
+        out.results[m] = { imagesPerSecond: r.imagesPerSecond, warm: again.imagesPerSecond, accuracy: r.accuracy };
+        model.free();
+      }
+      return out;
+    }, models);
+  } finally {
+    await browser.close();
+  }
+}
+let chromiumServer = null;
+
 const self = fileURLToPath(import.meta.url);
 const variants = opt('variants', 'relaxed,simd,scalar').split(',').map((v) => {
   const eq = v.indexOf('=');
@@ -58,12 +97,18 @@ const load = [];
 for (let round = 0; round < rounds; round++) {
   load.push(os.loadavg()[0]);
   for (const v of variants) {
-    // Node 20's V8 has relaxed SIMD behind a flag (Chrome has it on since 114).
-    const r = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', self, '--child', v.spec, '--models', models.join(',')],
-      { encoding: 'utf8', maxBuffer: 1 << 24 });
-    if (r.status !== 0) throw new Error(`variant ${v.name} failed:\n${r.stderr}`);
-    const o = JSON.parse(r.stdout.trim().split('\n').pop());
+    let o;
+    if (v.spec === 'chromium') {
+      o = await chromiumRun();
+    } else {
+      // Node 20's V8 has relaxed SIMD behind a flag (Chrome has it on since 114).
+      const r = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', self, '--child', v.spec, '--models', models.join(',')],
+        { encoding: 'utf8', maxBuffer: 1 << 24 });
+      if (r.status !== 0) throw new Error(`variant ${v.name} failed:\n${r.stderr}`);
+      o = JSON.parse(r.stdout.trim().split('\n').pop());
+    }
     if (v.spec === 'relaxed' && !o.relaxed) throw new Error('the relaxed-SIMD build did not load');
+    if (v.spec === 'chromium' && round === 0) console.error(`chromium loaded the ${o.relaxed ? 'relaxed-SIMD' : o.simd ? 'SIMD128' : 'scalar'} build`);
     for (const m of models) {
       keep(v.name, m, o.results[m].imagesPerSecond);
       keep(`${v.name} (2nd)`, m, o.results[m].warm);
@@ -78,6 +123,10 @@ for (let round = 0; round < rounds; round++) {
   }
 }
 load.push(os.loadavg()[0]);
+if (chromiumServer) {
+  chromiumServer.closeAllConnections?.();
+  await new Promise((r) => chromiumServer.close(r));
+}
 const names = [...variants.flatMap((v) => [v.name, `${v.name} (2nd)`]), ...(native ? ['native'] : [])];
 if (args.includes('--json')) {
   console.log(JSON.stringify({ rounds, load, imagesPerSecond: best }));
