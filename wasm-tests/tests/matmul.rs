@@ -1,6 +1,6 @@
 //! mul_mat inside wasm (the SIMD128 register tiles in the simd build, the portable tiles and
 //! `vec_dot`s in the scalar build) against the scalar `vec_dot` reference, per weight type, on
-//! odd shapes: m = 13 rows (tile remainders), n = 1, 2, 3, 5, 17 columns (GEMV, 2-column tiles,
+//! odd shapes: m = 13 rows (tile remainders; 33 for f32: row chunks), n = 1, 2, 3, 5, 17 columns (GEMV, 2-column tiles,
 //! GEMM tiles and their remainders), k with a k-block remainder for the float GEMM (515 > 512).
 //!
 //! Both sides see the same quantized bytes (weights quantized once, columns converted with the
@@ -15,12 +15,11 @@ use ggweb_wasm_tests::Rng;
 use wasm_bindgen_test::*;
 
 fn check_type(dt: DType, k: usize) {
-    check_data(dt, k, false)
+    check_data(dt, k, false, 13)
 }
 
-/// As `check_type`, with every weight and column value ±1 when `extreme`.
-fn check_data(dt: DType, k: usize, extreme: bool) {
-    let m = 13;
+/// As `check_type`, with every weight and column value ±1 when `extreme`, for `m` weight rows.
+fn check_data(dt: DType, k: usize, extreme: bool, m: usize) {
     let mut rng = Rng(0x5eed ^ k as u64);
     let mut draw = |n: usize| -> Vec<f32> {
         let v = rng.vec(n);
@@ -91,6 +90,9 @@ fn mul_mat_float_tiles_vs_scalar() {
             check_type(dt, k);
         }
     }
+    // f32 GEMM row chunks are whole tiles (15 rows with the relaxed build's 5×2 tile): 33 rows
+    // give two full chunks and a 3-row one (with n = 17, enough chunks that rows are split).
+    check_data(DType::F32, 515, false, 33);
 }
 
 #[wasm_bindgen_test]
@@ -124,7 +126,7 @@ fn mul_mat_quant_tiles_extreme_values() {
         DType::Q8_0,
     ] {
         for blocks in [1usize, 7] {
-            check_data(dt, blocks * 32, true);
+            check_data(dt, blocks * 32, true, 13);
         }
     }
 }

@@ -469,6 +469,16 @@ const GEMM_C: usize = 3;
 const GEMM_R: usize = 4;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 const GEMM_C: usize = 2;
+/// f32 GEMM tile of the relaxed-SIMD build: its fused multiply-add needs no temporary register,
+/// so a larger tile fits V8's 15 XMM registers (measured, see docs/PERFORMANCE.md).
+#[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+const F32_GEMM_R: usize = 5;
+#[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+const F32_GEMM_C: usize = 2;
+#[cfg(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")))]
+const F32_GEMM_R: usize = GEMM_R;
+#[cfg(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")))]
+const F32_GEMM_C: usize = GEMM_C;
 const GEMV_R: usize = 4;
 /// GEMV rows per tile of the k-quants: their super-block work per row is large enough that
 /// several rows at once only add register pressure (measured 10-30 % slower at 4 rows).
@@ -495,7 +505,13 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
         return;
     }
     let cs = if nr0 == 1 || nr1 == 1 { 64 } else { 16 };
-    let (mut nchunk0, mut nchunk1) = (nr0.div_ceil(cs), nr1.div_ceil(cs));
+    // f32 GEMM: whole row tiles per chunk (15 rows for a 3- or 5-row tile, not 16 = 5×3 + 1).
+    let cs0 = if cs == 16 && matches!(plan.kernel.tiled, Some(Tiled::F32)) {
+        cs / F32_GEMM_R * F32_GEMM_R
+    } else {
+        cs
+    };
+    let (mut nchunk0, mut nchunk1) = (nr0.div_ceil(cs0), nr1.div_ceil(cs));
     if nchunk0 * nchunk1 < 4 * p.nth {
         // Too few chunks to balance: one piece per thread along the longer side.
         if nr0 > nr1 {
@@ -608,6 +624,15 @@ fn mul_mat_chunk(
                             quant_tile!(1, 4);
                         } else if !gemv && t.is_quant() && left >= 2 {
                             quant_tile!(1, 2);
+                        } else if !gemv
+                            && matches!(t, Tiled::F32)
+                            && left >= F32_GEMM_C
+                            && (left != 4 || F32_GEMM_C != 3)
+                        {
+                            // (A 3-column tile leaves 4 = 2 + 2 to the two-column tiles below.)
+                            let bc: [*const u8; F32_GEMM_C] = std::array::from_fn(|c| cp(jj + c));
+                            run_rows::<F32_GEMM_R, F32_GEMM_C>(t, kn, &pn, bc, acc);
+                            jj += F32_GEMM_C;
                         } else if !gemv && !t.is_quant() && left >= GEMM_C && left != 4 {
                             let bc: [*const u8; GEMM_C] = std::array::from_fn(|c| cp(jj + c));
                             run_rows::<GEMM_R, GEMM_C>(t, kn, &pn, bc, acc);

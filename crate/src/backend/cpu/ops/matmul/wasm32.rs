@@ -497,14 +497,19 @@ mod relaxed {
 
     /// Byte order within each 16-byte half so that lane l of the 4-byte sums holds elements
     /// 2l, 2l+1, 8+2l, 9+2l: those of lane l of `i32x4.dot_i16x8_s` over the two i16x8 halves.
-    static LANES: [u8; 16] = [0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15];
+    static LANES: Aligned16 = Aligned16([0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15]);
+
+    /// 16-byte alignment for the v128 read of [`LANES`] (a plain [u8; 16] may sit anywhere, and
+    /// a misaligned `read_volatile` is undefined behaviour: debug builds' check panicked on it).
+    #[repr(C, align(16))]
+    struct Aligned16([u8; 16]);
 
     /// [`LANES`] as a swizzle mask, read from memory once per tile: V8 rebuilds the 16-byte
     /// immediate of an `i8x16.shuffle` (or a `v128.const`) with 5 instructions at every use.
     #[inline(always)]
     pub(super) fn lanes_mask() -> v128 {
-        // SAFETY: a 16-byte static; volatile so that LLVM keeps it a load, not a constant.
-        unsafe { core::ptr::read_volatile(LANES.as_ptr() as *const v128) }
+        // SAFETY: a 16-byte, 16-aligned static; volatile so that LLVM keeps it a load, not a constant.
+        unsafe { core::ptr::read_volatile(&LANES as *const Aligned16 as *const v128) }
     }
 
     /// `v` in [`LANES`] order: `i8x16.relaxed_swizzle` (one pshufb) is exact for indices < 16.
