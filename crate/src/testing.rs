@@ -16,18 +16,7 @@ pub const F32_TOL: f64 = 1e-7;
 pub const SMALL_BINDING: u64 = 64 << 10;
 
 /// The weight types with WebGPU mul_mat / get_rows kernels.
-pub const WEIGHT_TYPES: [DType; 10] = [
-    DType::F32,
-    DType::F16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+pub const WEIGHT_TYPES: [DType; 10] = crate::backend::WEBGPU_WEIGHT_TYPES;
 
 /// NMSE tolerance of mul_mat with weights of type `t`.
 pub fn mm_tol(t: DType) -> f64 {

@@ -10,6 +10,21 @@ use crate::{Context, Result, TensorId};
 
 pub mod cpu;
 pub mod sched;
+
+/// Weight types of the WebGPU mul_mat and get_rows kernels (dequantized in the shader). Here, not in
+/// `webgpu/`, so that the shared test cases (`crate::testing`, also built without wgpu) name the same list.
+pub const WEBGPU_WEIGHT_TYPES: [crate::DType; 10] = [
+    crate::DType::F32,
+    crate::DType::F16,
+    crate::DType::Q4_0,
+    crate::DType::Q4_1,
+    crate::DType::Q5_0,
+    crate::DType::Q5_1,
+    crate::DType::Q8_0,
+    crate::DType::Q4_K,
+    crate::DType::Q5_K,
+    crate::DType::Q6_K,
+];
 #[cfg(feature = "webgpu")]
 pub mod webgpu;
 

@@ -31,18 +31,7 @@ const POOL_2D: &str = include_str!("../../../../shaders/pool_2d.wgsl");
 const ROWS: &str = include_str!("../../../../shaders/rows.wgsl");
 
 /// Weight types of mul_mat and get_rows.
-pub(crate) const MATMUL_TYPES: [DType; 10] = [
-    DType::F32,
-    DType::F16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+pub(crate) const MATMUL_TYPES: [DType; 10] = crate::backend::WEBGPU_WEIGHT_TYPES;
 
 /// Workgroup size of the elementwise kernels (see the WGSL files).
 const WG: u32 = 256;
