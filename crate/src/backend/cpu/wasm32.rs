@@ -182,6 +182,26 @@ pub(crate) fn q5_high(qh: [u8; 4]) -> (v128, v128) {
     )
 }
 
+/// The four 16-element groups of q6_K quants (0..63, before the offset of 32) that 16 bytes of
+/// `ql` at j and j + 32 and 16 bytes of `qh` make: low/high nibbles OR'd with 2-bit pairs of `qh`.
+#[inline(always)]
+pub(crate) fn q6_quants(ql_a: v128, ql_b: v128, qh: v128) -> [v128; 4] {
+    let m4 = u8x16_splat(0x0F);
+    let m3 = u8x16_splat(3);
+    [
+        v128_or(v128_and(ql_a, m4), u8x16_shl(v128_and(qh, m3), 4)),
+        v128_or(
+            v128_and(ql_b, m4),
+            u8x16_shl(v128_and(u8x16_shr(qh, 2), m3), 4),
+        ),
+        v128_or(
+            u8x16_shr(ql_a, 4),
+            u8x16_shl(v128_and(u8x16_shr(qh, 4), m3), 4),
+        ),
+        v128_or(u8x16_shr(ql_b, 4), u8x16_shl(u8x16_shr(qh, 6), 4)),
+    ]
+}
+
 /// Low and high nibbles of 16 bytes as two i8x16 (0..15).
 #[inline(always)]
 pub(crate) fn nibbles(v: v128) -> (v128, v128) {
@@ -403,8 +423,6 @@ pub fn vec_dot_q6_k_q8_k(n: usize, x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     check("vec_dot_q6_k_q8_k", x.len() * BlockQ6K::BLCK, n);
     check("vec_dot_q6_k_q8_k", x.len(), y.len());
     let mut sumf = 0f32;
-    let m4 = u8x16_splat(0x0F);
-    let m3 = u8x16_splat(3);
     let s32 = i8x16_splat(32);
     for (bx, by) in x.iter().zip(y) {
         let mut isum = i32x4_splat(0);
@@ -416,18 +434,7 @@ pub fn vec_dot_q6_k_q8_k(n: usize, x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
                     let ql_a = load16(bx.ql.as_ptr().add(64 * half + 16 * c));
                     let ql_b = load16(bx.ql.as_ptr().add(64 * half + 32 + 16 * c));
                     let qh = load16(bx.qh.as_ptr().add(32 * half + 16 * c));
-                    let vals = [
-                        v128_or(v128_and(ql_a, m4), u8x16_shl(v128_and(qh, m3), 4)),
-                        v128_or(
-                            v128_and(ql_b, m4),
-                            u8x16_shl(v128_and(u8x16_shr(qh, 2), m3), 4),
-                        ),
-                        v128_or(
-                            u8x16_shr(ql_a, 4),
-                            u8x16_shl(v128_and(u8x16_shr(qh, 4), m3), 4),
-                        ),
-                        v128_or(u8x16_shr(ql_b, 4), u8x16_shl(u8x16_shr(qh, 6), 4)),
-                    ];
+                    let vals = q6_quants(ql_a, ql_b, qh);
                     for (k, v) in vals.iter().enumerate() {
                         let e = 128 * half + 32 * k + 16 * c;
                         let q8 = load16(by.qs.as_ptr().add(e) as *const u8);

@@ -166,30 +166,32 @@ fn kernel_for(dtype: DType) -> Option<MatKernel> {
     }
 }
 
-/// Register-tiled kernels for quantized weights where this CPU has them.
+/// Register-tiled kernels for quantized weights where this CPU has them (AVX2 natively, SIMD128 in
+/// wasm: both ISAs tile the same types).
 fn quant_tiled(dtype: DType) -> Option<Tiled> {
     #[cfg(target_arch = "x86_64")]
-    {
-        if has_avx2() {
-            return match dtype {
-                DType::Q4_0 => Some(Tiled::Q4_0),
-                DType::Q8_0 => Some(Tiled::Q8_0),
-                DType::Q4_K => Some(Tiled::Q4K),
-                DType::Q4_1 => Some(Tiled::Q4_1),
-                DType::Q5_0 => Some(Tiled::Q5_0),
-                DType::Q5_1 => Some(Tiled::Q5_1),
-                DType::Q5_K => Some(Tiled::Q5K),
-                DType::Q6_K => Some(Tiled::Q6K),
-                _ => None,
-            };
-        }
-    }
+    let tiles = has_avx2();
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    if let Some(t) = wasm32::quant_tiled(dtype) {
-        return Some(t);
+    let tiles = true;
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
+    let tiles = false;
+    if !tiles {
+        return None;
     }
-    let _ = dtype;
-    None
+    match dtype {
+        DType::Q4_0 => Some(Tiled::Q4_0),
+        DType::Q8_0 => Some(Tiled::Q8_0),
+        DType::Q4_K => Some(Tiled::Q4K),
+        DType::Q4_1 => Some(Tiled::Q4_1),
+        DType::Q5_0 => Some(Tiled::Q5_0),
+        DType::Q5_1 => Some(Tiled::Q5_1),
+        DType::Q5_K => Some(Tiled::Q5K),
+        DType::Q6_K => Some(Tiled::Q6K),
+        _ => None,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

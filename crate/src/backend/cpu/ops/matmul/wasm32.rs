@@ -18,8 +18,7 @@
 use core::arch::wasm32::*;
 
 use super::Tiled;
-use crate::backend::cpu::wasm32::{nibbles, q5_high};
-use crate::DType;
+use crate::backend::cpu::wasm32::{nibbles, q5_high, q6_quants};
 
 /// `body` for `i` = 0, 1, … while `i < n` (n a const generic ≤ 8), with literal indices: LLVM
 /// does not always unroll loops over tile rows/columns for wasm, and arrays indexed by a loop
@@ -32,21 +31,6 @@ macro_rules! unroll {
         const { assert!($n <= 8, "unroll! handles at most 8 iterations") };
         $( if $k < $n { let $i: usize = $k; $body } )*
     }};
-}
-
-/// Quantized weight types with a tile here (the SIMD build only).
-pub(super) fn quant_tiled(dtype: DType) -> Option<Tiled> {
-    match dtype {
-        DType::Q4_0 => Some(Tiled::Q4_0),
-        DType::Q8_0 => Some(Tiled::Q8_0),
-        DType::Q4_K => Some(Tiled::Q4K),
-        DType::Q4_1 => Some(Tiled::Q4_1),
-        DType::Q5_0 => Some(Tiled::Q5_0),
-        DType::Q5_1 => Some(Tiled::Q5_1),
-        DType::Q5_K => Some(Tiled::Q5K),
-        DType::Q6_K => Some(Tiled::Q6K),
-        _ => None,
-    }
 }
 
 /// R×C dot products of type `t` (see `super::tile`).
@@ -894,8 +878,6 @@ pub(super) unsafe fn tile_q6_k<const R: usize, const C: usize>(
     let mut qy = [[i16x8_splat(0); 32]; C];
     let mut dy = [0f32; C];
     let mut bs = [[i16x8_splat(0); 2]; C];
-    let m4 = u8x16_splat(0x0F);
-    let m3 = u8x16_splat(3);
     let s32 = i8x16_splat(32);
     for blk in 0..n / 256 {
         // SAFETY: blk < n/256: every read lies inside its super-block.
@@ -912,18 +894,7 @@ pub(super) unsafe fn tile_q6_k<const R: usize, const C: usize>(
                         let ql_a = load16(xb.add(64 * half + 16 * cc));
                         let ql_b = load16(xb.add(64 * half + 32 + 16 * cc));
                         let qh = load16(xb.add(128 + 32 * half + 16 * cc));
-                        let vals = [
-                            v128_or(v128_and(ql_a, m4), u8x16_shl(v128_and(qh, m3), 4)),
-                            v128_or(
-                                v128_and(ql_b, m4),
-                                u8x16_shl(v128_and(u8x16_shr(qh, 2), m3), 4),
-                            ),
-                            v128_or(
-                                u8x16_shr(ql_a, 4),
-                                u8x16_shl(v128_and(u8x16_shr(qh, 4), m3), 4),
-                            ),
-                            v128_or(u8x16_shr(ql_b, 4), u8x16_shl(u8x16_shr(qh, 6), 4)),
-                        ];
+                        let vals = q6_quants(ql_a, ql_b, qh);
                         for (k, v) in vals.into_iter().enumerate() {
                             let e = 128 * half + 32 * k + 16 * cc;
                             let s = i16x8_splat(sc[e / 16] as i16);
