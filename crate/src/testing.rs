@@ -691,6 +691,62 @@ mod gpu {
         Ok(())
     }
 
+    /// `supports_op` is exact: types and ops without a WebGPU kernel are refused with the reason, a
+    /// 2-D weight over a binding is accepted (split by rows, noted), a batched one is refused.
+    pub fn check_supports_op(dev: &WebGpuDevice) -> std::result::Result<(), String> {
+        let mut ctx = Context::new();
+        let e = |e: crate::Error| e.to_string();
+        let fail = |what: &str| Err(format!("supports_op: {what}"));
+        // A type without a WebGPU kernel.
+        let a = ctx.new_tensor(DType::Q2_K, &[256, 4]).map_err(e)?;
+        let b = ctx.new_tensor(DType::F32, &[256, 2]).map_err(e)?;
+        let mm = ctx.mul_mat(a, b).map_err(e)?;
+        if dev.supports_op(&ctx, mm)
+            || !dev
+                .explain_op(&ctx, mm)
+                .unwrap_or_default()
+                .contains("MUL_MAT")
+        {
+            return fail("q2_K mul_mat accepted or unexplained");
+        }
+        // f16 elementwise (the CPU has it, WebGPU does not).
+        let h = ctx.new_tensor(DType::F16, &[8]).map_err(e)?;
+        let hh = ctx.add(h, h).map_err(e)?;
+        if dev.supports_op(&ctx, hh) {
+            return fail("f16 add accepted");
+        }
+        // A 2-D weight larger than one storage binding is split by rows (and says so); a
+        // batched (3-D) one cannot be, so it stays on the CPU, with the reason.
+        let max = dev.adapter().max_storage_buffer_binding_size as usize;
+        let rows = max / (4096 * 4) + 1;
+        let big = ctx.new_tensor(DType::F32, &[4096, rows]).map_err(e)?;
+        let x = ctx.new_tensor(DType::F32, &[4096, 1]).map_err(e)?;
+        let y = ctx.mul_mat(big, x).map_err(e)?;
+        let note = dev.op_note(&ctx, y).unwrap_or_default();
+        if !dev.supports_op(&ctx, y) || !note.contains("split into 2 bindings") {
+            return fail(&format!("oversized 2-D weight: note '{note}'"));
+        }
+        let big3 = ctx
+            .new_tensor(DType::F32, &[4096, rows / 2 + 1, 2])
+            .map_err(e)?;
+        let x3 = ctx.new_tensor(DType::F32, &[4096, 1, 2]).map_err(e)?;
+        let y3 = ctx.mul_mat(big3, x3).map_err(e)?;
+        let why = dev.explain_op(&ctx, y3).unwrap_or_default();
+        if dev.supports_op(&ctx, y3)
+            || !why.contains("max_storage_buffer_binding_size")
+            || dev.op_note(&ctx, y3).is_some()
+        {
+            return fail(&format!("oversized 3-D weight: '{why}'"));
+        }
+        // And a supported one.
+        let ok = ctx.new_tensor(DType::Q4_K, &[256, 3]).map_err(e)?;
+        let y2 = ctx.mul_mat(ok, b).map_err(e)?;
+        if !dev.supports_op(&ctx, y2) {
+            return fail("q4_K mul_mat refused");
+        }
+        Ok(())
+    }
+
     /// On a device with [`SMALL_BINDING`] bindings, the splits are really taken and say so
     /// (`op_note`), and what cannot be split stays on the CPU with the reason.
     pub fn check_split_notes(dev: &WebGpuDevice) -> std::result::Result<(), String> {

@@ -13,7 +13,8 @@ use ggweb::backend::webgpu::{WebGpuDevice, WebGpuOptions};
 use ggweb::backend::{Backend, Device};
 use ggweb::tensor::PoolOp;
 use ggweb::testing::{
-    check_group, check_split_notes, mm_tol, nmse, Group, Rng, F32_TOL, SMALL_BINDING,
+    check_group, check_split_notes, check_supports_op, mm_tol, nmse, Group, Rng, F32_TOL,
+    SMALL_BINDING,
 };
 use ggweb::{Context, DType, Graph, Result, TensorId};
 
@@ -154,40 +155,7 @@ fn supports_op_is_exact() {
         return;
     }
     for (path, dev) in devs {
-        let mut ctx = Context::new();
-        // A type without a WebGPU kernel.
-        let a = ctx.new_tensor(DType::Q2_K, &[256, 4]).unwrap();
-        let b = ctx.new_tensor(DType::F32, &[256, 2]).unwrap();
-        let mm = ctx.mul_mat(a, b).unwrap();
-        assert!(!dev.supports_op(&ctx, mm), "[{path}] q2_K mul_mat");
-        assert!(dev.explain_op(&ctx, mm).unwrap().contains("MUL_MAT"));
-        // f16 elementwise (the CPU has it, WebGPU does not).
-        let h = ctx.new_tensor(DType::F16, &[8]).unwrap();
-        let hh = ctx.add(h, h).unwrap();
-        assert!(!dev.supports_op(&ctx, hh), "[{path}] f16 add");
-        // A 2-D weight larger than one storage binding is split by rows (and says so); a
-        // batched (3-D) one cannot be, so it stays on the CPU, with the reason.
-        let max = dev.adapter().max_storage_buffer_binding_size as usize;
-        let rows = max / (4096 * 4) + 1;
-        let big = ctx.new_tensor(DType::F32, &[4096, rows]).unwrap();
-        let x = ctx.new_tensor(DType::F32, &[4096, 1]).unwrap();
-        let y = ctx.mul_mat(big, x).unwrap();
-        assert!(dev.supports_op(&ctx, y), "[{path}] oversized 2-D weight");
-        let note = dev.op_note(&ctx, y).unwrap();
-        assert!(note.contains("split into 2 bindings"), "{note}");
-        let big3 = ctx
-            .new_tensor(DType::F32, &[4096, rows / 2 + 1, 2])
-            .unwrap();
-        let x3 = ctx.new_tensor(DType::F32, &[4096, 1, 2]).unwrap();
-        let y3 = ctx.mul_mat(big3, x3).unwrap();
-        assert!(!dev.supports_op(&ctx, y3), "[{path}] oversized 3-D weight");
-        let why = dev.explain_op(&ctx, y3).unwrap();
-        assert!(why.contains("max_storage_buffer_binding_size"), "{why}");
-        assert!(dev.op_note(&ctx, y3).is_none());
-        // And a supported one.
-        let ok = ctx.new_tensor(DType::Q4_K, &[256, 3]).unwrap();
-        let y2 = ctx.mul_mat(ok, b).unwrap();
-        assert!(dev.supports_op(&ctx, y2), "[{path}] q4_K mul_mat");
+        check_supports_op(dev).unwrap_or_else(|e| panic!("[{path}] {e}"));
     }
 }
 
