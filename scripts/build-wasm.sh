@@ -10,18 +10,19 @@
 #
 # Installs what it needs, idempotently: the wasm32 target, wasm-bindgen-cli (= the crate's
 # wasm-bindgen version, cached under ~/.cache/ggweb/tools), and www/'s npm dependencies.
-# Env: PROFILE=release|dev (default release), VARIANTS="simd scalar", NO_OPT=1 skips wasm-opt,
-#      WASM_FEATURES="..." sets the crate features of every variant (default: "webgpu" for simd,
-#      none for scalar).
+# Env: PROFILE=release|dev (default release), VARIANTS="simd scalar" (default: all, scripts/lib.sh),
+#      NO_OPT=1 skips wasm-opt, WASM_FEATURES="..." sets the crate features of every variant
+#      (default: scripts/lib.sh's per variant).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-WB_VERSION=0.2.130
-WB_ROOT="${GGWEB_TOOLS:-$HOME/.cache/ggweb/tools}/wasm-bindgen-$WB_VERSION"
+source "$ROOT/scripts/lib.sh"
+WB_VERSION=$(ggweb_wasm_bindgen_version)
+WB_ROOT="$(dirname "$(ggweb_wasm_bindgen_bin)")"
 WB="$WB_ROOT/bin/wasm-bindgen"
 PROFILE="${PROFILE:-release}"
-VARIANTS="${VARIANTS:-simd relaxed scalar}"
+VARIANTS="${VARIANTS:-$GGWEB_VARIANTS}"
 TARGET_BASE="${CARGO_TARGET_DIR:-$ROOT/target}"
 
 log() { echo "[build-wasm] $*" >&2; }
@@ -42,14 +43,10 @@ if ! [ -x www/node_modules/.bin/wasm-opt ] || ! [ -x www/node_modules/.bin/tsc ]
 fi
 WASM_OPT="$ROOT/www/node_modules/.bin/wasm-opt"
 
-# 3. build both variants (separate target dirs: RUSTFLAGS differ)
+# 3. build the variants (separate target dirs: RUSTFLAGS differ)
 for v in $VARIANTS; do
-  case "$v" in
-    simd)   FLAGS="-C target-feature=+simd128"; OPT_FEATURES="--enable-simd"; FEATS="${WASM_FEATURES-webgpu}" ;;
-    relaxed) FLAGS="-C target-feature=+simd128,+relaxed-simd"; OPT_FEATURES="--enable-simd --enable-relaxed-simd"; FEATS="${WASM_FEATURES-webgpu}" ;;
-    scalar) FLAGS=""; OPT_FEATURES=""; FEATS="${WASM_FEATURES-}" ;;
-    *) echo "unknown variant $v" >&2; exit 2 ;;
-  esac
+  ggweb_variant "$v"
+  FLAGS="$VARIANT_RUSTFLAGS"; OPT_FEATURES="$VARIANT_OPT_FLAGS"; FEATS="${WASM_FEATURES-$VARIANT_FEATURES}"
   TD="$TARGET_BASE/wasm-$v"
   log "cargo build ($v, $PROFILE, features: ${FEATS:-none})"
   if [ "$PROFILE" = release ]; then PFLAG=--release; PDIR=release; else PFLAG=; PDIR=debug; fi

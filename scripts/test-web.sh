@@ -20,7 +20,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export PUPPETEER_SKIP_DOWNLOAD=1
-WB_BIN="${GGWEB_TOOLS:-$HOME/.cache/ggweb/tools}/wasm-bindgen-0.2.130/bin"
+source "$ROOT/scripts/lib.sh"
+WB_BIN="$(ggweb_wasm_bindgen_bin)"
 step() { printf '\n--- %s (%s)\n' "$1" "$(date +%T)"; }
 
 step "system packages"
@@ -47,12 +48,15 @@ if [ -z "${SKIP_WASM_TESTS:-}" ]; then
   WT_TARGET="${CARGO_TARGET_DIR:-$ROOT/target}/wasm-tests"
   # Node 20's V8 has relaxed SIMD behind a flag; the runner passes NODE_ARGS to node.
   export NODE_ARGS=--experimental-wasm-relaxed-simd
-  for v in simd relaxed scalar; do
-    case $v in
-      simd) FLAGS="-C target-feature=+simd128" ;;
-      relaxed) FLAGS="-C target-feature=+simd128,+relaxed-simd" ;;
-      *) FLAGS="" ;;
-    esac
+  # wasm-tests/ is its own workspace: its lock must link the wasm-bindgen the runner was built for.
+  WT_WB=$(ggweb_locked_version wasm-tests/Cargo.lock wasm-bindgen)
+  if [ "$WT_WB" != "$(ggweb_wasm_bindgen_version)" ]; then
+    echo "wasm-tests/Cargo.lock links wasm-bindgen $WT_WB, the workspace $(ggweb_wasm_bindgen_version):" \
+      "run 'cargo update -p wasm-bindgen --precise $(ggweb_wasm_bindgen_version)' in wasm-tests/" >&2
+    exit 1
+  fi
+  for v in $GGWEB_VARIANTS; do
+    ggweb_variant "$v"; FLAGS="$VARIANT_RUSTFLAGS"
     step "wasm-bindgen-test ($v) in node"
     (cd wasm-tests && RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
       cargo test --target wasm32-unknown-unknown --no-fail-fast)
@@ -60,12 +64,13 @@ if [ -z "${SKIP_WASM_TESTS:-}" ]; then
     (cd wasm-tests && WASM_BINDGEN_USE_BROWSER=1 RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
       cargo test --target wasm32-unknown-unknown --no-fail-fast)
   done
+  ggweb_variant simd; SIMD_FLAGS="$VARIANT_RUSTFLAGS"
   step "wasm-bindgen-test WebGPU suite in headless Chromium (SwiftShader, f32 path)"
-  (cd wasm-tests && WASM_BINDGEN_TEST_TIMEOUT=900 RUSTFLAGS="-C target-feature=+simd128" \
+  (cd wasm-tests && WASM_BINDGEN_TEST_TIMEOUT=900 RUSTFLAGS="$SIMD_FLAGS" \
     CARGO_TARGET_DIR="$WT_TARGET-simd" \
     cargo test --target wasm32-unknown-unknown --features webgpu --test webgpu)
   step "wasm-bindgen-test: the graph API (GraphCore) on WebGPU vs the CPU in headless Chromium"
-  (cd wasm-tests && WASM_BINDGEN_TEST_TIMEOUT=900 RUSTFLAGS="-C target-feature=+simd128" \
+  (cd wasm-tests && WASM_BINDGEN_TEST_TIMEOUT=900 RUSTFLAGS="$SIMD_FLAGS" \
     CARGO_TARGET_DIR="$WT_TARGET-simd" \
     cargo test --target wasm32-unknown-unknown --features webgpu --test webgpu_graph)
 fi

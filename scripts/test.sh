@@ -2,10 +2,21 @@
 # All tests: native unit + integration tests, the wasm build check, CLI checks, and the web
 # package's tests (wasm-bindgen-test in node and headless Chromium, node:test, browser e2e).
 # Installs what it needs, idempotently, so it passes on a fresh machine.
+# `scripts/test.sh --full` also runs the long checks (LLMs on lavapipe / SwiftShader, the emulated
+# aarch64 build): run it before resolving an issue that touches WebGPU or the kernels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 export CARGO_TERM_COLOR=never
+full=""
+for arg in "$@"; do
+  case "$arg" in
+    --full) full=1 ;;
+    *) echo "usage: scripts/test.sh [--full]" >&2; exit 2 ;;
+  esac
+done
+export GGWEB_TEST_FULL="$full"
+source scripts/lib.sh
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 
@@ -20,13 +31,15 @@ step "wasm32 lints (scalar, SIMD128, relaxed SIMD; the wasm tests)"
 # The SIMD paths are behind target features, so each build's code is linted with its own flags
 # (own target dir: RUSTFLAGS differ).
 cargo clippy -q --target wasm32-unknown-unknown -p ggweb --no-default-features -- -D warnings
-RUSTFLAGS="-C target-feature=+simd128" CARGO_TARGET_DIR="$root/target/clippy-wasm-simd128" \
+ggweb_variant simd
+RUSTFLAGS="$VARIANT_RUSTFLAGS" CARGO_TARGET_DIR="$root/target/clippy-wasm-simd128" \
   cargo clippy -q --target wasm32-unknown-unknown -p ggweb -- -D warnings
-# Only the CPU kernels differ with relaxed SIMD: skip linting wgpu a second time.
-RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd" CARGO_TARGET_DIR="$root/target/clippy-wasm-relaxed-simd" \
-  cargo clippy -q --target wasm32-unknown-unknown -p ggweb --no-default-features -- -D warnings
-(cd wasm-tests && RUSTFLAGS="-C target-feature=+simd128" CARGO_TARGET_DIR="$root/target/clippy-wasm-simd128" \
+(cd wasm-tests && RUSTFLAGS="$VARIANT_RUSTFLAGS" CARGO_TARGET_DIR="$root/target/clippy-wasm-simd128" \
   cargo clippy -q --target wasm32-unknown-unknown --all-targets --features webgpu -- -D warnings)
+# Only the CPU kernels differ with relaxed SIMD: skip linting wgpu a second time.
+ggweb_variant relaxed
+RUSTFLAGS="$VARIANT_RUSTFLAGS" CARGO_TARGET_DIR="$root/target/clippy-wasm-relaxed-simd" \
+  cargo clippy -q --target wasm32-unknown-unknown -p ggweb --no-default-features -- -D warnings
 
 step "GPU driver for the WebGPU tests (lavapipe)"
 source scripts/setup-gpu.sh
@@ -36,9 +49,24 @@ bash scripts/fetch-models.sh
 
 step "native tests"
 cargo build -q --release --bin ggweb
-cargo test --release --workspace 2>&1 | tee "$root/target/native-tests.log" | grep -E '^(test result|running|error|failures:|---- )|panicked|FAILED' || true
-if grep -qE 'test result: FAILED|error(\[E[0-9]+\])?:|could not compile' "$root/target/native-tests.log"; then
-  echo "native tests failed (full log: target/native-tests.log)"; exit 1
+# cargo_tests LOG ARGS...: cargo test, its summary lines shown, the whole output in LOG; fails
+# exactly when cargo test does (its exit status, not what it prints).
+cargo_tests() {
+  local log=$1; shift
+  set +e
+  cargo test --release --workspace "$@" 2>&1 | tee "$log" |
+    grep -E '^(test result|running|error|failures:|---- )|panicked|FAILED'
+  local status=${PIPESTATUS[0]}
+  set -e
+  if [ "$status" != 0 ]; then
+    echo "native tests failed: cargo test exited $status (full log: $log)"; exit 1
+  fi
+}
+cargo_tests "$root/target/native-tests.log"
+if [ -n "$full" ]; then
+  # The long checks are #[ignore = "long: ..."] tests named long_*; the other ignored tests are benchmarks.
+  step "native tests: the long checks (--full)"
+  cargo_tests "$root/target/native-tests-long.log" -- --ignored long_
 fi
 
 step "CLI"
@@ -48,5 +76,6 @@ step "web package and browser"
 bash scripts/test-web.sh
 
 step "summary"
-passed=$(grep -hoE 'test result: ok\. [0-9]+ passed' "$root/target/native-tests.log" | awk '{s+=$4} END {print s+0}')
+passed=$(cat "$root/target/native-tests.log" ${full:+"$root/target/native-tests-long.log"} |
+  grep -oE 'test result: ok\. [0-9]+ passed' | awk '{s+=$4} END {print s+0}')
 echo "native: $passed passed, 0 failed"
