@@ -80,6 +80,7 @@ impl Context {
         let ne4 = shape4(ne)?;
         check_block(dtype, ne4[0])?;
         checked_nelements(&ne4)?;
+        checked_contiguous_bytes(dtype, &ne4)?;
         Ok(self.push(Tensor::contiguous(dtype, ne4)))
     }
 
@@ -135,6 +136,7 @@ impl Context {
     ) -> Result<TensorId> {
         check_block(dtype, ne[0])?;
         checked_nelements(&ne)?;
+        checked_contiguous_bytes(dtype, &ne)?;
         let mut t = Tensor::contiguous(dtype, ne);
         t.op = op;
         debug_assert!(srcs.len() <= MAX_SRC);
@@ -156,25 +158,43 @@ impl Context {
         let s = self.tensor(src);
         let dtype = s.dtype;
         check_block(dtype, ne[0])?;
+        checked_nelements(&ne)?;
         // A view shares the data of the tensor that owns it.
         let (base, base_offs) = match s.view_src {
-            Some(v) => (v, s.view_offs + offset),
-            None => (src, offset),
+            Some(v) => (v, s.view_offs.checked_add(offset)),
+            None => (src, Some(offset)),
         };
+        let overflow = || Error::Overflow(format!("view {ne:?} / {nb:?} at offset {offset}"));
+        let base_offs = base_offs.ok_or_else(overflow)?;
+        // Kernels read plain types through typed slices: their views must stay aligned.
+        if !dtype.is_quantized() {
+            let align = dtype.type_size();
+            let strides_ok = (0..MAX_DIMS).all(|i| ne[i] <= 1 || nb[i] % align == 0);
+            if base_offs % align != 0 || !strides_ok {
+                return Err(Error::Shape(format!(
+                    "{dtype} view at byte offset {base_offs} with strides {nb:?}: \
+                     offsets and strides must be multiples of {align}"
+                )));
+            }
+        }
+        // The view must stay inside its base (checked: offsets and strides may come from JS).
+        let span = checked_span(dtype, &ne, &nb).ok_or_else(overflow)?;
+        let base_bytes = self.tensor(base).nbytes();
+        if span > 0
+            && base_offs
+                .checked_add(span)
+                .is_none_or(|end| end > base_bytes)
+        {
+            return Err(Error::Shape(format!(
+                "view of {span} bytes at offset {base_offs} exceeds its source of {base_bytes} bytes"
+            )));
+        }
         let mut t = Tensor::contiguous(dtype, ne);
         t.nb = nb;
         t.op = op;
         t.src[0] = Some(src);
         t.view_src = Some(base);
         t.view_offs = base_offs;
-        // The view must stay inside its base.
-        let base_bytes = self.tensor(base).nbytes();
-        if t.nelements() > 0 && base_offs + t.nbytes() > base_bytes {
-            return Err(Error::Shape(format!(
-                "view of {} bytes at offset {base_offs} exceeds its source of {base_bytes} bytes",
-                t.nbytes()
-            )));
-        }
         Ok(self.push(t))
     }
 
@@ -339,6 +359,43 @@ pub(crate) fn check_block(dtype: DType, ne0: usize) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Checks that a dense `dtype` tensor of shape `ne` and every one of its strides fit this
+/// target's address space (u64 arithmetic: on wasm32 `usize` is 32 bits). Every tensor is
+/// checked when it is created, so `Tensor::nbytes` and the strides cannot wrap afterwards.
+pub(crate) fn checked_contiguous_bytes(dtype: DType, ne: &[usize; MAX_DIMS]) -> Result<usize> {
+    let dims = [ne[0] / dtype.block_size(), ne[1], ne[2], ne[3]];
+    let mut bytes = dtype.type_size() as u64;
+    for n in dims {
+        bytes = bytes
+            .checked_mul(n as u64)
+            .filter(|&b| b <= isize::MAX as u64)
+            .ok_or_else(|| Error::Overflow(format!("byte size of a {dtype} tensor {ne:?}")))?;
+    }
+    Ok(bytes as usize)
+}
+
+/// Bytes spanned by a tensor with strides `nb` (`Tensor::nbytes`' formula), or None when that
+/// does not fit this target's address space.
+fn checked_span(dtype: DType, ne: &[usize; MAX_DIMS], nb: &[usize; MAX_DIMS]) -> Option<usize> {
+    if ne.contains(&0) {
+        return Some(0);
+    }
+    let bs = dtype.block_size() as u64;
+    let mut n = if bs == 1 {
+        (ne[0] as u64 - 1)
+            .checked_mul(nb[0] as u64)?
+            .checked_add(dtype.type_size() as u64)?
+    } else {
+        (ne[0] as u64 / bs).checked_mul(nb[0] as u64)?
+    };
+    for i in 1..MAX_DIMS {
+        n = n.checked_add((ne[i] as u64 - 1).checked_mul(nb[i] as u64)?)?;
+    }
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= isize::MAX as usize)
 }
 
 pub(crate) fn checked_nelements(ne: &[usize; MAX_DIMS]) -> Result<usize> {

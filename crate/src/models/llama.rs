@@ -233,8 +233,10 @@ impl LlamaModel {
         let output = opt("output.weight".into()).unwrap_or(tok_embd);
         let n_embd_k = hp.head_dim_k * hp.n_head_kv;
         let n_embd_v = hp.head_dim_v * hp.n_head_kv;
-        let mut layers = Vec::with_capacity(hp.n_layer);
-        let mut kv_ids = Vec::with_capacity(2 * hp.n_layer);
+        // Not sized by `block_count`: a file that claims 2^40 layers fails at its first missing
+        // layer tensor instead of aborting on the allocation.
+        let mut layers = Vec::new();
+        let mut kv_ids = Vec::new();
         for il in 0..hp.n_layer {
             let n = |s: &str| format!("blk.{il}.{s}.weight");
             let k_cache = ctx.new_tensor_2d(DType::F16, n_embd_k, n_ctx)?;
@@ -296,11 +298,12 @@ impl LlamaModel {
             expect(layer.ffn_down, hp.n_ff, hp.n_embd)?;
             layers.push(layer);
         }
-        {
-            let t = ctx.tensor(output);
-            if t.ne[0] != hp.n_embd || t.ne[1] != hp.n_vocab {
+        // The embedding too: a wrong one gave NaN logits, not an error.
+        for (what, id) in [("token_embd", tok_embd), ("output", output)] {
+            let t = ctx.tensor(id);
+            if t.ne[0] != hp.n_embd || t.ne[1] != hp.n_vocab || t.ne[2] * t.ne[3] != 1 {
                 return Err(Error::Model(format!(
-                    "output has shape {:?}, expected [{}, {}]",
+                    "{what} has shape {:?}, expected [{}, {}]",
                     t.ne, hp.n_embd, hp.n_vocab
                 )));
             }

@@ -251,8 +251,8 @@ impl Context {
             }
             if tm.ne[0] != ne[0]
                 || tm.ne[1] < ne[1]
-                || ne[2] % tm.ne[2] != 0
-                || ne[3] % tm.ne[3] != 0
+                || ne[2].checked_rem(tm.ne[2]) != Some(0)
+                || ne[3].checked_rem(tm.ne[3]) != Some(0)
             {
                 return Err(Error::Shape(format!(
                     "SOFT_MAX: mask {:?} does not fit {:?}",

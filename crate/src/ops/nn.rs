@@ -21,6 +21,18 @@ pub(crate) fn conv_output_size(
 }
 
 /// Output length of a pooling window (ggml_calc_pool_output_size); `None` when the input is too small.
+/// Window parameters (kernel, stride, padding, dilation) are i32 in ggml and in the kernels'
+/// index arithmetic (negative offsets from padding): larger ones are rejected, not wrapped.
+fn check_window_params(what: &str, params: &[usize]) -> Result<()> {
+    match params.iter().find(|&&p| p > i32::MAX as usize) {
+        Some(p) => Err(Error::InvalidArgument(format!(
+            "{what}: parameter {p} is larger than {}",
+            i32::MAX
+        ))),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn pool_output_size(ins: usize, ks: usize, s: usize, p: usize) -> Option<usize> {
     let padded = ins.checked_add(p.checked_mul(2)?)?;
     if s == 0 || ks == 0 || padded < ks {
@@ -106,6 +118,7 @@ impl Context {
                 "im2col: strides and dilations must be >= 1".into(),
             ));
         }
+        check_window_params("im2col", &[s0, s1, p0, p1, d0, d1])?;
         if is_2d {
             if tk.ne[2] != ti.ne[2] {
                 return Err(Error::Shape(format!(
@@ -136,10 +149,15 @@ impl Context {
         } else {
             0
         };
+        let overflow = || Error::Overflow(format!("im2col of kernel {:?}", tk.ne));
         let ne = if is_2d {
-            [tk.ne[2] * tk.ne[1] * tk.ne[0], ow, oh, ti.ne[3]]
+            let k = tk.ne[2]
+                .checked_mul(tk.ne[1])
+                .and_then(|n| n.checked_mul(tk.ne[0]));
+            [k.ok_or_else(overflow)?, ow, oh, ti.ne[3]]
         } else {
-            [tk.ne[1] * tk.ne[0], ow, ti.ne[2], 1]
+            let k = tk.ne[1].checked_mul(tk.ne[0]);
+            [k.ok_or_else(overflow)?, ow, ti.ne[2], 1]
         };
         if ne.contains(&0) {
             return Err(too_small());
@@ -211,6 +229,7 @@ impl Context {
                 "pool_2d: kernel sizes and strides must be >= 1".into(),
             ));
         }
+        check_window_params("pool_2d", &[k0, k1, s0, s1, p0, p1])?;
         let too_small = || {
             Error::Shape(format!(
                 "pool_2d: input {:?} smaller than the {k0}x{k1} window",

@@ -1,0 +1,97 @@
+//! Hostile sizes, offsets and parameters at graph-build time: each is a typed error, never a
+//! wrapped size, a panic or a view outside its buffer (the reproductions of the hostile-inputs
+//! issue that reach the core through the graph API, e.g. from JS).
+
+use ggweb::tensor::PoolOp;
+use ggweb::{Context, DType, Error};
+
+#[test]
+fn byte_sizes_that_wrap_are_rejected() {
+    let mut ctx = Context::new();
+    // 2^62 elements fit isize, their 2^64 bytes do not: the byte size used to wrap to 0.
+    let e = ctx.new_tensor(DType::F32, &[1 << 61, 2]).unwrap_err();
+    assert!(matches!(e, Error::Overflow(_)), "{e}");
+    // A stride above the total wraps even when a later dimension is 0.
+    let e = ctx.new_tensor(DType::F32, &[1 << 62, 0]).unwrap_err();
+    assert!(matches!(e, Error::Overflow(_)), "{e}");
+    // Quantized: bytes per block × blocks.
+    let e = ctx.new_tensor(DType::Q8_0, &[32 << 58, 1]).unwrap_err();
+    assert!(matches!(e, Error::Overflow(_)), "{e}");
+    // Op results are checked the same way: the product of two legal shapes, 2^62 f32.
+    let a = ctx.new_tensor(DType::F32, &[1, 1 << 31]).unwrap();
+    let b = ctx.new_tensor(DType::F32, &[1, 1 << 31]).unwrap();
+    let e = ctx.mul_mat(a, b).unwrap_err();
+    assert!(matches!(e, Error::Overflow(_)), "{e}");
+    let ok = ctx.new_tensor(DType::F32, &[1024, 1024]).unwrap();
+    assert_eq!(ctx.tensor(ok).nbytes(), 4 << 20);
+}
+
+#[test]
+fn views_stay_inside_their_source() {
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(DType::F32, &[64]).unwrap();
+    // An offset near 2^64: offset + size used to wrap below the source.
+    let e = ctx.view(a, &[16], &[], usize::MAX - 63).unwrap_err();
+    assert!(matches!(e, Error::Shape(_) | Error::Overflow(_)), "{e}");
+    // Strides whose span overflows.
+    let e = ctx.view(a, &[2, 2], &[usize::MAX / 2], 0).unwrap_err();
+    assert!(matches!(e, Error::Shape(_) | Error::Overflow(_)), "{e}");
+    // A view of a view: both offsets add up (checked).
+    let v = ctx.view(a, &[32], &[], 128).unwrap();
+    let e = ctx.view(v, &[1], &[], usize::MAX - 100).unwrap_err();
+    assert!(matches!(e, Error::Shape(_) | Error::Overflow(_)), "{e}");
+    let e = ctx.view(v, &[32], &[], 4).unwrap_err();
+    assert!(matches!(e, Error::Shape(_)), "{e}");
+    // The largest view that fits is accepted.
+    let w = ctx.view(v, &[31], &[], 4).unwrap();
+    assert_eq!(ctx.tensor(w).view_offs, 132);
+}
+
+#[test]
+fn typed_views_stay_aligned() {
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(DType::F32, &[64]).unwrap();
+    // Kernels read f32 through &[f32]: an odd byte offset or stride would be misaligned.
+    let e = ctx.view(a, &[4], &[], 2).unwrap_err();
+    assert!(matches!(e, Error::Shape(_)), "{e}");
+    let e = ctx.view(a, &[4, 2], &[6], 0).unwrap_err();
+    assert!(matches!(e, Error::Shape(_)), "{e}");
+    ctx.view(a, &[4, 2], &[8], 4).unwrap();
+    // Any stride for a dimension of size 1.
+    ctx.view(a, &[4, 1], &[3], 0).unwrap();
+    let h = ctx.new_tensor(DType::F16, &[64]).unwrap();
+    ctx.view(h, &[4], &[], 2).unwrap();
+    assert!(ctx.view(h, &[4], &[], 1).is_err());
+}
+
+#[test]
+fn soft_max_mask_with_a_zero_dimension_is_an_error() {
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(DType::F32, &[8, 4, 2, 1]).unwrap();
+    for ne in [[8, 4, 0, 1], [8, 4, 1, 0]] {
+        let m = ctx.new_tensor(DType::F32, &ne).unwrap();
+        let e = ctx.soft_max_ext(a, Some(m), 1.0, 0.0).unwrap_err();
+        assert!(matches!(e, Error::Shape(_)), "{e}");
+    }
+    let m = ctx.new_tensor(DType::F32, &[8, 4, 1, 1]).unwrap();
+    ctx.soft_max_ext(a, Some(m), 1.0, 0.0).unwrap();
+}
+
+#[test]
+fn window_parameters_beyond_i32_are_errors() {
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(DType::F32, &[8, 8, 1, 1]).unwrap();
+    let big = 1usize << 31;
+    let e = ctx.pool_2d(a, PoolOp::Max, 2, 2, big, 1, 0, 0).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    let e = ctx.pool_2d(a, PoolOp::Avg, 2, 2, 1, 1, big, 0).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    ctx.pool_2d(a, PoolOp::Avg, 2, 2, 2, 2, 0, 0).unwrap();
+    let k = ctx.new_tensor(DType::F16, &[3, 3, 1, 4]).unwrap();
+    let e = ctx
+        .im2col(k, a, 1, 1, big, 0, 1, 1, true, DType::F32)
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    ctx.im2col(k, a, 1, 1, 1, 1, 1, 1, true, DType::F32)
+        .unwrap();
+}
