@@ -169,8 +169,8 @@ impl Context {
         // Kernels read plain types through typed slices: their views must stay aligned.
         if !dtype.is_quantized() {
             let align = dtype.type_size();
-            let strides_ok = (0..MAX_DIMS).all(|i| ne[i] <= 1 || nb[i] % align == 0);
-            if base_offs % align != 0 || !strides_ok {
+            let strides_ok = (0..MAX_DIMS).all(|i| ne[i] <= 1 || nb[i].is_multiple_of(align));
+            if !base_offs.is_multiple_of(align) || !strides_ok {
                 return Err(Error::Shape(format!(
                     "{dtype} view at byte offset {base_offs} with strides {nb:?}: \
                      offsets and strides must be multiples of {align}"
