@@ -51,12 +51,12 @@ for v in $VARIANTS; do
   log "cargo build ($v, $PROFILE, features: ${FEATS:-none})"
   if [ "$PROFILE" = release ]; then PFLAG=--release; PDIR=release; else PFLAG=; PDIR=debug; fi
   RUSTFLAGS="$FLAGS ${EXTRA_RUSTFLAGS:-}" CARGO_TARGET_DIR="$TD" \
-    cargo build -p ggweb --lib --target wasm32-unknown-unknown $PFLAG \
+    cargo build -p ggweb-wasm --lib --target wasm32-unknown-unknown $PFLAG \
     --no-default-features ${FEATS:+--features "$FEATS"}
   OUT="www/wasm/$v"
   rm -rf "$OUT"; mkdir -p "$OUT"
   "$WB" --target web --out-dir "$OUT" --out-name ggweb \
-    "$TD/wasm32-unknown-unknown/$PDIR/ggweb.wasm"
+    "$TD/wasm32-unknown-unknown/$PDIR/ggweb_wasm.wasm"
   if [ -z "${NO_OPT:-}" ]; then
     # Keep every feature rustc emits (bulk memory, sign-ext, non-trapping f2i, mutable globals,
     # reference types, multivalue) and SIMD for the SIMD build; -O3 for speed. The CPU kernels

@@ -30,16 +30,16 @@ cargo clippy --workspace --all-targets --release -q -- -D warnings
 step "wasm32 lints (scalar, SIMD128, relaxed SIMD; the wasm tests)"
 # The SIMD paths are behind target features, so each build's code is linted with its own flags
 # (own target dir: RUSTFLAGS differ).
-cargo clippy -q --target wasm32-unknown-unknown -p ggweb --no-default-features -- -D warnings
+cargo clippy -q --target wasm32-unknown-unknown -p ggweb -p ggweb-wasm --no-default-features -- -D warnings
 ggweb_variant simd
 RUSTFLAGS="$VARIANT_RUSTFLAGS" CARGO_TARGET_DIR="$root/target/clippy-wasm-simd128" \
-  cargo clippy -q --target wasm32-unknown-unknown -p ggweb -- -D warnings
+  cargo clippy -q --target wasm32-unknown-unknown -p ggweb -p ggweb-wasm -- -D warnings
 (cd wasm-tests && RUSTFLAGS="$VARIANT_RUSTFLAGS" CARGO_TARGET_DIR="$root/target/clippy-wasm-simd128" \
   cargo clippy -q --target wasm32-unknown-unknown --all-targets --features webgpu -- -D warnings)
 # Only the CPU kernels differ with relaxed SIMD: skip linting wgpu a second time.
 ggweb_variant relaxed
 RUSTFLAGS="$VARIANT_RUSTFLAGS" CARGO_TARGET_DIR="$root/target/clippy-wasm-relaxed-simd" \
-  cargo clippy -q --target wasm32-unknown-unknown -p ggweb --no-default-features -- -D warnings
+  cargo clippy -q --target wasm32-unknown-unknown -p ggweb -p ggweb-wasm --no-default-features -- -D warnings
 
 step "GPU driver for the WebGPU tests (lavapipe)"
 source scripts/setup-gpu.sh

@@ -27,5 +27,3 @@ pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::Graph;
 pub use tensor::{Op, Tensor, TensorId};
-#[cfg(target_arch = "wasm32")]
-pub mod wasm;

@@ -8,7 +8,7 @@
 //! Built only with `--features webgpu` (scripts/test-web.sh); browser only.
 #![cfg(target_arch = "wasm32")]
 
-use ggweb::wasm::GraphCore;
+use ggweb_wasm::GraphCore;
 use js_sys::{Float32Array, Int32Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;

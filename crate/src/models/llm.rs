@@ -1,5 +1,5 @@
-//! A language model session: tokenizer + model + KV cache + sampler, with prompt caching (a new
-//! prompt that extends the cached tokens only evaluates the new part) and streaming UTF-8 text.
+//! A language model session: tokenizer + model + KV cache, with prompt caching (a new prompt that
+//! extends the cached tokens only evaluates the new part). Generation: [`crate::models::generate`].
 
 use std::sync::Arc;
 
@@ -8,7 +8,6 @@ use crate::gguf::Gguf;
 use crate::models::chat::{ChatFormat, ChatMessage};
 use crate::models::llama::LlamaModel;
 use crate::models::runner::BackendChoice;
-use crate::models::sampler::{Sampler, SamplerOptions};
 use crate::models::tokenizer::Tokenizer;
 use crate::{Error, Result};
 
@@ -19,17 +18,6 @@ pub struct Llm {
     pub architecture: String,
     /// Tokens whose keys and values are in the cache, in order.
     cached: Vec<u32>,
-}
-
-/// What one `generate` call produced.
-#[derive(Debug, Clone, Default)]
-pub struct Generated {
-    pub prompt_ids: Vec<u32>,
-    pub ids: Vec<u32>,
-    pub text: String,
-    /// Prompt tokens actually evaluated (the rest came from the cache).
-    pub n_prompt_evaluated: usize,
-    pub stopped_at_eog: bool,
 }
 
 impl Llm {
@@ -161,73 +149,5 @@ impl Llm {
         let logits = self.model.eval_async(&[token], false).await?;
         self.cached.push(token);
         Ok(logits)
-    }
-
-    /// Generate up to `n_predict` tokens after `prompt`, calling `on_piece` with each piece of
-    /// text as soon as it is complete UTF-8; `on_piece` returns false to stop.
-    pub fn generate(
-        &mut self,
-        prompt_ids: &[u32],
-        n_predict: usize,
-        opts: SamplerOptions,
-        mut on_piece: impl FnMut(u32, &str) -> bool,
-    ) -> Result<Generated> {
-        let mut sampler = Sampler::new(opts);
-        for &t in prompt_ids {
-            sampler.accept(t);
-        }
-        let (mut logits, n_eval) = self.eval_prompt(prompt_ids)?;
-        let mut out = Generated {
-            prompt_ids: prompt_ids.to_vec(),
-            n_prompt_evaluated: n_eval,
-            ..Default::default()
-        };
-        let mut pending: Vec<u8> = Vec::new();
-        for _ in 0..n_predict {
-            let tok = sampler.sample(&logits);
-            sampler.accept(tok);
-            if self.tokenizer.is_eog(tok) {
-                out.stopped_at_eog = true;
-                break;
-            }
-            out.ids.push(tok);
-            pending.extend_from_slice(self.tokenizer.token_to_piece(tok, false));
-            let piece = take_utf8(&mut pending);
-            out.text.push_str(&piece);
-            let go_on = on_piece(tok, &piece);
-            if !go_on || self.model.n_past() >= self.model.n_ctx {
-                break;
-            }
-            logits = self.eval_token(tok)?;
-        }
-        if !pending.is_empty() {
-            out.text.push_str(&String::from_utf8_lossy(&pending));
-        }
-        Ok(out)
-    }
-}
-
-/// The longest valid UTF-8 prefix of `buf`, removed from it (an incomplete character at the end
-/// stays for the next piece; invalid bytes become U+FFFD).
-pub fn take_utf8(buf: &mut Vec<u8>) -> String {
-    match std::str::from_utf8(buf) {
-        Ok(s) => {
-            let s = s.to_string();
-            buf.clear();
-            s
-        }
-        Err(e) => {
-            let valid = e.valid_up_to();
-            if e.error_len().is_none() {
-                // Incomplete sequence at the end: keep it.
-                let s = String::from_utf8_lossy(&buf[..valid]).into_owned();
-                buf.drain(..valid);
-                s
-            } else {
-                let s = String::from_utf8_lossy(buf).into_owned();
-                buf.clear();
-                s
-            }
-        }
     }
 }

@@ -23,11 +23,105 @@ impl HostBytes for Vec<u8> {
     }
 }
 
+/// One heap allocation aligned to [`CPU_ALIGNMENT`], freed on drop: the memory of owned
+/// [`CpuBuffer`]s and of [`AlignedBytes`].
+struct Aligned {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+impl Aligned {
+    /// `size` bytes (at least one is allocated); an error, not an abort, when the allocator
+    /// fails. `zeroed` memory may be read at once; otherwise only what was written.
+    fn new(size: usize, zeroed: bool) -> Result<Aligned> {
+        let layout = Layout::from_size_align(size.max(1), CPU_ALIGNMENT)
+            .map_err(|_| Error::OutOfMemory(format!("invalid buffer size {size}")))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe {
+            if zeroed {
+                std::alloc::alloc_zeroed(layout)
+            } else {
+                std::alloc::alloc(layout)
+            }
+        };
+        if ptr.is_null() {
+            return Err(Error::OutOfMemory(format!(
+                "could not allocate a CPU buffer of {size} bytes"
+            )));
+        }
+        Ok(Aligned { ptr, layout })
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with exactly this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+/// Bytes appended front to back into one [`CPU_ALIGNMENT`]-aligned allocation of a fixed
+/// capacity (a model file streamed into memory), then read in place as [`HostBytes`] (weights
+/// without a copy).
+pub struct AlignedBytes {
+    mem: Aligned,
+    cap: usize,
+    len: usize,
+}
+
+// SAFETY: a private heap allocation, written only through `&mut self`.
+unsafe impl Send for AlignedBytes {}
+// SAFETY: as above; `&self` only reads the written prefix.
+unsafe impl Sync for AlignedBytes {}
+
+impl AlignedBytes {
+    pub fn with_capacity(cap: usize) -> Result<AlignedBytes> {
+        Ok(AlignedBytes {
+            mem: Aligned::new(cap, false)?,
+            cap,
+            len: 0,
+        })
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Append `chunk`; an error when it does not fit in the capacity.
+    pub fn extend_from_slice(&mut self, chunk: &[u8]) -> Result<()> {
+        let end = self.len + chunk.len();
+        if end > self.cap {
+            return Err(Error::InvalidArgument(format!(
+                "{end} bytes do not fit in a buffer of {}",
+                self.cap
+            )));
+        }
+        // SAFETY: `len..end` lies inside the allocation, which `chunk` (borrowed while we hold
+        // `&mut self`) cannot overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(chunk.as_ptr(), self.mem.ptr.add(self.len), chunk.len())
+        };
+        self.len = end;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for AlignedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes were written by `extend_from_slice`.
+        unsafe { std::slice::from_raw_parts(self.mem.ptr, self.len) }
+    }
+}
+
+impl HostBytes for AlignedBytes {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
 enum Storage {
-    Owned {
-        ptr: *mut u8,
-        layout: Layout,
-    },
+    Owned(Aligned),
     Borrowed {
         owner: Arc<dyn HostBytes>,
         offset: usize,
@@ -52,17 +146,8 @@ impl CpuBuffer {
     /// Allocate `size` zeroed bytes aligned to [`CPU_ALIGNMENT`]; an error (not an abort) when the
     /// allocation fails.
     pub fn alloc(size: usize, buft: Arc<dyn BufferType>) -> Result<Self> {
-        let layout = Layout::from_size_align(size.max(1), CPU_ALIGNMENT)
-            .map_err(|_| Error::OutOfMemory(format!("invalid buffer size {size}")))?;
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            return Err(Error::OutOfMemory(format!(
-                "could not allocate a CPU buffer of {size} bytes"
-            )));
-        }
         Ok(CpuBuffer {
-            storage: Storage::Owned { ptr, layout },
+            storage: Storage::Owned(Aligned::new(size, true)?),
             size,
             usage: AtomicU8::new(0),
             buft,
@@ -95,7 +180,7 @@ impl CpuBuffer {
     /// Base address of the buffer.
     pub fn base(&self) -> *mut u8 {
         match &self.storage {
-            Storage::Owned { ptr, .. } => *ptr,
+            Storage::Owned(mem) => mem.ptr,
             Storage::Borrowed { owner, offset, .. } => owner.bytes()[*offset..].as_ptr() as *mut u8,
         }
     }
@@ -107,15 +192,6 @@ impl CpuBuffer {
                 "range {offset}+{len} outside a buffer of {} bytes",
                 self.size
             ))),
-        }
-    }
-}
-
-impl Drop for CpuBuffer {
-    fn drop(&mut self) {
-        if let Storage::Owned { ptr, layout } = self.storage {
-            // SAFETY: allocated in `alloc` with exactly this layout, freed once.
-            unsafe { std::alloc::dealloc(ptr, layout) };
         }
     }
 }

@@ -4,15 +4,15 @@
 use wasm_bindgen::prelude::*;
 
 use super::js_err;
-use crate::alloc::alloc_ctx_tensors;
-use crate::backend::cpu::{cpu_buffer_type, CpuBackend};
-use crate::backend::{Backend, BufferType};
-use crate::{Context, DType, Error, Graph, Result};
+use ggweb::alloc::alloc_ctx_tensors;
+use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
+use ggweb::backend::{Backend, BufferType};
+use ggweb::{Context, DType, Error, Graph, Result};
 
 enum Engine {
     Cpu(CpuBackend),
     #[cfg(feature = "webgpu")]
-    WebGpu(crate::backend::webgpu::WebGpuBackend),
+    WebGpu(ggweb::backend::webgpu::WebGpuBackend),
 }
 
 /// `y = mul_mat(W, x)` with W [k, m] of a weight type and x [k, n] f32, set up once.
@@ -22,7 +22,7 @@ pub struct MulMatBench {
     graph: Graph,
     flops: f64,
     engine: Engine,
-    _buf: Option<std::sync::Arc<dyn crate::backend::Buffer>>,
+    _buf: Option<std::sync::Arc<dyn ggweb::backend::Buffer>>,
 }
 
 fn build(backend: &str, dtype: &str, m: usize, n: usize, k: usize) -> Result<MulMatBench> {
@@ -37,11 +37,11 @@ fn build(backend: &str, dtype: &str, m: usize, n: usize, k: usize) -> Result<Mul
         "cpu" => (cpu_buffer_type(), Engine::Cpu(CpuBackend::new(1))),
         #[cfg(feature = "webgpu")]
         "webgpu" => {
-            let dev = crate::backend::webgpu::default_device().ok_or_else(|| {
+            let dev = ggweb::backend::webgpu::default_device().ok_or_else(|| {
                 Error::Backend("no WebGPU device: await webgpuInit() first".into())
             })?;
             (
-                crate::backend::Device::buffer_type(&*dev),
+                ggweb::backend::Device::buffer_type(&*dev),
                 Engine::WebGpu(dev.backend()),
             )
         }

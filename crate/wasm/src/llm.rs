@@ -1,4 +1,4 @@
-//! Language models for JavaScript: a thin, step-wise wrapper over [`crate::models::llm::Llm`].
+//! Language models for JavaScript: a thin, step-wise wrapper over [`ggweb::models::llm::Llm`].
 //!
 //! Loading: JS streams the GGUF into a [`ModelStream`], which holds ONE 64-byte-aligned wasm-side
 //! allocation of the file's final size (from Content-Length / Blob.size, or, when the length is
@@ -19,12 +19,12 @@ use wasm_bindgen::prelude::*;
 
 use super::js::set;
 use super::js_err;
-use crate::backend::cpu::HostBytes;
-use crate::gguf::{Gguf, HeaderParse, Value};
-use crate::models::chat::{ChatFormat, ChatMessage};
-use crate::models::llm::{take_utf8, Llm};
-use crate::models::runner::BackendChoice;
-use crate::models::sampler::{Sampler, SamplerOptions};
+use ggweb::backend::cpu::HostBytes;
+use ggweb::gguf::{Gguf, HeaderParse, Value};
+use ggweb::models::chat::{ChatFormat, ChatMessage};
+use ggweb::models::llm::{take_utf8, Llm};
+use ggweb::models::runner::BackendChoice;
+use ggweb::models::sampler::{Sampler, SamplerOptions};
 
 const ALIGN: usize = 64;
 
@@ -41,23 +41,23 @@ unsafe impl Send for AlignedBytes {}
 unsafe impl Sync for AlignedBytes {}
 
 impl AlignedBytes {
-    fn with_capacity(cap: usize) -> crate::Result<AlignedBytes> {
+    fn with_capacity(cap: usize) -> ggweb::Result<AlignedBytes> {
         let layout = Layout::from_size_align(cap.max(1), ALIGN)
-            .map_err(|_| crate::Error::OutOfMemory(format!("invalid size {cap}")))?;
+            .map_err(|_| ggweb::Error::OutOfMemory(format!("invalid size {cap}")))?;
         // SAFETY: non-zero size.
         let ptr = unsafe { std::alloc::alloc(layout) };
         if ptr.is_null() {
-            return Err(crate::Error::OutOfMemory(format!(
+            return Err(ggweb::Error::OutOfMemory(format!(
                 "cannot hold a model file of {cap} bytes in wasm memory"
             )));
         }
         Ok(AlignedBytes { ptr, cap, len: 0 })
     }
 
-    fn extend(&mut self, chunk: &[u8]) -> crate::Result<()> {
+    fn extend(&mut self, chunk: &[u8]) -> ggweb::Result<()> {
         let end = self.len + chunk.len();
         if end > self.cap {
-            return Err(crate::Error::Gguf(format!(
+            return Err(ggweb::Error::Gguf(format!(
                 "the file is longer than expected: {end} bytes received, {} expected",
                 self.cap
             )));
@@ -207,9 +207,9 @@ impl ModelStream {
 }
 
 impl ModelStream {
-    fn take(&mut self) -> crate::Result<Arc<AlignedBytes>> {
+    fn take(&mut self) -> ggweb::Result<Arc<AlignedBytes>> {
         let g = self.header.as_ref().ok_or_else(|| {
-            crate::Error::Gguf(format!(
+            ggweb::Error::Gguf(format!(
                 "file of {} bytes is truncated: the header needs at least {} bytes",
                 self.received, self.needed
             ))
@@ -217,10 +217,10 @@ impl ModelStream {
         let d = self
             .data
             .take()
-            .ok_or_else(|| crate::Error::InvalidArgument("this model stream was used".into()))?;
+            .ok_or_else(|| ggweb::Error::InvalidArgument("this model stream was used".into()))?;
         if let Some(n) = self.file_len {
             if d.len as u64 != n {
-                return Err(crate::Error::Gguf(format!(
+                return Err(ggweb::Error::Gguf(format!(
                     "file truncated: received {} of {n} bytes",
                     d.len
                 )));
@@ -328,7 +328,7 @@ impl Inner {
         Ok(Action::Token(tok, piece, eval))
     }
 
-    fn after_prompt(&mut self, r: crate::Result<(Vec<f32>, usize)>) -> Result<JsValue, JsError> {
+    fn after_prompt(&mut self, r: ggweb::Result<(Vec<f32>, usize)>) -> Result<JsValue, JsError> {
         let (logits, n) = match r {
             Ok(x) => x,
             Err(e) => {
@@ -350,7 +350,7 @@ impl Inner {
         &mut self,
         tok: u32,
         piece: String,
-        r: Option<crate::Result<Vec<f32>>>,
+        r: Option<ggweb::Result<Vec<f32>>>,
     ) -> Result<JsValue, JsError> {
         match r {
             Some(Ok(l)) => self.gen_mut()?.logits = l,
@@ -460,7 +460,7 @@ impl LlmCore {
         let file_bytes = bytes.len;
         let header = Gguf::parse(bytes.bytes()).map_err(js_err)?;
         // An unsupported architecture is named before anything else is read.
-        crate::models::llama::HParams::from_gguf(&header).map_err(js_err)?;
+        ggweb::models::llama::HParams::from_gguf(&header).map_err(js_err)?;
         let owner: Arc<dyn HostBytes> = bytes;
         let llm =
             Llm::from_gguf(owner, &header, n_ctx.max(1) as usize, choice, 1).map_err(js_err)?;

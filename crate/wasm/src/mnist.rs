@@ -1,5 +1,5 @@
 //! MNIST (ggml's mnist-fc / mnist-cnn GGUFs) for JavaScript: a thin wrapper over
-//! [`crate::models::mnist::Mnist`], on the CPU or (after `webgpuInit`) on WebGPU with the CPU for
+//! [`ggweb::models::mnist::Mnist`], on the CPU or (after `webgpuInit`) on WebGPU with the CPU for
 //! what WebGPU does not run.
 
 use std::cell::RefCell;
@@ -11,10 +11,10 @@ use wasm_bindgen::prelude::*;
 
 use super::gguf::GgufStream;
 use super::js_err;
-use crate::backend::cpu::HostBytes;
-use crate::models::mnist::{Mnist, MnistKind};
-use crate::models::runner::BackendChoice;
-use crate::Error;
+use ggweb::backend::cpu::HostBytes;
+use ggweb::models::mnist::{Mnist, MnistKind};
+use ggweb::models::runner::BackendChoice;
+use ggweb::Error;
 
 #[wasm_bindgen]
 pub struct MnistCore {

@@ -1,9 +1,12 @@
 //! wasm-bindgen exports: the Rust side of the npm package `ggweb` (www/).
 //!
 //! The TypeScript wrapper in `www/src/` is the public API; these exports are its engine. Every
-//! fallible export returns `Result<_, JsError>`, so a Rust [`crate::Error`] reaches JavaScript as a
+//! fallible export returns `Result<_, JsError>`, so a Rust [`ggweb::Error`] reaches JavaScript as a
 //! rejected Promise / thrown `Error` with the same message. A panic is a bug: the panic hook
 //! installed at start-up prints it to the console before the trap.
+//!
+//! Compiled only for wasm32 (natively this crate is empty, so `cargo test --workspace` works).
+#![cfg(target_arch = "wasm32")]
 
 use wasm_bindgen::prelude::*;
 
@@ -48,10 +51,10 @@ pub fn webgpu_compiled() -> bool {
 /// The CPU kernels in use ("wasm32 simd128 + relaxed-simd", "wasm32 simd128" or "scalar").
 #[wasm_bindgen(js_name = cpuFeatures)]
 pub fn cpu_features() -> String {
-    crate::backend::cpu::ops::simd_name().to_string()
+    ggweb::backend::cpu::ops::simd_name().to_string()
 }
 
 /// Convert a crate error into a JS error with the same message.
-pub(crate) fn js_err(e: crate::Error) -> JsError {
+pub(crate) fn js_err(e: ggweb::Error) -> JsError {
     JsError::new(&e.to_string())
 }

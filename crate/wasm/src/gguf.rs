@@ -9,7 +9,7 @@ use wasm_bindgen::prelude::*;
 
 use super::js::{array_of, i64_js, set, u64_js};
 use super::js_err;
-use crate::gguf::{value::type_name, Array, Gguf, HeaderParse, Value};
+use ggweb::gguf::{value::type_name, Array, Gguf, HeaderParse, Value};
 
 /// Incremental GGUF reader. `push` chunks in file order; `done` turns true once the header
 /// (metadata and tensor infos) is complete. With `keep_data` every byte is kept for use as
@@ -147,14 +147,14 @@ impl GgufStream {
 
 impl GgufStream {
     /// The parsed header and the whole file (only with `keep_data`, after `finish`).
-    pub(crate) fn take_file(&mut self) -> crate::Result<(Gguf, Arc<Vec<u8>>)> {
+    pub(crate) fn take_file(&mut self) -> ggweb::Result<(Gguf, Arc<Vec<u8>>)> {
         if !self.keep_data {
-            return Err(crate::Error::InvalidArgument(
+            return Err(ggweb::Error::InvalidArgument(
                 "this GGUF was loaded with headerOnly: its tensor data was not kept".into(),
             ));
         }
         let g = self.header.clone().ok_or_else(|| {
-            crate::Error::Gguf("the header is not complete (truncated file)".into())
+            ggweb::Error::Gguf("the header is not complete (truncated file)".into())
         })?;
         g.check_file_len(self.buf.len() as u64)?;
         Ok((g, Arc::new(std::mem::take(&mut self.buf))))

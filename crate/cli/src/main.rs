@@ -1,11 +1,9 @@
-//! The `ggweb` command-line tool: inspect GGUF files, run MNIST, benchmark kernels.
+//! The `ggweb` command-line tool: inspect GGUF files, run MNIST and LLMs, benchmark kernels.
 
-#[cfg(not(target_arch = "wasm32"))]
-mod cli;
+mod commands;
 
-#[cfg(not(target_arch = "wasm32"))]
 fn main() {
-    if let Err(e) = cli::run() {
+    if let Err(e) = commands::run() {
         // A reader that stopped early (`ggweb info … | head`, `grep -q`) is not an error of ours:
         // exit quietly and successfully, as other Unix tools do.
         if matches!(&e, ggweb::Error::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe) {
@@ -15,6 +13,3 @@ fn main() {
         std::process::exit(1);
     }
 }
-
-#[cfg(target_arch = "wasm32")]
-fn main() {}

@@ -7,6 +7,7 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use ggweb::gguf::{Array, GgufFile, Value};
 use ggweb::models::chat::ChatMessage;
+use ggweb::models::generate::{Step, StopReason};
 use ggweb::models::llm::Llm;
 use ggweb::models::mnist::{self, Mnist};
 use ggweb::models::runner::BackendChoice;
@@ -591,31 +592,15 @@ fn generate(
         prompt.to_string()
     };
     let ids = llm.tokenize(&text, true, true);
-    let t0 = Instant::now();
-    let mut t_first: Option<Instant> = None;
-    let stream = !as_json;
-    let out = llm.generate(&ids, n_predict, opts, |_, piece| {
-        t_first.get_or_insert_with(Instant::now);
-        if stream {
-            print!("{piece}");
-            let _ = std::io::stdout().flush();
-        }
-        true
-    })?;
-    let t_end = Instant::now();
-    let t_first = t_first.unwrap_or(t_end);
-    let prompt_s = (t_first - t0).as_secs_f64();
-    let gen_s = (t_end - t_first).as_secs_f64();
-    // The first generated token's evaluation is counted in the generation phase.
-    let n_gen_evals = out.ids.len().saturating_sub(1).max(1);
-    let prompt_tps = out.n_prompt_evaluated as f64 / prompt_s.max(1e-9);
-    let gen_tps = n_gen_evals as f64 / gen_s.max(1e-9);
+    let out = stream(&mut llm, &ids, n_predict, opts, !as_json)?;
+    let prompt_tps = out.n_prompt_evaluated as f64 / out.prompt_s.max(1e-9);
+    let gen_tps = out.ids.len() as f64 / out.gen_s.max(1e-9);
     if as_json {
         println!(
             "{}",
-            json!({"prompt_ids": out.prompt_ids, "ids": out.ids, "text": out.text,
-                   "prompt_tok_per_s": prompt_tps, "gen_tok_per_s": gen_tps, "stopped_at_eog": out.stopped_at_eog,
-                   "backend": backend})
+            json!({"prompt_ids": ids, "ids": out.ids, "text": out.text,
+                   "prompt_tok_per_s": prompt_tps, "gen_tok_per_s": gen_tps,
+                   "stopped_at_eog": out.reason == StopReason::EndOfGeneration, "backend": backend})
         );
     } else {
         println!();
@@ -626,6 +611,59 @@ fn generate(
         );
     }
     Ok(())
+}
+
+/// A finished generation and the seconds of its two phases.
+struct Streamed {
+    ids: Vec<u32>,
+    text: String,
+    reason: StopReason,
+    /// Prompt tokens evaluated (the rest came from the KV cache).
+    n_prompt_evaluated: usize,
+    prompt_s: f64,
+    gen_s: f64,
+}
+
+/// Run one generation to its end, printing each token's text as it comes when `print`.
+fn stream(
+    llm: &mut Llm,
+    prompt_ids: &[u32],
+    n_predict: usize,
+    opts: SamplerOptions,
+    print: bool,
+) -> Result<Streamed> {
+    let mut gen = llm.begin(prompt_ids, n_predict, opts)?;
+    let t0 = Instant::now();
+    let mut t_prompt = t0;
+    let mut n_prompt_evaluated = 0;
+    let mut text = String::new();
+    let reason = loop {
+        match gen.step(llm)? {
+            Step::Prompt { n_evaluated, .. } => {
+                n_prompt_evaluated = n_evaluated;
+                t_prompt = Instant::now();
+            }
+            Step::Token { text: piece, .. } => {
+                if print {
+                    print!("{piece}");
+                    let _ = std::io::stdout().flush();
+                }
+                text.push_str(&piece);
+            }
+            Step::Done { reason, text: rest } => {
+                text.push_str(&rest);
+                break reason;
+            }
+        }
+    };
+    Ok(Streamed {
+        ids: gen.ids().to_vec(),
+        text,
+        reason,
+        n_prompt_evaluated,
+        prompt_s: (t_prompt - t0).as_secs_f64(),
+        gen_s: t_prompt.elapsed().as_secs_f64(),
+    })
 }
 
 fn chat(
@@ -666,17 +704,12 @@ fn chat(
             seed: messages.len() as u64,
             ..Default::default()
         };
-        let t0 = Instant::now();
-        let out = llm.generate(&ids, n_predict, opts, |_, piece| {
-            print!("{piece}");
-            let _ = std::io::stdout().flush();
-            true
-        })?;
+        let out = stream(&mut llm, &ids, n_predict, opts, true)?;
         println!();
         eprintln!(
             "[{} tokens, {:.1} tok/s]",
             out.ids.len(),
-            out.ids.len() as f64 / t0.elapsed().as_secs_f64()
+            out.ids.len() as f64 / (out.prompt_s + out.gen_s)
         );
         messages.push(ChatMessage::new("assistant", &out.text));
     }

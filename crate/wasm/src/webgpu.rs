@@ -6,8 +6,8 @@ use wasm_bindgen::prelude::*;
 
 use super::js::{array_of, set};
 use super::js_err;
-use crate::backend::webgpu::{self, AdapterReport, WebGpuDevice};
-use crate::Error;
+use ggweb::backend::webgpu::{self, AdapterReport, WebGpuDevice};
+use ggweb::Error;
 
 /// True when `navigator.gpu` exists here (browsers and their workers with WebGPU; not Node).
 pub(crate) fn navigator_gpu() -> bool {
@@ -104,7 +104,7 @@ pub fn webgpu_adapters() -> Promise {
 }
 
 /// Placements as `{ nodes: {backend: count}, elsewhere: ["OP 'name': why"] }`.
-pub(crate) fn placements_js(p: &crate::models::runner::Placements) -> JsValue {
+pub(crate) fn placements_js(p: &ggweb::models::runner::Placements) -> JsValue {
     let nodes = Object::new();
     for (name, n) in &p.nodes {
         set(&nodes, name, *n as u32);

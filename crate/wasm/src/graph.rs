@@ -17,10 +17,10 @@ use wasm_bindgen::prelude::*;
 use super::gguf::GgufStream;
 use super::js::set;
 use super::js_err;
-use crate::backend::cpu::{cpu_buffer_type, tensor_ptr, CpuBackend, CpuBuffer, HostBytes};
-use crate::backend::{Buffer, BufferUsage};
-use crate::tensor::{PoolOp, TensorData};
-use crate::{Context, DType, Error, Graph, Result, TensorId};
+use ggweb::backend::cpu::{cpu_buffer_type, tensor_ptr, CpuBackend, CpuBuffer, HostBytes};
+use ggweb::backend::{Buffer, BufferUsage};
+use ggweb::tensor::{PoolOp, TensorData};
+use ggweb::{Context, DType, Error, Graph, Result, TensorId};
 
 #[wasm_bindgen]
 pub struct GraphCore {
@@ -45,11 +45,11 @@ struct GraphInner {
 /// buffers hold the results; earlier results stay valid in their own buffers).
 #[cfg(feature = "webgpu")]
 struct GpuState {
-    dev: Arc<crate::backend::webgpu::WebGpuDevice>,
+    dev: Arc<ggweb::backend::webgpu::WebGpuDevice>,
     report: String,
     /// Nodes whose data this graph's computes placed (recomputing them replaces it).
     owned: Vec<bool>,
-    last_placements: Option<crate::models::runner::Placements>,
+    last_placements: Option<ggweb::models::runner::Placements>,
 }
 
 impl Default for GraphCore {
@@ -286,12 +286,12 @@ impl GraphInner {
             }
             // Every node stays readable after the compute, as on the CPU (no memory reuse).
             if !t.op.is_view() {
-                t.flags.insert(crate::tensor::Flags::OUTPUT);
+                t.flags.insert(ggweb::tensor::Flags::OUTPUT);
             }
         }
         // A fresh scheduler: its buffers are new, so results of earlier computes that are not
         // part of this graph keep theirs.
-        let mut runner = crate::models::runner::Runner::with_webgpu_device(gpu.dev.clone(), 1)?;
+        let mut runner = ggweb::models::runner::Runner::with_webgpu_device(gpu.dev.clone(), 1)?;
         runner.alloc(&mut sctx, &graph)?;
         runner.compute_async(&sctx).await?;
         gpu.last_placements = Some(runner.placements(&sctx));
@@ -319,7 +319,7 @@ impl GraphInner {
                 t.name, dtype
             )));
         }
-        let bytes = crate::backend::webgpu::read_bytes_async(&self.ctx, id).await?;
+        let bytes = ggweb::backend::webgpu::read_bytes_async(&self.ctx, id).await?;
         Ok(match dtype {
             DType::F32 => bytemuck::pod_collect_to_vec(&bytes),
             DType::I32 => bytemuck::pod_collect_to_vec::<u8, i32>(&bytes)
@@ -328,7 +328,7 @@ impl GraphInner {
                 .collect(),
             dt => {
                 let mut out = vec![0f32; t.nelements()];
-                crate::quant::dequantize_row(dt, &bytes, &mut out)?;
+                ggweb::quant::dequantize_row(dt, &bytes, &mut out)?;
                 out
             }
         })
@@ -368,7 +368,7 @@ impl GraphInner {
                 t.data.is_none() && t.view_src.is_none()
             })
             .collect();
-        crate::alloc::alloc_tensors(&mut self.ctx, &todo, &cpu_buffer_type())?;
+        ggweb::alloc::alloc_tensors(&mut self.ctx, &todo, &cpu_buffer_type())?;
         self.backend.compute(&self.ctx, &graph)?;
         self.last_nodes = graph.nodes.len();
         Ok(())
@@ -428,18 +428,18 @@ impl GraphCore {
     /// On WebGPU, compute and read with `computeAsync` / `readF32Async` / `readI32Async`.
     #[wasm_bindgen(constructor)]
     pub fn create(backend: Option<String>) -> Result<GraphCore, JsError> {
-        let choice: crate::models::runner::BackendChoice = backend
+        let choice: ggweb::models::runner::BackendChoice = backend
             .as_deref()
             .unwrap_or("cpu")
             .parse()
             .map_err(js_err)?;
         let core = GraphCore::new();
-        if choice == crate::models::runner::BackendChoice::Cpu {
+        if choice == ggweb::models::runner::BackendChoice::Cpu {
             return Ok(core);
         }
         #[cfg(feature = "webgpu")]
-        if let Some(dev) = crate::backend::webgpu::default_device() {
-            let runner = crate::models::runner::Runner::with_webgpu_device(dev.clone(), 1)
+        if let Some(dev) = ggweb::backend::webgpu::default_device() {
+            let runner = ggweb::models::runner::Runner::with_webgpu_device(dev.clone(), 1)
                 .map_err(js_err)?;
             core.bm()?.gpu = Some(GpuState {
                 dev,
@@ -449,7 +449,7 @@ impl GraphCore {
             });
             return Ok(core);
         }
-        if choice == crate::models::runner::BackendChoice::WebGpu {
+        if choice == ggweb::models::runner::BackendChoice::WebGpu {
             return Err(js_err(Error::Backend(if cfg!(feature = "webgpu") {
                 "no WebGPU device is open (await webgpuInit() first)".into()
             } else {
@@ -675,10 +675,10 @@ impl GraphInner {
         let (g, bytes) = file.take_file()?;
         #[cfg(feature = "webgpu")]
         if let Some(gpu) = &self.gpu {
-            let buft: Arc<dyn crate::backend::BufferType> = gpu.dev.webgpu_buffer_type();
+            let buft: Arc<dyn ggweb::backend::BufferType> = gpu.dev.webgpu_buffer_type();
             let mark = self.ctx.mark();
             let owner: Arc<dyn HostBytes> = bytes.clone();
-            return match crate::models::weights::Weights::load_into(
+            return match ggweb::models::weights::Weights::load_into(
                 &mut self.ctx,
                 &g,
                 owner,
