@@ -186,9 +186,9 @@ impl FileStream {
     }
 }
 
-/// Incremental GGUF reader for JS. `push` chunks in file order; `done` turns true once the
-/// header (metadata and tensor infos) is complete. With `keep_data` every byte is kept for use
-/// as weights (`Graph.weights`, `Mnist`); otherwise bytes after the header are dropped.
+/// Incremental GGUF reader. `push` chunks in file order; `done` turns true once the header
+/// (metadata and tensor infos) is complete. With `keep_data` every byte is kept for use as
+/// weights (`Graph.weights`, `Mnist`); otherwise bytes after the header are dropped.
 #[wasm_bindgen]
 pub struct GgufStream {
     file: FileStream,
