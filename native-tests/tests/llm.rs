@@ -139,3 +139,79 @@ fn llm_errors_are_values() {
         .expect("unsupported architecture");
     assert!(e.to_string().contains("unsupported architecture"), "{e}");
 }
+
+/// Run a generation to its end: the tokens, the text and why it stopped.
+fn run_generation(
+    llm: &mut ggweb::models::llm::Llm,
+    prompt: &[u32],
+    max_tokens: usize,
+    opts: ggweb::models::sampler::SamplerOptions,
+) -> (Vec<u32>, String, ggweb::models::generate::StopReason) {
+    use ggweb::models::generate::Step;
+    let mut gen = llm.begin(prompt, max_tokens, opts).unwrap();
+    let mut ids = Vec::new();
+    let mut text = String::new();
+    match gen.step(llm).unwrap() {
+        Step::Prompt {
+            n_prompt,
+            n_evaluated,
+        } => assert!(n_prompt == prompt.len() && n_evaluated >= 1 && n_evaluated <= n_prompt),
+        other => panic!("first step {other:?}"),
+    }
+    loop {
+        match gen.step(llm).unwrap() {
+            Step::Token { id, text: t } => {
+                ids.push(id);
+                text += &t;
+            }
+            Step::Done { reason, text: t } => {
+                text += &t;
+                assert_eq!(gen.ids(), &ids[..]);
+                return (ids, text, reason);
+            }
+            Step::Prompt { .. } => panic!("a second prompt step"),
+        }
+    }
+}
+
+#[test]
+fn generation_steps_greedy_and_stop_reasons() {
+    use ggweb::models::generate::StopReason;
+    use ggweb::models::llm::Llm;
+    use ggweb::models::sampler::SamplerOptions;
+    // Greedy steps are the argmax of the logits after each token (the model evaluated directly).
+    let mut llm = Llm::open(&smollm2(), 256, 2).unwrap();
+    let (ids, text, reason) = run_generation(&mut llm, &PROMPT, 6, SamplerOptions::greedy());
+    assert_eq!(reason, StopReason::MaxTokens);
+    assert_eq!(text, llm.detokenize(&ids));
+    let mut m = LlamaModel::open(&smollm2(), 64, 2).unwrap();
+    let mut logits = m.eval(&PROMPT, false).unwrap();
+    for &id in &ids {
+        assert_eq!(argmax(&logits), id);
+        logits = m.eval(&[id], false).unwrap();
+    }
+    // The last token is not evaluated: the cache holds the prompt and the tokens before it.
+    assert_eq!(llm.model.n_past(), PROMPT.len() + ids.len() - 1);
+    // Again after the cached prompt: only the last prompt token is evaluated, same tokens.
+    let (again, _, _) = run_generation(&mut llm, &PROMPT, 6, SamplerOptions::greedy());
+    assert_eq!(again, ids);
+    // A context of 8 after a 5-token prompt: 3 tokens fit, the 4th is the last.
+    let mut small = Llm::open(&smollm2(), 8, 1).unwrap();
+    let (ids, _, reason) = run_generation(&mut small, &PROMPT[..5], 10, SamplerOptions::greedy());
+    assert_eq!((ids.len(), reason), (4, StopReason::ContextFull));
+    // The chat answer ends with the end-of-turn token, which is not part of the output.
+    let prompt = llm.apply_chat_template(
+        &[ggweb::models::chat::ChatMessage::new(
+            "user",
+            "What is the capital of France?",
+        )],
+        true,
+    );
+    let prompt = llm.tokenize(&prompt, true, true);
+    // (`ggweb generate --chat --temp 0.8`'s sampling: "The capital of France is Paris.")
+    let (ids, text, reason) = run_generation(&mut llm, &prompt, 64, SamplerOptions::default());
+    assert_eq!(reason, StopReason::EndOfGeneration, "{text}");
+    assert!(ids.iter().all(|&t| !llm.tokenizer.is_eog(t)));
+    assert!(text.contains("Paris"), "{text}");
+    assert!(llm.begin(&[], 4, SamplerOptions::greedy()).is_err());
+}

@@ -1,15 +1,14 @@
-//! Language models for JavaScript: a thin, step-wise wrapper over [`ggweb::models::llm::Llm`].
+//! Language models for JavaScript: a thin wrapper over [`ggweb::models::llm::Llm`].
 //!
-//! Loading: JS streams the GGUF into a [`ModelStream`], which holds ONE 64-byte-aligned wasm-side
-//! allocation of the file's final size (from Content-Length / Blob.size, or, when the length is
-//! unknown, from the header: data offset + the end of the last tensor). The model then uses those
-//! bytes in place as its weights ([`HostBytes`]), so the weights exist once in the wasm heap.
+//! Loading: JS streams the GGUF into a [`ModelStream`] (the streaming reader of `gguf.rs`, data
+//! kept in one aligned allocation of the file's final size); the model then uses those bytes in
+//! place as its weights ([`HostBytes`]), so the weights exist once in the wasm heap.
 //!
-//! Generation: `begin(ids, options)` then `step()` until it reports `done`; each step evaluates
-//! the prompt (the first step) or samples one token and evaluates it. JS calls `step` in a loop
-//! that yields to the event loop, so a page or worker stays responsive and can stop at any time.
+//! Generation: `begin(ids, options)` then `step()` until it reports `done`, each call one step of
+//! [`ggweb::models::generate::Generation`] (the prompt first, then one token each). JS calls
+//! `step` in a loop that yields to the event loop, so a page or worker stays responsive and can
+//! stop at any time.
 
-use std::alloc::Layout;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -17,102 +16,21 @@ use std::sync::Arc;
 use js_sys::{Float32Array, Object, Reflect, Uint32Array};
 use wasm_bindgen::prelude::*;
 
+use super::gguf::FileStream;
 use super::js::set;
 use super::js_err;
 use ggweb::backend::cpu::HostBytes;
-use ggweb::gguf::{Gguf, HeaderParse, Value};
+use ggweb::gguf::{Gguf, Value};
 use ggweb::models::chat::{ChatFormat, ChatMessage};
-use ggweb::models::llm::{take_utf8, Llm};
+use ggweb::models::generate::{Generation, Step};
+use ggweb::models::llm::Llm;
 use ggweb::models::runner::BackendChoice;
-use ggweb::models::sampler::{Sampler, SamplerOptions};
-
-const ALIGN: usize = 64;
-
-/// A fixed-capacity, 64-byte-aligned byte buffer filled front to back (the GGUF file).
-struct AlignedBytes {
-    ptr: *mut u8,
-    cap: usize,
-    len: usize,
-}
-
-// SAFETY: a private heap allocation; after loading it is only read.
-unsafe impl Send for AlignedBytes {}
-// SAFETY: as above.
-unsafe impl Sync for AlignedBytes {}
-
-impl AlignedBytes {
-    fn with_capacity(cap: usize) -> ggweb::Result<AlignedBytes> {
-        let layout = Layout::from_size_align(cap.max(1), ALIGN)
-            .map_err(|_| ggweb::Error::OutOfMemory(format!("invalid size {cap}")))?;
-        // SAFETY: non-zero size.
-        let ptr = unsafe { std::alloc::alloc(layout) };
-        if ptr.is_null() {
-            return Err(ggweb::Error::OutOfMemory(format!(
-                "cannot hold a model file of {cap} bytes in wasm memory"
-            )));
-        }
-        Ok(AlignedBytes { ptr, cap, len: 0 })
-    }
-
-    fn extend(&mut self, chunk: &[u8]) -> ggweb::Result<()> {
-        let end = self.len + chunk.len();
-        if end > self.cap {
-            return Err(ggweb::Error::Gguf(format!(
-                "the file is longer than expected: {end} bytes received, {} expected",
-                self.cap
-            )));
-        }
-        // SAFETY: `len..end` lies inside the allocation and does not overlap `chunk` (JS memory
-        // copied into wasm by wasm-bindgen, or a distinct Rust buffer).
-        unsafe {
-            std::ptr::copy_nonoverlapping(chunk.as_ptr(), self.ptr.add(self.len), chunk.len())
-        };
-        self.len = end;
-        Ok(())
-    }
-}
-
-impl HostBytes for AlignedBytes {
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: the first `len` bytes were written by `extend`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-impl Drop for AlignedBytes {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `with_capacity` with this layout.
-        unsafe {
-            std::alloc::dealloc(
-                self.ptr,
-                Layout::from_size_align_unchecked(self.cap.max(1), ALIGN),
-            )
-        };
-    }
-}
-
-/// The end of the last tensor's data: the size of the file as far as the model needs it.
-fn expected_len(g: &Gguf) -> u64 {
-    let end = g
-        .tensors
-        .iter()
-        .map(|t| t.offset.saturating_add(t.size))
-        .max()
-        .unwrap_or(0);
-    g.data_offset.saturating_add(end)
-}
+use ggweb::models::sampler::SamplerOptions;
 
 /// A GGUF model file streamed from JavaScript into one wasm allocation of its final size.
 #[wasm_bindgen]
 pub struct ModelStream {
-    /// Bytes before the final allocation exists (only while the header is incomplete and the
-    /// length is unknown; a few MiB at most).
-    head: Vec<u8>,
-    data: Option<AlignedBytes>,
-    file_len: Option<u64>,
-    needed: u64,
-    header: Option<Gguf>,
-    received: u64,
+    file: FileStream,
 }
 
 #[wasm_bindgen]
@@ -129,118 +47,27 @@ impl ModelStream {
             }
             None => None,
         };
-        let data = match file_len {
-            Some(n) => Some(AlignedBytes::with_capacity(n as usize).map_err(js_err)?),
-            None => None,
-        };
         Ok(ModelStream {
-            head: Vec::new(),
-            data,
-            file_len,
-            needed: 24,
-            header: None,
-            received: 0,
+            file: FileStream::new(true, file_len).map_err(js_err)?,
         })
     }
 
     /// Append the next bytes of the file; returns true once the header is parsed.
     pub fn push(&mut self, chunk: &[u8]) -> Result<bool, JsError> {
-        self.received += chunk.len() as u64;
-        if let Some(n) = self.file_len {
-            if self.received > n {
-                return Err(JsError::new(&format!(
-                    "received {} bytes but the file has {n}",
-                    self.received
-                )));
-            }
-        }
-        match &mut self.data {
-            Some(d) => d.extend(chunk).map_err(js_err)?,
-            None => self.head.extend_from_slice(chunk),
-        }
-        if self.header.is_none() {
-            let have: &[u8] = match &self.data {
-                Some(d) => d.bytes(),
-                None => &self.head,
-            };
-            if have.len() as u64 >= self.needed {
-                let parsed = match self.file_len {
-                    Some(n) => Gguf::parse_header_with_len(have, n),
-                    None => Gguf::parse_header(have),
-                }
-                .map_err(js_err)?;
-                match parsed {
-                    HeaderParse::Complete(g) => {
-                        if self.data.is_none() {
-                            // Length unknown: the header says how big the file is.
-                            let want = expected_len(&g).max(self.head.len() as u64);
-                            let want = usize::try_from(want).map_err(|_| {
-                                JsError::new("the model file does not fit in wasm32 memory")
-                            })?;
-                            let mut d = AlignedBytes::with_capacity(want).map_err(js_err)?;
-                            d.extend(&self.head).map_err(js_err)?;
-                            self.head = Vec::new();
-                            self.data = Some(d);
-                        }
-                        self.header = Some(g);
-                    }
-                    HeaderParse::NeedMore(n) => self.needed = n.max(have.len() as u64 + 1),
-                }
-            }
-        }
-        Ok(self.header.is_some())
+        self.file.push(chunk).map_err(js_err)
     }
 
     /// Bytes pushed so far.
     #[wasm_bindgen(getter)]
     pub fn received(&self) -> f64 {
-        self.received as f64
+        self.file.received() as f64
     }
 
     /// The total size once known (Content-Length or the header), else undefined.
     #[wasm_bindgen(getter)]
     pub fn total(&self) -> Option<f64> {
-        self.file_len
-            .or_else(|| self.header.as_ref().map(expected_len))
-            .map(|n| n as f64)
+        self.file.total().map(|n| n as f64)
     }
-}
-
-impl ModelStream {
-    fn take(&mut self) -> ggweb::Result<Arc<AlignedBytes>> {
-        let g = self.header.as_ref().ok_or_else(|| {
-            ggweb::Error::Gguf(format!(
-                "file of {} bytes is truncated: the header needs at least {} bytes",
-                self.received, self.needed
-            ))
-        })?;
-        let d = self
-            .data
-            .take()
-            .ok_or_else(|| ggweb::Error::InvalidArgument("this model stream was used".into()))?;
-        if let Some(n) = self.file_len {
-            if d.len as u64 != n {
-                return Err(ggweb::Error::Gguf(format!(
-                    "file truncated: received {} of {n} bytes",
-                    d.len
-                )));
-            }
-        }
-        g.check_file_len(d.len as u64)?;
-        Ok(Arc::new(d))
-    }
-}
-
-/// A generation in progress.
-struct Gen {
-    sampler: Sampler,
-    prompt: Vec<u32>,
-    prompt_done: bool,
-    logits: Vec<f32>,
-    pending: Vec<u8>,
-    n_gen: usize,
-    max_tokens: usize,
-    ids: Vec<u32>,
 }
 
 /// The model and its session state (shared with the futures of the async calls).
@@ -248,7 +75,7 @@ struct Inner {
     llm: Llm,
     header: Gguf,
     file_bytes: usize,
-    gen: Option<Gen>,
+    gen: Option<Generation>,
 }
 
 /// A language model (llama, gemma3) with its tokenizer, KV cache and a step-wise generator, on
@@ -264,107 +91,43 @@ fn busy() -> JsError {
     JsError::new("this LLM is busy with another call (await it first)")
 }
 
-/// What a step evaluates once the sampler ran.
-enum Action {
-    Prompt(Vec<u32>),
-    /// The sampled token and its text; evaluate it (true) or not (context full or last token).
-    Token(u32, String, bool),
-    Done(JsValue),
-}
-
 impl Inner {
-    fn gen_mut(&mut self) -> Result<&mut Gen, JsError> {
-        self.gen
-            .as_mut()
-            .ok_or_else(|| JsError::new("no generation in progress: call begin() first"))
-    }
-
-    /// Sample (unless the prompt is next) and say what to evaluate.
-    fn plan(&mut self) -> Result<Action, JsError> {
-        let n_ctx = self.llm.model.n_ctx;
-        let n_past = self.llm.model.n_past();
-        let g = self.gen_mut()?;
-        if !g.prompt_done {
-            return Ok(Action::Prompt(g.prompt.clone()));
-        }
-        let finish = |g: &mut Gen, reason: &str| -> JsValue {
-            let o = Object::new();
-            set(&o, "phase", "done");
-            set(&o, "reason", reason);
-            let rest = String::from_utf8_lossy(&g.pending).into_owned();
-            g.pending.clear();
-            set(&o, "piece", rest);
-            set(&o, "nGenerated", g.n_gen as u32);
-            o.into()
-        };
-        if g.n_gen >= g.max_tokens {
-            let r = finish(g, "length");
-            self.gen = None;
-            return Ok(Action::Done(r));
-        }
-        if g.logits.is_empty() {
-            let r = finish(g, "context");
-            self.gen = None;
-            return Ok(Action::Done(r));
-        }
-        let tok = g.sampler.sample(&g.logits);
-        g.sampler.accept(tok);
-        if self.llm.tokenizer.is_eog(tok) {
-            let g = self.gen_mut()?;
-            let r = finish(g, "eog");
-            self.gen = None;
-            return Ok(Action::Done(r));
-        }
-        let piece_bytes = self.llm.tokenizer.token_to_piece(tok, false).to_vec();
-        let g = self.gen_mut()?;
-        g.n_gen += 1;
-        g.ids.push(tok);
-        g.pending.extend_from_slice(&piece_bytes);
-        let piece = take_utf8(&mut g.pending);
-        let eval = g.n_gen < g.max_tokens && n_past < n_ctx;
-        if g.n_gen < g.max_tokens && n_past >= n_ctx {
-            g.logits.clear(); // the next step reports "context"
-        }
-        Ok(Action::Token(tok, piece, eval))
-    }
-
-    fn after_prompt(&mut self, r: ggweb::Result<(Vec<f32>, usize)>) -> Result<JsValue, JsError> {
-        let (logits, n) = match r {
-            Ok(x) => x,
+    /// A step of the generation in progress as a JS object; the generation ends with `done` or
+    /// an error.
+    fn report(&mut self, step: ggweb::Result<Step>) -> Result<JsValue, JsError> {
+        let n_generated = self.gen.as_ref().map_or(0, |g| g.ids().len());
+        let o = Object::new();
+        match step {
             Err(e) => {
                 self.gen = None;
                 return Err(js_err(e));
             }
-        };
-        let g = self.gen_mut()?;
-        g.logits = logits;
-        g.prompt_done = true;
-        let o = Object::new();
-        set(&o, "phase", "prompt");
-        set(&o, "nPrompt", g.prompt.len() as u32);
-        set(&o, "nEvaluated", n as u32);
+            Ok(Step::Prompt {
+                n_prompt,
+                n_evaluated,
+            }) => {
+                set(&o, "phase", "prompt");
+                set(&o, "nPrompt", n_prompt as u32);
+                set(&o, "nEvaluated", n_evaluated as u32);
+            }
+            Ok(Step::Token { id, text }) => {
+                set(&o, "phase", "token");
+                set(&o, "token", id);
+                set(&o, "piece", text);
+            }
+            Ok(Step::Done { reason, text }) => {
+                self.gen = None;
+                set(&o, "phase", "done");
+                set(&o, "reason", reason.name());
+                set(&o, "piece", text);
+                set(&o, "nGenerated", n_generated as u32);
+            }
+        }
         Ok(o.into())
     }
 
-    fn after_token(
-        &mut self,
-        tok: u32,
-        piece: String,
-        r: Option<ggweb::Result<Vec<f32>>>,
-    ) -> Result<JsValue, JsError> {
-        match r {
-            Some(Ok(l)) => self.gen_mut()?.logits = l,
-            Some(Err(e)) => {
-                self.gen = None;
-                return Err(js_err(e));
-            }
-            None => {}
-        }
-        let o = Object::new();
-        set(&o, "phase", "token");
-        set(&o, "token", tok);
-        set(&o, "piece", piece);
-        Ok(o.into())
+    fn no_generation() -> JsError {
+        JsError::new("no generation in progress: call begin() first")
     }
 
     /// The synchronous calls cannot read WebGPU memory (the browser only maps it
@@ -456,9 +219,8 @@ impl LlmCore {
             .unwrap_or("cpu")
             .parse()
             .map_err(js_err)?;
-        let bytes = file.take().map_err(js_err)?;
-        let file_bytes = bytes.len;
-        let header = Gguf::parse(bytes.bytes()).map_err(js_err)?;
+        let (header, bytes) = file.file.take_file().map_err(js_err)?;
+        let file_bytes = bytes.len();
         // An unsupported architecture is named before anything else is read.
         ggweb::models::llama::HParams::from_gguf(&header).map_err(js_err)?;
         let owner: Arc<dyn HostBytes> = bytes;
@@ -720,9 +482,6 @@ impl LlmCore {
         options: JsValue,
     ) -> Result<(), JsError> {
         let mut inner = self.bm()?;
-        if prompt_ids.is_empty() {
-            return Err(JsError::new("invalid argument: empty prompt"));
-        }
         inner.check_ids(prompt_ids)?;
         let n_ctx = inner.llm.model.n_ctx;
         if prompt_ids.len() >= n_ctx {
@@ -731,20 +490,11 @@ impl LlmCore {
                 prompt_ids.len()
             )));
         }
-        let mut sampler = Sampler::new(sampler_options(&options)?);
-        for &t in prompt_ids {
-            sampler.accept(t);
-        }
-        inner.gen = Some(Gen {
-            sampler,
-            prompt: prompt_ids.to_vec(),
-            prompt_done: false,
-            logits: Vec::new(),
-            pending: Vec::new(),
-            n_gen: 0,
-            max_tokens: max_tokens as usize,
-            ids: Vec::new(),
-        });
+        let gen = inner
+            .llm
+            .begin(prompt_ids, max_tokens as usize, sampler_options(&options)?)
+            .map_err(js_err)?;
+        inner.gen = Some(gen);
         Ok(())
     }
 
@@ -755,21 +505,10 @@ impl LlmCore {
     pub fn step(&mut self) -> Result<JsValue, JsError> {
         let mut inner = self.bm()?;
         inner.check_sync("step")?;
-        match inner.plan()? {
-            Action::Prompt(p) => {
-                let r = inner.llm.eval_prompt(&p);
-                inner.after_prompt(r)
-            }
-            Action::Token(tok, piece, eval) => {
-                let r = if eval {
-                    Some(inner.llm.eval_token(tok))
-                } else {
-                    None
-                };
-                inner.after_token(tok, piece, r)
-            }
-            Action::Done(v) => Ok(v),
-        }
+        let inner = &mut *inner;
+        let gen = inner.gen.as_mut().ok_or_else(Inner::no_generation)?;
+        let step = gen.step(&mut inner.llm);
+        inner.report(step)
     }
 
     /// `step` as a Promise: works on every backend (WebGPU results are read with `map_async`).
@@ -781,22 +520,10 @@ impl LlmCore {
         let inner = self.inner.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let mut inner = inner.try_borrow_mut().map_err(|_| JsValue::from(busy()))?;
-            let r = match inner.plan()? {
-                Action::Prompt(p) => {
-                    let r = inner.llm.eval_prompt_async(&p).await;
-                    inner.after_prompt(r)
-                }
-                Action::Token(tok, piece, eval) => {
-                    let r = if eval {
-                        Some(inner.llm.eval_token_async(tok).await)
-                    } else {
-                        None
-                    };
-                    inner.after_token(tok, piece, r)
-                }
-                Action::Done(v) => Ok(v),
-            };
-            r.map_err(JsValue::from)
+            let inner = &mut *inner;
+            let gen = inner.gen.as_mut().ok_or_else(Inner::no_generation)?;
+            let step = gen.step_async(&mut inner.llm).await;
+            inner.report(step).map_err(JsValue::from)
         })
     }
 
