@@ -13,10 +13,24 @@ use crate::quant::{traits_index, traits_or_unsupported, N_TRAITS, SCALAR};
 
 pub use crate::quant::TypeTraits;
 
+/// f32 values into a row of some type (whole blocks).
+pub(crate) type FromF32 = fn(&[f32], &mut [u8]);
+/// Dot product of `n` elements: a row of the weight type and a row of its vec_dot type.
+pub(crate) type VecDot = fn(usize, &[u8], &[u8]) -> f32;
+
 /// A traits table under construction (the arch `install` functions fill it).
 pub(crate) struct Table([TypeTraits; N_TRAITS]);
 
 impl Table {
+    // Unused where no ISA folder is built (scalar wasm, other architectures).
+    #[cfg_attr(
+        not(any(
+            target_arch = "x86_64",
+            target_arch = "aarch64",
+            all(target_arch = "wasm32", target_feature = "simd128")
+        )),
+        allow(dead_code)
+    )]
     /// `dtype`'s entry; panics for a type that is not computable (the installers name only
     /// computable types: an internal contract).
     pub(crate) fn entry(&mut self, dtype: DType) -> &mut TypeTraits {

@@ -9,7 +9,7 @@ pub use quants::*;
 
 use half::f16;
 
-use crate::backend::cpu::traits::Table;
+use crate::backend::cpu::traits::{Table, VecDot};
 use crate::quant::{
     BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0,
     BlockQ8_1,
@@ -29,7 +29,7 @@ erase_dot!(erased_q6_k, BlockQ6K, BlockQ8K, vec_dot_q6_k_q8_k);
 
 /// The SIMD128 vec dots.
 pub(crate) fn install(t: &mut Table) {
-    let dots: [(DType, fn(usize, &[u8], &[u8]) -> f32); 10] = [
+    let dots: [(DType, VecDot); 10] = [
         (DType::F32, erased_f32),
         (DType::F16, erased_f16),
         (DType::Q4_0, erased_q4_0),

@@ -8,7 +8,7 @@ pub use quants::*;
 
 use half::{bf16, f16};
 
-use crate::backend::cpu::traits::Table;
+use crate::backend::cpu::traits::{Table, VecDot};
 use crate::quant::{
     cast_blocks, with_blocks_mut, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
     BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1,
@@ -59,7 +59,7 @@ pub(crate) fn install(t: &mut Table) {
     if !available() {
         return;
     }
-    let dots: [(DType, fn(usize, &[u8], &[u8]) -> f32); 13] = [
+    let dots: [(DType, VecDot); 13] = [
         (DType::F32, erased_f32),
         (DType::F16, erased_f16),
         (DType::BF16, erased_bf16),

@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use half::{bf16, f16};
 
 use crate::backend::cpu::arch::{self, run_rows, tile, Panel, Tiled};
+use crate::backend::cpu::traits::{FromF32, VecDot};
 use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
 use crate::tensor::{Op, PoolOp};
 use crate::DType;
@@ -21,11 +22,6 @@ use crate::DType;
 // ---------------------------------------------------------------------------------------------
 // Per-type mul_mat kernels
 // ---------------------------------------------------------------------------------------------
-
-/// Convert f32 values into a row of some type (whole blocks).
-type FromF32 = fn(&[f32], &mut [u8]);
-/// Dot product of `n` elements: a weight row and a row of the vec_dot type.
-type VecDot = fn(usize, &[u8], &[u8]) -> f32;
 
 /// How a weight type is multiplied.
 #[derive(Clone, Copy)]
