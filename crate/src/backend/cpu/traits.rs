@@ -92,7 +92,8 @@ mod tests {
     fn misaligned_bytes_are_handled() {
         type Row<S, D> = fn(DType, &[S], &mut [D]) -> Result<()>;
         type Lookup = fn(DType) -> Option<&'static TypeTraits>;
-        let sets: [(Row<f32, u8>, Row<u8, f32>, Lookup); 2] = [
+        type Set = (Row<f32, u8>, Row<u8, f32>, Lookup);
+        let sets: [Set; 2] = [
             (quantize_row, dequantize_row, type_traits),
             (
                 crate::quant::quantize_row,

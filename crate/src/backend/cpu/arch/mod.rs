@@ -141,6 +141,7 @@ pub fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
 // mul_mat register tiles: out[r][c] = dot(a[r], b[c]) over n elements
 // ---------------------------------------------------------------------------------------------
 
+/// Which register tile a weight type runs ([`tile`], [`run_rows`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 // Every variant has an AVX2 and a SIMD128 tile; other targets use the portable float tile only.
 #[cfg_attr(
