@@ -63,8 +63,31 @@ for v in $VARIANTS; do
     # stay separate functions (--no-inline, before -O3): -O3 would inline every op into one
     # 120 kB function that engines run in their baseline tier until the optimizing compiler is
     # done with it (no on-stack replacement), which made the first ~second of work 3-5x slower.
-    "$WASM_OPT" --no-inline='ggweb::backend::cpu::ops::*' -O3 --strip-debug --strip-producers --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
-      --enable-mutable-globals --enable-reference-types --enable-multivalue $OPT_FEATURES \
+    # The rule names functions by module path, so a move of the kernels would silently stop it
+    # working: first check it against the name section (there until --strip-debug). wasm-opt's
+    # only wildcard is `*` (a regex `.*` here; the rest of the pattern is letters and `::`).
+    NO_INLINE='ggweb::backend::cpu::*'
+    OPT_FLAGS="--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
+      --enable-mutable-globals --enable-reference-types --enable-multivalue $OPT_FEATURES"
+    # shellcheck disable=SC2086 # OPT_FLAGS is a list of flags
+    FUNCS="$("$WASM_OPT" $OPT_FLAGS --print-function-map "$OUT/ggweb_bg.wasm" | cut -d: -f2-)"
+    count() { grep -cE -e "$1" <<<"$FUNCS" || true; }
+    KEPT=$(count "^${NO_INLINE//\*/.*}\$")
+    # What must stay separate: the op kernels and, in the SIMD builds, the register tiles
+    # (`inline(never)`, one function per type: see crate/src/backend/cpu/arch/wasm32/tiles.rs).
+    OPS=$(count '^ggweb::backend::cpu::ops::')
+    TILES_RE='^ggweb::backend::cpu::arch::wasm32::tiles::(relaxed::)?tile_'
+    TILES=$(count "$TILES_RE")
+    COVERED=$(grep -E -e '^ggweb::backend::cpu::ops::' -e "$TILES_RE" <<<"$FUNCS" \
+      | grep -cE -e "^${NO_INLINE//\*/.*}\$" || true)
+    log "--no-inline='$NO_INLINE' keeps $KEPT functions: $OPS op kernels, $TILES tiles"
+    if [ "$OPS" -lt 20 ] || { [ "$v" != scalar ] && [ "$TILES" -lt 11 ]; } \
+      || [ "$COVERED" -ne $((OPS + TILES)) ]; then
+      log "error: the CPU kernels moved or --no-inline no longer covers them; update NO_INLINE and this check"
+      exit 1
+    fi
+    # shellcheck disable=SC2086
+    "$WASM_OPT" --no-inline="$NO_INLINE" -O3 --strip-debug --strip-producers $OPT_FLAGS \
       "$OUT/ggweb_bg.wasm" -o "$OUT/ggweb_bg.wasm.opt"
     mv "$OUT/ggweb_bg.wasm.opt" "$OUT/ggweb_bg.wasm"
   fi

@@ -12,10 +12,10 @@
 //!   bounds per type.
 //! - q8 quantizers (SIMD) are bit-exact with the reference.
 
-use ggweb::backend::cpu::vec;
+use ggweb::backend::cpu::{arch, type_traits};
 use ggweb::quant::{
-    dequantize_row, quantize_row, type_traits, type_traits_scalar, BlockQ2K, BlockQ3K, BlockQ4K,
-    BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, GgmlBlock,
+    dequantize_row, quantize_row, type_traits_scalar, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0,
+    BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, GgmlBlock,
 };
 use ggweb::DType;
 use half::f16;
@@ -197,7 +197,7 @@ fn check_kernel<X: GgmlBlock>(
 #[cfg(target_arch = "aarch64")]
 #[test]
 fn neon_kernels_match_reference() {
-    use ggweb::backend::cpu::aarch64 as neon;
+    use ggweb::backend::cpu::arch::aarch64 as neon;
     let mut rng = Rng::new(5);
     check_kernel::<BlockQ4_0>("q4_0", &mut rng, neon::vec_dot_q4_0_q8_0);
     check_kernel::<BlockQ4_1>("q4_1", &mut rng, neon::vec_dot_q4_1_q8_1);
@@ -215,7 +215,7 @@ fn neon_kernels_match_reference() {
 #[test]
 fn x86_kernels_match_reference() {
     use bytemuck::Zeroable;
-    use ggweb::backend::cpu::x86;
+    use ggweb::backend::cpu::arch::x86;
     use ggweb::quant::BlockQ8_1;
     let mut rng = Rng::new(2);
 
@@ -317,8 +317,8 @@ fn f32_and_f16_vector_kernels() {
         let x = rng.vec(n, 1.0);
         let y = rng.vec(n, 2.0);
         let abs: f64 = x.iter().zip(&y).map(|(a, b)| (a * b).abs() as f64).sum();
-        let r = vec::dot_f32_ref(&x, &y) as f64;
-        let f = vec::dot_f32(&x, &y) as f64;
+        let r = arch::dot_f32_ref(&x, &y) as f64;
+        let f = arch::dot_f32(&x, &y) as f64;
         assert!(
             (f - r).abs() <= 1e-5 * abs + 1e-7,
             "dot_f32 n={n}: {f} vs {r}"
@@ -326,16 +326,16 @@ fn f32_and_f16_vector_kernels() {
 
         let mut ya = y.clone();
         let mut yb = y.clone();
-        vec::axpy_f32(0.37, &x, &mut ya);
-        vec::axpy_f32_ref(0.37, &x, &mut yb);
+        arch::axpy_f32(0.37, &x, &mut ya);
+        arch::axpy_f32_ref(0.37, &x, &mut yb);
         for (a, b) in ya.iter().zip(&yb) {
             assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "axpy_f32 n={n}");
         }
 
         let hx: Vec<f16> = x.iter().map(|v| f16::from_f32(*v)).collect();
         let hy: Vec<f16> = y.iter().map(|v| f16::from_f32(*v)).collect();
-        let r = vec::dot_f16_ref(&hx, &hy) as f64;
-        let f = vec::dot_f16(&hx, &hy) as f64;
+        let r = arch::dot_f16_ref(&hx, &hy) as f64;
+        let f = arch::dot_f16(&hx, &hy) as f64;
         assert!(
             (f - r).abs() <= 1e-3 * abs + 1e-6,
             "dot_f16 n={n}: {f} vs {r}"
@@ -343,8 +343,8 @@ fn f32_and_f16_vector_kernels() {
 
         let mut ya = y.clone();
         let mut yb = y.clone();
-        vec::axpy_f16(-1.25, &hx, &mut ya);
-        vec::axpy_f16_ref(-1.25, &hx, &mut yb);
+        arch::axpy_f16(-1.25, &hx, &mut ya);
+        arch::axpy_f16_ref(-1.25, &hx, &mut yb);
         for (a, b) in ya.iter().zip(&yb) {
             assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "axpy_f16 n={n}");
         }

@@ -1,7 +1,8 @@
 //! Throughput smoke test of the vec_dot kernels (ignored by default; run with
 //! `cargo test --release -p ggweb-native-tests --test quant_bench -- --ignored --nocapture`).
 
-use ggweb::quant::{quantize_row, type_traits, type_traits_scalar};
+use ggweb::backend::cpu::type_traits;
+use ggweb::quant::{quantize_row, type_traits_scalar};
 use ggweb::DType;
 use std::time::Instant;
 

@@ -8,8 +8,8 @@
 //! the per-block scale products differ: tolerance 2e-5 of Σ|w·y| (dequantized terms) per output.
 //! The relaxed-SIMD build's 4/5-bit tiles sum i8 × i7 products in i16 before widening: the
 //! ±1 data (every quant at its extreme: nibbles 0/15, column quants ±127) is their worst case.
-use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
-use ggweb::quant::{type_traits, type_traits_scalar};
+use ggweb::backend::cpu::{cpu_buffer_type, type_traits, CpuBackend};
+use ggweb::quant::type_traits_scalar;
 use ggweb::{Context, DType, Graph};
 use ggweb_wasm_tests::Rng;
 use wasm_bindgen_test::*;

@@ -1,9 +1,9 @@
 //! The wasm kernels (SIMD128 in the simd build, scalar otherwise) against the scalar references,
-//! through the same dispatch the CPU backend uses (`quant::type_traits`, `backend::cpu::vec`).
+//! through the same dispatch the CPU backend uses (`backend::cpu::type_traits`, `backend::cpu::arch`).
 //! Quantized dots: the integer sums are exact, so SIMD and scalar agree to f32 rounding of the
 //! per-block scale products (relative 1e-5 of Σ|terms|).
-use ggweb::backend::cpu::vec;
-use ggweb::quant::{type_traits, type_traits_scalar};
+use ggweb::backend::cpu::{arch, type_traits};
+use ggweb::quant::type_traits_scalar;
 use ggweb::DType;
 use ggweb_wasm_tests::Rng;
 use half::f16;
@@ -30,23 +30,23 @@ fn f32_and_f16_vectors() {
     for n in [0usize, 1, 3, 4, 15, 16, 17, 63, 64, 100, 1000, 4097] {
         let (x, y) = (rng.vec(n), rng.vec(n));
         let scale: f32 = x.iter().zip(&y).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-6;
-        let d = vec::dot_f32(&x, &y) - vec::dot_f32_ref(&x, &y);
+        let d = arch::dot_f32(&x, &y) - arch::dot_f32_ref(&x, &y);
         assert!(d.abs() <= 1e-5 * scale, "dot_f32 n={n}: {d}");
         let (xh, yh): (Vec<f16>, Vec<f16>) = (
             x.iter().map(|&v| f16::from_f32(v)).collect(),
             y.iter().map(|&v| f16::from_f32(v)).collect(),
         );
-        let d = vec::dot_f16(&xh, &yh) - vec::dot_f16_ref(&xh, &yh);
+        let d = arch::dot_f16(&xh, &yh) - arch::dot_f16_ref(&xh, &yh);
         assert!(d.abs() <= 1e-5 * scale, "dot_f16 n={n}: {d}");
         let mut y1 = y.clone();
         let mut y2 = y.clone();
-        vec::axpy_f32(0.37, &x, &mut y1);
-        vec::axpy_f32_ref(0.37, &x, &mut y2);
+        arch::axpy_f32(0.37, &x, &mut y1);
+        arch::axpy_f32_ref(0.37, &x, &mut y2);
         assert_eq!(y1, y2, "axpy_f32 n={n}");
         let mut y1 = y.clone();
         let mut y2 = y.clone();
-        vec::axpy_f16(-1.5, &xh, &mut y1);
-        vec::axpy_f16_ref(-1.5, &xh, &mut y2);
+        arch::axpy_f16(-1.5, &xh, &mut y1);
+        arch::axpy_f16_ref(-1.5, &xh, &mut y2);
         assert_eq!(y1, y2, "axpy_f16 n={n}");
     }
 }

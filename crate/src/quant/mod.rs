@@ -6,9 +6,10 @@
 //! scalar reference dot product against the block's `vec_dot` type (q8_0, q8_1 or q8_K for the
 //! activations, as ggml's CPU backend does).
 //!
-//! [`type_traits`] is the type-erased table the CPU backend uses (ggml's `type_traits_cpu`):
-//! byte slices in, with the fastest kernels detected at run time. [`type_traits_scalar`] is the
-//! plain scalar reference every SIMD kernel is tested against.
+//! This is the format layer only: plain scalar code, no SIMD and no backend. [`type_traits_scalar`]
+//! is the type-erased reference table (byte slices in) every SIMD kernel is tested against; the
+//! CPU backend builds its fast table from it (`backend::cpu::type_traits`, ggml's
+//! `type_traits_cpu`), replacing entries with the kernels of `backend::cpu::arch`.
 //!
 //! Byte slices may come straight from a file and be misaligned: they are cast with
 //! `bytemuck::try_cast_slice` and copied when that fails, never read unaligned through a reference.
@@ -20,12 +21,10 @@ pub use k_quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
 pub use legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 
 use std::borrow::Cow;
-use std::sync::OnceLock;
 
 use bytemuck::Pod;
 use half::{bf16, f16};
 
-use crate::backend::cpu::vec;
 use crate::dtype::{DType, QK_K};
 use crate::error::{Error, Result};
 
@@ -68,6 +67,27 @@ pub(crate) fn check_len(what: &str, got: usize, want: usize) {
 // ---------------------------------------------------------------------------------------------
 // Plain types as one-element "blocks".
 
+/// Σ x·y, scalar, accumulated in f64 as ggml's scalar `ggml_vec_dot_f32` (`ggml_float`): the
+/// truth every SIMD f32 dot is tested against. Panics when the lengths differ.
+pub fn dot_f32_ref(x: &[f32], y: &[f32]) -> f32 {
+    check_len("dot_f32_ref", y.len(), x.len());
+    let mut sum = 0f64;
+    for (a, b) in x.iter().zip(y) {
+        sum += (a * b) as f64;
+    }
+    sum as f32
+}
+
+/// Σ x·y over f16 inputs (products in f32), accumulated in f64. Panics when the lengths differ.
+pub fn dot_f16_ref(x: &[f16], y: &[f16]) -> f32 {
+    check_len("dot_f16_ref", y.len(), x.len());
+    let mut sum = 0f64;
+    for (a, b) in x.iter().zip(y) {
+        sum += (a.to_f32() * b.to_f32()) as f64;
+    }
+    sum as f32
+}
+
 impl GgmlBlock for f32 {
     const DTYPE: DType = DType::F32;
     const BLCK: usize = 1;
@@ -80,7 +100,7 @@ impl GgmlBlock for f32 {
     }
     fn vec_dot(n: usize, xs: &[Self], ys: &[f32]) -> f32 {
         check_len("f32 vec_dot", xs.len(), n);
-        vec::dot_f32_ref(xs, ys)
+        dot_f32_ref(xs, ys)
     }
 }
 
@@ -102,7 +122,7 @@ impl GgmlBlock for f16 {
     }
     fn vec_dot(n: usize, xs: &[Self], ys: &[f16]) -> f32 {
         check_len("f16 vec_dot", xs.len(), n);
-        vec::dot_f16_ref(xs, ys)
+        dot_f16_ref(xs, ys)
     }
 }
 
@@ -223,9 +243,11 @@ const fn traits_of<B: GgmlBlock>() -> TypeTraits {
     }
 }
 
-const N_TRAITS: usize = 15;
+/// Entries of a traits table: the computable types, in [`traits_index`] order.
+pub(crate) const N_TRAITS: usize = 15;
 
-static SCALAR: [TypeTraits; N_TRAITS] = [
+/// The scalar reference table; the CPU backend starts its fast table from a copy.
+pub(crate) static SCALAR: [TypeTraits; N_TRAITS] = [
     traits_of::<f32>(),
     traits_of::<f16>(),
     traits_of::<bf16>(),
@@ -243,15 +265,8 @@ static SCALAR: [TypeTraits; N_TRAITS] = [
     traits_of::<BlockQ8K>(),
 ];
 
-/// Replace `dtype`'s vec_dot in a traits table (the per-ISA `install` functions use it).
-#[allow(dead_code)]
-fn set_vec_dot(t: &mut [TypeTraits; N_TRAITS], dtype: DType, f: fn(usize, &[u8], &[u8]) -> f32) {
-    if let Some(i) = index(dtype) {
-        t[i].vec_dot = f;
-    }
-}
-
-fn index(dtype: DType) -> Option<usize> {
+/// Position of `dtype` in a traits table; `None` for types that are not computable.
+pub(crate) fn traits_index(dtype: DType) -> Option<usize> {
     use DType::*;
     Some(match dtype {
         F32 => 0,
@@ -275,219 +290,63 @@ fn index(dtype: DType) -> Option<usize> {
 
 /// The plain scalar reference traits of `dtype`; `None` for types that are not computable.
 pub fn type_traits_scalar(dtype: DType) -> Option<&'static TypeTraits> {
-    index(dtype).map(|i| &SCALAR[i])
+    traits_index(dtype).map(|i| &SCALAR[i])
 }
 
-/// The fastest traits of `dtype` on this machine (SIMD detected once at run time).
-pub fn type_traits(dtype: DType) -> Option<&'static TypeTraits> {
-    static FAST: OnceLock<[TypeTraits; N_TRAITS]> = OnceLock::new();
-    let table = FAST.get_or_init(|| {
-        #[allow(unused_mut)]
-        let mut t = SCALAR;
-        #[cfg(target_arch = "x86_64")]
-        simd_x86::install(&mut t);
-        #[cfg(target_arch = "aarch64")]
-        simd_aarch64::install(&mut t);
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        simd_wasm32::install(&mut t);
-        t
-    });
-    index(dtype).map(|i| &table[i])
-}
-
-/// Dequantize one row (or several: any whole number of blocks) of `dtype` bytes into `dst`.
-pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<()> {
-    let tt = checked_traits(dtype, "dequantize_row")?;
-    let want = dtype.row_size(dst.len())?;
-    if src.len() != want {
-        return Err(Error::Shape(format!(
-            "dequantize_row {dtype}: {} source bytes for {} elements, expected {want}",
-            src.len(),
-            dst.len()
-        )));
+impl TypeTraits {
+    /// Dequantize whole blocks: `src` holds exactly the bytes of `dst.len()` elements.
+    pub fn dequantize_row(&self, src: &[u8], dst: &mut [f32]) -> Result<()> {
+        let want = self.dtype.row_size(dst.len())?;
+        if src.len() != want {
+            return Err(Error::Shape(format!(
+                "dequantize_row {}: {} source bytes for {} elements, expected {want}",
+                self.dtype,
+                src.len(),
+                dst.len()
+            )));
+        }
+        (self.to_f32)(src, dst);
+        Ok(())
     }
-    (tt.to_f32)(src, dst);
-    Ok(())
-}
 
-/// Quantize `src` into `dtype` bytes with ggml's reference algorithm.
-pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<()> {
-    let tt = checked_traits(dtype, "quantize_row")?;
-    let want = dtype.row_size(src.len())?;
-    if dst.len() != want {
-        return Err(Error::Shape(format!(
-            "quantize_row {dtype}: {} destination bytes for {} elements, expected {want}",
-            dst.len(),
-            src.len()
-        )));
+    /// Quantize `src` into exactly the bytes of `src.len()` elements of this type.
+    pub fn quantize_row(&self, src: &[f32], dst: &mut [u8]) -> Result<()> {
+        let want = self.dtype.row_size(src.len())?;
+        if dst.len() != want {
+            return Err(Error::Shape(format!(
+                "quantize_row {}: {} destination bytes for {} elements, expected {want}",
+                self.dtype,
+                dst.len(),
+                src.len()
+            )));
+        }
+        (self.from_f32)(src, dst);
+        Ok(())
     }
-    (tt.from_f32)(src, dst);
-    Ok(())
 }
 
-fn checked_traits(dtype: DType, what: &str) -> Result<&'static TypeTraits> {
-    type_traits(dtype).ok_or_else(|| Error::UnsupportedType {
+/// `traits`, or the typed error for a `dtype` that has no row codec.
+pub(crate) fn traits_or_unsupported(
+    traits: Option<&'static TypeTraits>,
+    dtype: DType,
+    what: &str,
+) -> Result<&'static TypeTraits> {
+    traits.ok_or_else(|| Error::UnsupportedType {
         dtype,
         what: what.to_string(),
     })
 }
 
-// ---------------------------------------------------------------------------------------------
-// SIMD entries of the fast table.
-
-/// Wrap a block-typed kernel `$k(n, &[X], &[Y]) -> f32` as a byte-slice `vec_dot`.
-#[allow(unused_macros)]
-macro_rules! erase_dot {
-    ($name:ident, $x:ty, $y:ty, $k:path) => {
-        fn $name(n: usize, x: &[u8], y: &[u8]) -> f32 {
-            let xs = $crate::quant::cast_blocks::<$x>(x);
-            let ys = $crate::quant::cast_blocks::<$y>(y);
-            $k(n, &xs, &ys)
-        }
-    };
+/// Dequantize one row (or several: any whole number of blocks) of `dtype` bytes into `dst`, with
+/// the scalar reference.
+pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<()> {
+    traits_or_unsupported(type_traits_scalar(dtype), dtype, "dequantize_row")?
+        .dequantize_row(src, dst)
 }
 
-#[cfg(target_arch = "x86_64")]
-mod simd_x86 {
-    use super::*;
-    use crate::backend::cpu::x86;
-
-    erase_dot!(dot_f32, f32, f32, x86::vec_dot_f32);
-    erase_dot!(dot_f16, f16, f16, x86::vec_dot_f16);
-    erase_dot!(dot_bf16, bf16, bf16, x86::vec_dot_bf16);
-    erase_dot!(dot_q4_0, BlockQ4_0, BlockQ8_0, x86::vec_dot_q4_0_q8_0);
-    erase_dot!(dot_q4_1, BlockQ4_1, BlockQ8_1, x86::vec_dot_q4_1_q8_1);
-    erase_dot!(dot_q5_0, BlockQ5_0, BlockQ8_0, x86::vec_dot_q5_0_q8_0);
-    erase_dot!(dot_q5_1, BlockQ5_1, BlockQ8_1, x86::vec_dot_q5_1_q8_1);
-    erase_dot!(dot_q8_0, BlockQ8_0, BlockQ8_0, x86::vec_dot_q8_0_q8_0);
-    erase_dot!(dot_q2_k, BlockQ2K, BlockQ8K, x86::vec_dot_q2_k_q8_k);
-    erase_dot!(dot_q3_k, BlockQ3K, BlockQ8K, x86::vec_dot_q3_k_q8_k);
-    erase_dot!(dot_q4_k, BlockQ4K, BlockQ8K, x86::vec_dot_q4_k_q8_k);
-    erase_dot!(dot_q5_k, BlockQ5K, BlockQ8K, x86::vec_dot_q5_k_q8_k);
-    erase_dot!(dot_q6_k, BlockQ6K, BlockQ8K, x86::vec_dot_q6_k_q8_k);
-
-    fn f16_to_f32(src: &[u8], dst: &mut [f32]) {
-        x86::f16_to_f32_row(&cast_blocks::<f16>(src), dst);
-    }
-    fn f32_to_f16(src: &[f32], dst: &mut [u8]) {
-        with_blocks_mut::<f16, ()>(dst, |ys| x86::f32_to_f16_row(src, ys));
-    }
-    fn deq_q4_0(src: &[u8], dst: &mut [f32]) {
-        x86::dequantize_row_q4_0(&cast_blocks::<BlockQ4_0>(src), dst);
-    }
-    fn deq_q8_0(src: &[u8], dst: &mut [f32]) {
-        x86::dequantize_row_q8_0(&cast_blocks::<BlockQ8_0>(src), dst);
-    }
-    fn deq_q4_k(src: &[u8], dst: &mut [f32]) {
-        x86::dequantize_row_q4_k(&cast_blocks::<BlockQ4K>(src), dst);
-    }
-    fn quant_q8_0(src: &[f32], dst: &mut [u8]) {
-        with_blocks_mut::<BlockQ8_0, ()>(dst, |ys| x86::quantize_row_q8_0(src, ys));
-    }
-    fn quant_q8_1(src: &[f32], dst: &mut [u8]) {
-        with_blocks_mut::<BlockQ8_1, ()>(dst, |ys| x86::quantize_row_q8_1(src, ys));
-    }
-    fn quant_q8_k(src: &[f32], dst: &mut [u8]) {
-        with_blocks_mut::<BlockQ8K, ()>(dst, |ys| x86::quantize_row_q8_k(src, ys));
-    }
-
-    pub(super) fn install(t: &mut [TypeTraits; N_TRAITS]) {
-        if !x86::available() {
-            return;
-        }
-        let set = set_vec_dot;
-        set(t, DType::F32, dot_f32);
-        set(t, DType::F16, dot_f16);
-        set(t, DType::BF16, dot_bf16);
-        set(t, DType::Q4_0, dot_q4_0);
-        set(t, DType::Q4_1, dot_q4_1);
-        set(t, DType::Q5_0, dot_q5_0);
-        set(t, DType::Q5_1, dot_q5_1);
-        set(t, DType::Q8_0, dot_q8_0);
-        set(t, DType::Q2_K, dot_q2_k);
-        set(t, DType::Q3_K, dot_q3_k);
-        set(t, DType::Q4_K, dot_q4_k);
-        set(t, DType::Q5_K, dot_q5_k);
-        set(t, DType::Q6_K, dot_q6_k);
-        let deq = |t: &mut [TypeTraits; N_TRAITS], d: DType, f: fn(&[u8], &mut [f32])| {
-            if let Some(i) = index(d) {
-                t[i].to_f32 = f;
-            }
-        };
-        deq(t, DType::F16, f16_to_f32);
-        deq(t, DType::Q4_0, deq_q4_0);
-        deq(t, DType::Q8_0, deq_q8_0);
-        deq(t, DType::Q4_K, deq_q4_k);
-        let q = |t: &mut [TypeTraits; N_TRAITS], d: DType, f: fn(&[f32], &mut [u8])| {
-            if let Some(i) = index(d) {
-                t[i].from_f32 = f;
-            }
-        };
-        q(t, DType::F16, f32_to_f16);
-        q(t, DType::Q8_0, quant_q8_0);
-        q(t, DType::Q8_1, quant_q8_1);
-        q(t, DType::Q8_K, quant_q8_k);
-    }
-}
-
-#[cfg(target_arch = "aarch64")]
-mod simd_aarch64 {
-    use super::*;
-    use crate::backend::cpu::aarch64 as neon;
-
-    erase_dot!(dot_f32, f32, f32, neon::vec_dot_f32);
-    erase_dot!(dot_q4_0, BlockQ4_0, BlockQ8_0, neon::vec_dot_q4_0_q8_0);
-    erase_dot!(dot_q4_1, BlockQ4_1, BlockQ8_1, neon::vec_dot_q4_1_q8_1);
-    erase_dot!(dot_q5_0, BlockQ5_0, BlockQ8_0, neon::vec_dot_q5_0_q8_0);
-    erase_dot!(dot_q5_1, BlockQ5_1, BlockQ8_1, neon::vec_dot_q5_1_q8_1);
-    erase_dot!(dot_q8_0, BlockQ8_0, BlockQ8_0, neon::vec_dot_q8_0_q8_0);
-    erase_dot!(dot_q4_k, BlockQ4K, BlockQ8K, neon::vec_dot_q4_k_q8_k);
-    erase_dot!(dot_q5_k, BlockQ5K, BlockQ8K, neon::vec_dot_q5_k_q8_k);
-    erase_dot!(dot_q6_k, BlockQ6K, BlockQ8K, neon::vec_dot_q6_k_q8_k);
-
-    pub(super) fn install(t: &mut [TypeTraits; N_TRAITS]) {
-        let set = set_vec_dot;
-        set(t, DType::F32, dot_f32);
-        set(t, DType::Q4_0, dot_q4_0);
-        set(t, DType::Q4_1, dot_q4_1);
-        set(t, DType::Q5_0, dot_q5_0);
-        set(t, DType::Q5_1, dot_q5_1);
-        set(t, DType::Q8_0, dot_q8_0);
-        set(t, DType::Q4_K, dot_q4_k);
-        set(t, DType::Q5_K, dot_q5_k);
-        set(t, DType::Q6_K, dot_q6_k);
-    }
-}
-
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-mod simd_wasm32 {
-    use super::*;
-    use crate::backend::cpu::wasm32 as w;
-
-    erase_dot!(dot_f32, f32, f32, w::vec_dot_f32);
-    erase_dot!(dot_f16, f16, f16, w::vec_dot_f16);
-    erase_dot!(dot_q4_0, BlockQ4_0, BlockQ8_0, w::vec_dot_q4_0_q8_0);
-    erase_dot!(dot_q4_1, BlockQ4_1, BlockQ8_1, w::vec_dot_q4_1_q8_1);
-    erase_dot!(dot_q5_0, BlockQ5_0, BlockQ8_0, w::vec_dot_q5_0_q8_0);
-    erase_dot!(dot_q5_1, BlockQ5_1, BlockQ8_1, w::vec_dot_q5_1_q8_1);
-    erase_dot!(dot_q8_0, BlockQ8_0, BlockQ8_0, w::vec_dot_q8_0_q8_0);
-    erase_dot!(dot_q4_k, BlockQ4K, BlockQ8K, w::vec_dot_q4_k_q8_k);
-    erase_dot!(dot_q5_k, BlockQ5K, BlockQ8K, w::vec_dot_q5_k_q8_k);
-    erase_dot!(dot_q6_k, BlockQ6K, BlockQ8K, w::vec_dot_q6_k_q8_k);
-
-    pub(super) fn install(t: &mut [TypeTraits; N_TRAITS]) {
-        let set = set_vec_dot;
-        set(t, DType::F32, dot_f32);
-        set(t, DType::F16, dot_f16);
-        set(t, DType::Q4_0, dot_q4_0);
-        set(t, DType::Q4_1, dot_q4_1);
-        set(t, DType::Q5_0, dot_q5_0);
-        set(t, DType::Q5_1, dot_q5_1);
-        set(t, DType::Q8_0, dot_q8_0);
-        set(t, DType::Q4_K, dot_q4_k);
-        set(t, DType::Q5_K, dot_q5_k);
-        set(t, DType::Q6_K, dot_q6_k);
-    }
+/// Quantize `src` into `dtype` bytes with ggml's reference algorithm.
+pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<()> {
+    traits_or_unsupported(type_traits_scalar(dtype), dtype, "quantize_row")?.quantize_row(src, dst)
 }
 
 #[allow(dead_code)]

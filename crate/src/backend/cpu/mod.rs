@@ -10,20 +10,16 @@ use crate::graph::Graph;
 use crate::tensor::{Op, TensorId, MAX_SRC};
 use crate::{Context, DType, Error, Result};
 
-#[cfg(target_arch = "aarch64")]
-pub mod aarch64;
+pub mod arch;
 pub mod buffer;
 pub mod ops;
 pub mod reference;
 pub mod threadpool;
-pub mod vec;
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-pub mod wasm32;
-#[cfg(target_arch = "x86_64")]
-pub mod x86;
+pub mod traits;
 
 pub use buffer::{cpu_buffer_type, CpuBuffer, CpuBufferType, HostBytes, CPU_ALIGNMENT};
 use threadpool::Barrier;
+pub use traits::{dequantize_row, quantize_row, type_traits, TypeTraits};
 
 /// A resolved tensor: its address and layout. Kernels see only these.
 #[derive(Debug, Clone, Copy)]

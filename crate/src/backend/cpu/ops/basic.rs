@@ -8,7 +8,7 @@
 
 use half::{bf16, f16};
 
-use crate::backend::cpu::vec::exp_approx;
+use crate::backend::cpu::arch::exp_approx;
 use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
 use crate::tensor::{Op, RopeMode, RopeParams, UnaryOp};
 use crate::DType;
@@ -24,9 +24,9 @@ pub(crate) fn convertible(dt: DType) -> bool {
     is_float(dt) || (dt.is_quantized() && has_codec(dt))
 }
 
-/// Whether `crate::quant` can dequantize and quantize rows of `dt`.
+/// Whether the CPU traits table can dequantize and quantize rows of `dt`.
 fn has_codec(dt: DType) -> bool {
-    crate::quant::type_traits(dt).is_some()
+    crate::backend::cpu::type_traits(dt).is_some()
 }
 
 pub fn supported(node: &NodeRef) -> bool {
@@ -188,7 +188,7 @@ unsafe fn load_row(t: &TensorRef, i1: usize, i2: usize, i3: usize, out: &mut [f3
             dt => {
                 // Quantized rows are always contiguous (the block axis cannot be permuted).
                 let bytes = std::slice::from_raw_parts(base, n / dt.block_size() * dt.type_size());
-                crate::quant::dequantize_row(dt, bytes, out)
+                crate::backend::cpu::dequantize_row(dt, bytes, out)
                     .expect("codec availability checked by supported");
             }
         }
@@ -216,7 +216,7 @@ unsafe fn store_row(t: &TensorRef, i1: usize, i2: usize, i3: usize, vals: &[f32]
             dt => {
                 let bytes =
                     std::slice::from_raw_parts_mut(base, n / dt.block_size() * dt.type_size());
-                crate::quant::quantize_row(dt, vals, bytes)
+                crate::backend::cpu::quantize_row(dt, vals, bytes)
                     .expect("codec availability checked by supported");
             }
         }

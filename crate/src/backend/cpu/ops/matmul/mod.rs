@@ -13,6 +13,8 @@ use std::sync::atomic::Ordering;
 
 use half::{bf16, f16};
 
+use crate::backend::cpu::arch::{self, run_rows, tile, Panel, Tiled};
+use crate::backend::cpu::traits::{FromF32, VecDot};
 use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
 use crate::tensor::{Op, PoolOp};
 use crate::DType;
@@ -20,11 +22,6 @@ use crate::DType;
 // ---------------------------------------------------------------------------------------------
 // Per-type mul_mat kernels
 // ---------------------------------------------------------------------------------------------
-
-/// Convert f32 values into a row of some type (whole blocks).
-type FromF32 = fn(&[f32], &mut [u8]);
-/// Dot product of `n` elements: a weight row and a row of the vec_dot type.
-type VecDot = fn(usize, &[u8], &[u8]) -> f32;
 
 /// How a weight type is multiplied.
 #[derive(Clone, Copy)]
@@ -36,71 +33,6 @@ struct MatKernel {
     vec_dot: VecDot,
     /// Register-tiled fast path (f32, f16, bf16; quantized types with AVX2).
     tiled: Option<Tiled>,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-// Every variant has an AVX2 and a SIMD128 tile; other targets use the portable float tile only.
-#[cfg_attr(
-    not(all(target_arch = "wasm32", target_feature = "simd128")),
-    allow(dead_code)
-)]
-enum Tiled {
-    F32,
-    F16,
-    Bf16,
-    /// q4_0 weights × q8_0 columns (AVX2 and SIMD128).
-    Q4_0,
-    /// q8_0 weights × q8_0 columns (AVX2 and SIMD128).
-    Q8_0,
-    /// q4_K weights × q8_K columns (AVX2 and SIMD128).
-    Q4K,
-    /// q4_1 weights × q8_1 columns (AVX2 and SIMD128).
-    Q4_1,
-    /// q5_0 weights × q8_0 columns (AVX2 and SIMD128).
-    Q5_0,
-    /// q5_1 weights × q8_1 columns (AVX2 and SIMD128).
-    Q5_1,
-    /// q5_K weights × q8_K columns (AVX2 and SIMD128).
-    Q5K,
-    /// q6_K weights × q8_K columns (AVX2 and SIMD128).
-    Q6K,
-}
-
-impl Tiled {
-    /// Quantized tiles use their own GEMM tile shape.
-    fn is_quant(self) -> bool {
-        !matches!(self, Tiled::F32 | Tiled::F16 | Tiled::Bf16)
-    }
-
-    /// Columns of the quantized GEMM tile. Measured per type (CPU time, n = 128, k = 2048):
-    /// q4_0 1×6, q5_0 1×8, and 2×8 for the types with a min term (q4_1, q5_1) and the
-    /// k-quants, 10-25 % faster than the 2×4 tile used before; wider tiles spill registers.
-    /// q8_0 keeps 2×4: 1×8 was 10 % faster at k = 2048 but 25 % slower at k = 4096 (8 columns
-    /// of 4.3 KB leave L1).
-    fn gemm_cols(self) -> usize {
-        // wasm: q4_0 4×2, so that each column block's decoding is shared by 4 rows (1×6 decoded
-        // it per row: 4×2 measured +10 % in the SIMD128 build, +45 % in the relaxed one, at
-        // n = 16, k = 4096). q8_0 measured the same at 4×2; q4_1 and q5_0 slower: they keep theirs.
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        if matches!(self, Tiled::Q4_0) {
-            return 2;
-        }
-        match self {
-            Tiled::Q8_0 => 4,
-            Tiled::Q4_0 => 6,
-            _ => 8,
-        }
-    }
-
-    /// 32-element types with a min term (x = d·q + m; q8_1 columns).
-    fn has_min(self) -> bool {
-        matches!(self, Tiled::Q4_1 | Tiled::Q5_1)
-    }
-
-    /// 256-element super-block types (q8_K columns).
-    fn is_k_quant(self) -> bool {
-        matches!(self, Tiled::Q4K | Tiled::Q5K | Tiled::Q6K)
-    }
 }
 
 fn f32_from_f32(src: &[f32], dst: &mut [u8]) {
@@ -142,7 +74,7 @@ fn vec_dot_bf16(n: usize, a: &[u8], b: &[u8]) -> f32 {
 
 fn kernel_for(dtype: DType) -> Option<MatKernel> {
     // f32/f16/bf16 weights use the register-tiled kernels (and their own conversion of src1);
-    // every other computable type goes through the quant crate's traits (SIMD where available).
+    // every other computable type goes through the CPU traits table (SIMD where available).
     let own = |vec_dot_type, from_f32, vec_dot, t| MatKernel {
         vec_dot_type,
         from_f32,
@@ -154,8 +86,8 @@ fn kernel_for(dtype: DType) -> Option<MatKernel> {
         DType::F16 => Some(own(DType::F16, f16_from_f32, vec_dot_f16, Tiled::F16)),
         DType::BF16 => Some(own(DType::BF16, bf16_from_f32, vec_dot_bf16, Tiled::Bf16)),
         _ => {
-            let tt = crate::quant::type_traits(dtype)?;
-            let vt = crate::quant::type_traits(tt.vec_dot_type)?;
+            let tt = crate::backend::cpu::type_traits(dtype)?;
+            let vt = crate::backend::cpu::type_traits(tt.vec_dot_type)?;
             Some(MatKernel {
                 vec_dot_type: tt.vec_dot_type,
                 from_f32: vt.from_f32,
@@ -166,19 +98,9 @@ fn kernel_for(dtype: DType) -> Option<MatKernel> {
     }
 }
 
-/// Register-tiled kernels for quantized weights where this CPU has them (AVX2 natively, SIMD128 in
-/// wasm: both ISAs tile the same types).
+/// Register-tiled kernels for quantized weights where this CPU has them.
 fn quant_tiled(dtype: DType) -> Option<Tiled> {
-    #[cfg(target_arch = "x86_64")]
-    let tiles = has_avx2();
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    let tiles = true;
-    #[cfg(not(any(
-        target_arch = "x86_64",
-        all(target_arch = "wasm32", target_feature = "simd128")
-    )))]
-    let tiles = false;
-    if !tiles {
+    if !arch::has_quant_tiles() {
         return None;
     }
     match dtype {
@@ -194,72 +116,11 @@ fn quant_tiled(dtype: DType) -> Option<Tiled> {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Tiled dot products: out[r][c] = dot(a[r], b[c]) over n elements
-// ---------------------------------------------------------------------------------------------
-
-/// R×C dot products of length `n` between weight rows `a` and columns `b` of type `t`.
-///
-/// # Safety
-/// Every pointer must address at least `n` elements of `t`.
-#[inline]
-unsafe fn tile<const R: usize, const C: usize>(
-    t: Tiled,
-    n: usize,
-    a: [*const u8; R],
-    b: [*const u8; C],
-    out: &mut [[f32; C]; R],
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if has_avx2() {
-            // SAFETY: the CPU has AVX2/FMA/F16C (checked); pointer validity from the caller.
-            unsafe {
-                match t {
-                    Tiled::F32 => x86::tile_f32::<R, C>(n, a, b, out),
-                    Tiled::F16 => x86::tile_f16::<R, C>(n, a, b, out),
-                    Tiled::Bf16 => x86::tile_bf16::<R, C>(n, a, b, out),
-                    Tiled::Q4_0 => x86::tile_q4_0::<R, C>(n, a, b, out),
-                    Tiled::Q8_0 => x86::tile_q8_0::<R, C>(n, a, b, out),
-                    Tiled::Q4K => x86::tile_q4_k::<R, C>(n, a, b, out),
-                    Tiled::Q4_1 => x86::tile_q4_1::<R, C>(n, a, b, out),
-                    Tiled::Q5_0 => x86::tile_q5_0::<R, C>(n, a, b, out),
-                    Tiled::Q5_1 => x86::tile_q5_1::<R, C>(n, a, b, out),
-                    Tiled::Q5K => x86::tile_q5_k::<R, C>(n, a, b, out),
-                    Tiled::Q6K => x86::tile_q6_k::<R, C>(n, a, b, out),
-                }
-            }
-            return;
-        }
-    }
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    {
-        // SAFETY: simd128 is a build-time feature here; pointer validity from the caller.
-        unsafe { wasm32::tile::<R, C>(t, n, a, b, out) };
-    }
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-    {
-        // SAFETY: forwarded from the caller.
-        unsafe { tile_portable::<R, C>(t, n, a, b, out) };
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_avx2() -> bool {
-    use std::sync::OnceLock;
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| {
-        is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c")
-    })
-}
-
 /// Name of the mul_mat SIMD path in use.
 pub fn simd_name() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
-        if has_avx2() {
+        if arch::x86::available() {
             return "avx2+fma+f16c";
         }
     }
@@ -268,75 +129,6 @@ pub fn simd_name() -> &'static str {
     }
     "portable"
 }
-
-#[allow(clippy::needless_range_loop)]
-#[cfg_attr(
-    all(target_arch = "wasm32", target_feature = "simd128"),
-    allow(dead_code)
-)]
-/// Portable tile: 8 partial sums per dot product (vectorizes where the target allows).
-///
-/// # Safety
-/// As [`tile`].
-unsafe fn tile_portable<const R: usize, const C: usize>(
-    t: Tiled,
-    n: usize,
-    a: [*const u8; R],
-    b: [*const u8; C],
-    out: &mut [[f32; C]; R],
-) {
-    const L: usize = 8;
-    let load = |p: *const u8, i: usize| -> f32 {
-        // SAFETY: i < n and the caller guarantees n elements behind p.
-        unsafe {
-            match t {
-                Tiled::F32 => (p as *const f32).add(i).read_unaligned(),
-                Tiled::F16 => f16::from_bits((p as *const u16).add(i).read_unaligned()).to_f32(),
-                Tiled::Bf16 => {
-                    f32::from_bits(((p as *const u16).add(i).read_unaligned() as u32) << 16)
-                }
-                _ => unreachable!("quantized tiles exist only with AVX2"),
-            }
-        }
-    };
-    let mut acc = [[[0f32; L]; C]; R];
-    let nl = n / L * L;
-    let mut i = 0;
-    while i < nl {
-        let mut bv = [[0f32; L]; C];
-        for c in 0..C {
-            for l in 0..L {
-                bv[c][l] = load(b[c], i + l);
-            }
-        }
-        for r in 0..R {
-            let mut av = [0f32; L];
-            for (l, v) in av.iter_mut().enumerate() {
-                *v = load(a[r], i + l);
-            }
-            for c in 0..C {
-                for l in 0..L {
-                    acc[r][c][l] += av[l] * bv[c][l];
-                }
-            }
-        }
-        i += L;
-    }
-    for r in 0..R {
-        for c in 0..C {
-            let mut s: f32 = acc[r][c].iter().sum();
-            for j in nl..n {
-                s += load(a[r], j) * load(b[c], j);
-            }
-            out[r][c] = s;
-        }
-    }
-}
-
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-mod wasm32;
-#[cfg(target_arch = "x86_64")]
-mod x86;
 
 // ---------------------------------------------------------------------------------------------
 // mul_mat
@@ -671,117 +463,6 @@ fn mul_mat_chunk(
             }
         }
         j += nc;
-    }
-}
-
-/// A block of weight rows and where their results go.
-#[derive(Clone, Copy)]
-struct Panel {
-    /// First weight row (already offset to the current k-block).
-    a0: *const u8,
-    /// Bytes between weight rows.
-    lda: usize,
-    nrows: usize,
-    /// dst element of the first row and first column.
-    out0: *mut u8,
-    /// Bytes between dst columns (dst rows are contiguous f32).
-    ldo: usize,
-}
-
-/// All rows of the panel against the C columns `bc`, R rows at a time (then one at a time);
-/// results are stored, or added when `accumulate`.
-#[inline]
-fn run_rows<const R: usize, const C: usize>(
-    t: Tiled,
-    k: usize,
-    pn: &Panel,
-    bc: [*const u8; C],
-    accumulate: bool,
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if has_avx2() {
-            // SAFETY: AVX2/FMA/F16C present; the panel and columns are inside their tensors.
-            unsafe {
-                match t {
-                    Tiled::F32 => x86::panel_f32::<R, C>(k, pn, bc, accumulate),
-                    Tiled::F16 => x86::panel_f16::<R, C>(k, pn, bc, accumulate),
-                    Tiled::Bf16 => x86::panel_bf16::<R, C>(k, pn, bc, accumulate),
-                    Tiled::Q4_0 => x86::panel_q4_0::<R, C>(k, pn, bc, accumulate),
-                    Tiled::Q8_0 => x86::panel_q8_0::<R, C>(k, pn, bc, accumulate),
-                    Tiled::Q4K => x86::panel_q4_k::<R, C>(k, pn, bc, accumulate),
-                    Tiled::Q4_1 => x86::panel_q4_1::<R, C>(k, pn, bc, accumulate),
-                    Tiled::Q5_0 => x86::panel_q5_0::<R, C>(k, pn, bc, accumulate),
-                    Tiled::Q5_1 => x86::panel_q5_1::<R, C>(k, pn, bc, accumulate),
-                    Tiled::Q5K => x86::panel_q5_k::<R, C>(k, pn, bc, accumulate),
-                    Tiled::Q6K => x86::panel_q6_k::<R, C>(k, pn, bc, accumulate),
-                }
-            }
-            return;
-        }
-    }
-    // SAFETY: the panel and columns are inside their tensors (caller).
-    unsafe {
-        panel_generic::<R, C>(
-            pn,
-            accumulate,
-            |ar: [*const u8; R], o: &mut [[f32; C]; R]| tile::<R, C>(t, k, ar, bc, o),
-        );
-        let mut i = pn.nrows / R * R;
-        while i < pn.nrows {
-            let mut o = [[0f32; C]; 1];
-            tile::<1, C>(t, k, [pn.a0.add(i * pn.lda)], bc, &mut o);
-            store_tile::<1, C>(pn, i, &o, accumulate);
-            i += 1;
-        }
-    }
-}
-
-/// Write (or add) an R×C result tile for rows i.. of the panel.
-///
-/// # Safety
-/// Rows i..i+R and the C columns are inside dst.
-#[inline(always)]
-unsafe fn store_tile<const R: usize, const C: usize>(
-    pn: &Panel,
-    i: usize,
-    o: &[[f32; C]; R],
-    accumulate: bool,
-) {
-    for (r, orow) in o.iter().enumerate() {
-        for (c, v) in orow.iter().enumerate() {
-            // SAFETY: caller.
-            unsafe {
-                let p = pn.out0.add(c * pn.ldo + (i + r) * 4) as *mut f32;
-                if accumulate {
-                    *p += *v
-                } else {
-                    *p = *v
-                }
-            }
-        }
-    }
-}
-
-/// The full R-row tiles of a panel (the remainder rows are left to the caller).
-///
-/// # Safety
-/// As [`store_tile`]; `tile` must be safe to call on the panel's rows.
-#[inline(always)]
-unsafe fn panel_generic<const R: usize, const C: usize>(
-    pn: &Panel,
-    accumulate: bool,
-    mut tile: impl FnMut([*const u8; R], &mut [[f32; C]; R]),
-) {
-    let mut i = 0;
-    while i + R <= pn.nrows {
-        // SAFETY: rows i..i+R are inside the panel.
-        let ar: [*const u8; R] = std::array::from_fn(|r| unsafe { pn.a0.add((i + r) * pn.lda) });
-        let mut o = [[0f32; C]; R];
-        tile(ar, &mut o);
-        // SAFETY: caller.
-        unsafe { store_tile::<R, C>(pn, i, &o, accumulate) };
-        i += R;
     }
 }
 

@@ -1,9 +1,9 @@
 //! wasm32 SIMD128 register tiles for mul_mat (the SIMD build: `-C target-feature=+simd128`).
 //!
-//! Same design as `x86.rs`: an R×C tile computes R weight rows against C src1 columns, every
+//! Same design as `arch/x86/tiles.rs`: an R×C tile computes R weight rows against C src1 columns, every
 //! weight block is decoded once for all C columns and every column block once for all R rows.
 //! SIMD128 has no FMA (the relaxed-SIMD build fuses the f32 tile's products, see [`madd`]), so f32 products are mul + add, and
-//! V8 on x86-64 keeps 15 XMM registers: tile shapes (in `mod.rs`) keep R·C accumulators plus the
+//! V8 on x86-64 keeps 15 XMM registers: tile shapes (in `ops/matmul/mod.rs`) keep R·C accumulators plus the
 //! operands of one step under that.
 //!
 //! Every kernel is its own wasm function (`inline(never)`): engines compile wasm lazily, per
@@ -17,8 +17,8 @@
 
 use core::arch::wasm32::*;
 
-use super::Tiled;
-use crate::backend::cpu::wasm32::{nibbles, q5_high, q6_quants};
+use super::quants::{nibbles, q5_high, q6_quants};
+use crate::backend::cpu::arch::Tiled;
 
 /// `body` for `i` = 0, 1, … while `i < n` (n a const generic ≤ 8), with literal indices: LLVM
 /// does not always unroll loops over tile rows/columns for wasm, and arrays indexed by a loop
@@ -33,12 +33,12 @@ macro_rules! unroll {
     }};
 }
 
-/// R×C dot products of type `t` (see `super::tile`).
+/// R×C dot products of type `t` (see `arch::tile`).
 ///
 /// # Safety
 /// Every pointer must address at least `n` elements of `t` (whole blocks for quantized types).
 #[inline(always)]
-pub(super) unsafe fn tile<const R: usize, const C: usize>(
+pub(crate) unsafe fn tile<const R: usize, const C: usize>(
     t: Tiled,
     n: usize,
     a: [*const u8; R],

@@ -12,7 +12,8 @@
 use half::{bf16, f16};
 use std::sync::OnceLock;
 
-use super::vec;
+use super::super::portable::{axpy_f16_ref, axpy_f32_ref};
+use crate::quant::{dot_f16_ref, dot_f32_ref};
 use crate::quant::{
     BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
     BlockQ8K, BlockQ8_0, BlockQ8_1, GgmlBlock,
@@ -39,7 +40,7 @@ pub fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
         // SAFETY: the CPU supports avx2/fma/f16c (checked above); lengths are equal.
         unsafe { avx2::dot_f32(x, y) }
     } else {
-        vec::dot_f32_ref(x, y)
+        dot_f32_ref(x, y)
     }
 }
 
@@ -50,7 +51,7 @@ pub fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]) {
         // SAFETY: the CPU supports avx2/fma/f16c (checked above); lengths are equal.
         unsafe { avx2::axpy_f32(a, x, y) }
     } else {
-        vec::axpy_f32_ref(a, x, y)
+        axpy_f32_ref(a, x, y)
     }
 }
 
@@ -61,7 +62,7 @@ pub fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
         // SAFETY: the CPU supports avx2/fma/f16c (checked above); lengths are equal.
         unsafe { avx2::dot_f16(x, y) }
     } else {
-        vec::dot_f16_ref(x, y)
+        dot_f16_ref(x, y)
     }
 }
 
@@ -72,7 +73,7 @@ pub fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
         // SAFETY: the CPU supports avx2/fma/f16c (checked above); lengths are equal.
         unsafe { avx2::axpy_f16(a, x, y) }
     } else {
-        vec::axpy_f16_ref(a, x, y)
+        axpy_f16_ref(a, x, y)
     }
 }
 

@@ -1,8 +1,9 @@
 //! wasm32 SIMD128 kernels (built with `-C target-feature=+simd128`; the scalar wasm build uses
-//! the references). Same contract as `x86.rs` / `aarch64.rs`: public functions are safe, check
-//! slice lengths (panicking on a mismatch, an internal contract), and their SIMD bodies only load
-//! and store inside the slices or fixed-size block arrays they are given. Integer sums are exact;
-//! only the f32 accumulation order differs from the scalar references.
+//! the references). Same contract as `arch/x86/quants.rs` / `arch/aarch64/quants.rs`: public
+//! functions are safe, check slice lengths (panicking on a mismatch, an internal contract), and
+//! their SIMD bodies only load and store inside the slices or fixed-size block arrays they are
+//! given. Integer sums are exact; only the f32 accumulation order differs from the scalar
+//! references.
 //!
 //! Products of 8-bit quants use `i16x8.extmul` + `i32x4.extadd_pairwise` (exact: |a·b| ≤ 2^14).
 

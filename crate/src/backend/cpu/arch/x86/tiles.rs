@@ -2,6 +2,8 @@
 
 use std::arch::x86_64::*;
 
+use crate::backend::cpu::arch::{panel_generic, store_tile, Panel};
+
 #[inline(always)]
 unsafe fn hsum(v: __m256) -> f32 {
     // SAFETY: AVX is enabled in the calling function.
@@ -530,14 +532,14 @@ macro_rules! panel_impl {
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $name<const R: usize, const C: usize>(
             n: usize,
-            pn: &super::Panel,
+            pn: &Panel,
             b: [*const u8; C],
             accumulate: bool,
         ) {
             // SAFETY: forwarded from the caller.
             unsafe {
                 let span = R * pn.lda;
-                super::panel_generic::<R, C>(pn, accumulate, |ar, o| {
+                panel_generic::<R, C>(pn, accumulate, |ar, o| {
                     if $prefetch {
                         // Whole rows (quantized tiles run over all of k): the next tile's
                         // rows are the next `span` bytes. Short rows (k of a few hundred, as
@@ -553,7 +555,7 @@ macro_rules! panel_impl {
                 while i < pn.nrows {
                     let mut o = [[0f32; C]; 1];
                     $tile::<1, C>(n, [pn.a0.add(i * pn.lda)], b, &mut o);
-                    super::store_tile::<1, C>(pn, i, &o, accumulate);
+                    store_tile::<1, C>(pn, i, &o, accumulate);
                     i += 1;
                 }
             }

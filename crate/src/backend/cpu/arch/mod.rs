@@ -1,0 +1,379 @@
+//! The CPU kernels of each instruction set, one folder per ISA (`x86/`: AVX2 + FMA + F16C,
+//! detected at run time; `aarch64/`: NEON; `wasm32/`: SIMD128, and relaxed SIMD where the build
+//! enables it), and the run-time dispatch to them:
+//!
+//! - every ISA folder installs its vec dots and row conversions into the CPU traits table
+//!   ([`install`], called once by `backend::cpu::type_traits`);
+//! - the f32/f16 vector kernels dispatch here ([`dot_f32`], [`axpy_f32`], …);
+//! - the mul_mat register tiles ([`Tiled`]: R weight rows × C src1 columns at once) dispatch
+//!   here ([`tile`], [`run_rows`]); the portable driver in `ops::matmul` picks the tile shapes.
+//!
+//! `portable.rs` holds what targets without an ISA folder run, and the scalar references.
+
+/// Wrap a block-typed kernel `$k(n, &[X], &[Y]) -> f32` as a byte-slice `vec_dot`.
+#[allow(unused_macros)]
+macro_rules! erase_dot {
+    ($name:ident, $x:ty, $y:ty, $k:path) => {
+        fn $name(n: usize, x: &[u8], y: &[u8]) -> f32 {
+            let xs = $crate::quant::cast_blocks::<$x>(x);
+            let ys = $crate::quant::cast_blocks::<$y>(y);
+            $k(n, &xs, &ys)
+        }
+    };
+}
+
+#[cfg(target_arch = "aarch64")]
+pub mod aarch64;
+mod portable;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub mod wasm32;
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
+
+use half::f16;
+
+pub use crate::quant::{dot_f16_ref, dot_f32_ref};
+pub use portable::{axpy_f16_ref, axpy_f32_ref, exp_approx};
+
+use super::traits::Table;
+
+/// Replace the scalar entries of `t` with this machine's kernels.
+pub(crate) fn install(#[allow(unused_variables)] t: &mut Table) {
+    #[cfg(target_arch = "x86_64")]
+    x86::install(t);
+    #[cfg(target_arch = "aarch64")]
+    aarch64::install(t);
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    wasm32::install(t);
+}
+
+// ---------------------------------------------------------------------------------------------
+// f32 / f16 vector kernels
+// ---------------------------------------------------------------------------------------------
+
+/// Σ x·y, the fastest kernel available.
+pub fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86::dot_f32(x, y)
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        aarch64::dot_f32(x, y)
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        wasm32::dot_f32(x, y)
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
+    {
+        dot_f32_ref(x, y)
+    }
+}
+
+/// y += a·x, the fastest kernel available.
+pub fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86::axpy_f32(a, x, y)
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        aarch64::axpy_f32(a, x, y)
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        wasm32::axpy_f32(a, x, y)
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
+    {
+        axpy_f32_ref(a, x, y)
+    }
+}
+
+/// Σ x·y over f16 inputs, the fastest kernel available.
+pub fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86::dot_f16(x, y)
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        wasm32::dot_f16(x, y)
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
+    {
+        dot_f16_ref(x, y)
+    }
+}
+
+/// y += a·x with f16 `x` and f32 `y`, the fastest kernel available.
+pub fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86::axpy_f16(a, x, y)
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        wasm32::axpy_f16(a, x, y)
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
+    {
+        axpy_f16_ref(a, x, y)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// mul_mat register tiles: out[r][c] = dot(a[r], b[c]) over n elements
+// ---------------------------------------------------------------------------------------------
+
+/// Which register tile a weight type runs ([`tile`], [`run_rows`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+// Every variant has an AVX2 and a SIMD128 tile; other targets use the portable float tile only.
+#[cfg_attr(
+    not(all(target_arch = "wasm32", target_feature = "simd128")),
+    allow(dead_code)
+)]
+pub(crate) enum Tiled {
+    F32,
+    F16,
+    Bf16,
+    /// q4_0 weights × q8_0 columns (AVX2 and SIMD128).
+    Q4_0,
+    /// q8_0 weights × q8_0 columns (AVX2 and SIMD128).
+    Q8_0,
+    /// q4_K weights × q8_K columns (AVX2 and SIMD128).
+    Q4K,
+    /// q4_1 weights × q8_1 columns (AVX2 and SIMD128).
+    Q4_1,
+    /// q5_0 weights × q8_0 columns (AVX2 and SIMD128).
+    Q5_0,
+    /// q5_1 weights × q8_1 columns (AVX2 and SIMD128).
+    Q5_1,
+    /// q5_K weights × q8_K columns (AVX2 and SIMD128).
+    Q5K,
+    /// q6_K weights × q8_K columns (AVX2 and SIMD128).
+    Q6K,
+}
+
+impl Tiled {
+    /// Quantized tiles use their own GEMM tile shape.
+    pub(crate) fn is_quant(self) -> bool {
+        !matches!(self, Tiled::F32 | Tiled::F16 | Tiled::Bf16)
+    }
+
+    /// Columns of the quantized GEMM tile. Measured per type (CPU time, n = 128, k = 2048):
+    /// q4_0 1×6, q5_0 1×8, and 2×8 for the types with a min term (q4_1, q5_1) and the
+    /// k-quants, 10-25 % faster than the 2×4 tile used before; wider tiles spill registers.
+    /// q8_0 keeps 2×4: 1×8 was 10 % faster at k = 2048 but 25 % slower at k = 4096 (8 columns
+    /// of 4.3 KB leave L1).
+    pub(crate) fn gemm_cols(self) -> usize {
+        // wasm: q4_0 4×2, so that each column block's decoding is shared by 4 rows (1×6 decoded
+        // it per row: 4×2 measured +10 % in the SIMD128 build, +45 % in the relaxed one, at
+        // n = 16, k = 4096). q8_0 measured the same at 4×2; q4_1 and q5_0 slower: they keep theirs.
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if matches!(self, Tiled::Q4_0) {
+            return 2;
+        }
+        match self {
+            Tiled::Q8_0 => 4,
+            Tiled::Q4_0 => 6,
+            _ => 8,
+        }
+    }
+
+    /// 32-element types with a min term (x = d·q + m; q8_1 columns).
+    pub(crate) fn has_min(self) -> bool {
+        matches!(self, Tiled::Q4_1 | Tiled::Q5_1)
+    }
+
+    /// 256-element super-block types (q8_K columns).
+    pub(crate) fn is_k_quant(self) -> bool {
+        matches!(self, Tiled::Q4K | Tiled::Q5K | Tiled::Q6K)
+    }
+}
+
+/// Whether this machine has the quantized register tiles (AVX2 natively, SIMD128 in wasm: both
+/// ISAs tile the same types).
+pub(crate) fn has_quant_tiles() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return x86::available();
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return true;
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
+    false
+}
+
+/// R×C dot products of length `n` between weight rows `a` and columns `b` of type `t`.
+///
+/// # Safety
+/// Every pointer must address at least `n` elements of `t`.
+#[inline]
+pub(crate) unsafe fn tile<const R: usize, const C: usize>(
+    t: Tiled,
+    n: usize,
+    a: [*const u8; R],
+    b: [*const u8; C],
+    out: &mut [[f32; C]; R],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if x86::available() {
+            // SAFETY: the CPU has AVX2/FMA/F16C (checked); pointer validity from the caller.
+            unsafe {
+                match t {
+                    Tiled::F32 => x86::tiles::tile_f32::<R, C>(n, a, b, out),
+                    Tiled::F16 => x86::tiles::tile_f16::<R, C>(n, a, b, out),
+                    Tiled::Bf16 => x86::tiles::tile_bf16::<R, C>(n, a, b, out),
+                    Tiled::Q4_0 => x86::tiles::tile_q4_0::<R, C>(n, a, b, out),
+                    Tiled::Q8_0 => x86::tiles::tile_q8_0::<R, C>(n, a, b, out),
+                    Tiled::Q4K => x86::tiles::tile_q4_k::<R, C>(n, a, b, out),
+                    Tiled::Q4_1 => x86::tiles::tile_q4_1::<R, C>(n, a, b, out),
+                    Tiled::Q5_0 => x86::tiles::tile_q5_0::<R, C>(n, a, b, out),
+                    Tiled::Q5_1 => x86::tiles::tile_q5_1::<R, C>(n, a, b, out),
+                    Tiled::Q5K => x86::tiles::tile_q5_k::<R, C>(n, a, b, out),
+                    Tiled::Q6K => x86::tiles::tile_q6_k::<R, C>(n, a, b, out),
+                }
+            }
+            return;
+        }
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        // SAFETY: simd128 is a build-time feature here; pointer validity from the caller.
+        unsafe { wasm32::tiles::tile::<R, C>(t, n, a, b, out) };
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        // SAFETY: forwarded from the caller.
+        unsafe { portable::tile_portable::<R, C>(t, n, a, b, out) };
+    }
+}
+
+/// A block of weight rows and where their results go.
+#[derive(Clone, Copy)]
+pub(crate) struct Panel {
+    /// First weight row (already offset to the current k-block).
+    pub(crate) a0: *const u8,
+    /// Bytes between weight rows.
+    pub(crate) lda: usize,
+    pub(crate) nrows: usize,
+    /// dst element of the first row and first column.
+    pub(crate) out0: *mut u8,
+    /// Bytes between dst columns (dst rows are contiguous f32).
+    pub(crate) ldo: usize,
+}
+
+/// All rows of the panel against the C columns `bc`, R rows at a time (then one at a time);
+/// results are stored, or added when `accumulate`.
+#[inline]
+pub(crate) fn run_rows<const R: usize, const C: usize>(
+    t: Tiled,
+    k: usize,
+    pn: &Panel,
+    bc: [*const u8; C],
+    accumulate: bool,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if x86::available() {
+            // SAFETY: AVX2/FMA/F16C present; the panel and columns are inside their tensors.
+            unsafe {
+                match t {
+                    Tiled::F32 => x86::tiles::panel_f32::<R, C>(k, pn, bc, accumulate),
+                    Tiled::F16 => x86::tiles::panel_f16::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Bf16 => x86::tiles::panel_bf16::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q4_0 => x86::tiles::panel_q4_0::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q8_0 => x86::tiles::panel_q8_0::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q4K => x86::tiles::panel_q4_k::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q4_1 => x86::tiles::panel_q4_1::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q5_0 => x86::tiles::panel_q5_0::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q5_1 => x86::tiles::panel_q5_1::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q5K => x86::tiles::panel_q5_k::<R, C>(k, pn, bc, accumulate),
+                    Tiled::Q6K => x86::tiles::panel_q6_k::<R, C>(k, pn, bc, accumulate),
+                }
+            }
+            return;
+        }
+    }
+    // SAFETY: the panel and columns are inside their tensors (caller).
+    unsafe {
+        panel_generic::<R, C>(
+            pn,
+            accumulate,
+            |ar: [*const u8; R], o: &mut [[f32; C]; R]| tile::<R, C>(t, k, ar, bc, o),
+        );
+        let mut i = pn.nrows / R * R;
+        while i < pn.nrows {
+            let mut o = [[0f32; C]; 1];
+            tile::<1, C>(t, k, [pn.a0.add(i * pn.lda)], bc, &mut o);
+            store_tile::<1, C>(pn, i, &o, accumulate);
+            i += 1;
+        }
+    }
+}
+
+/// Write (or add) an R×C result tile for rows i.. of the panel.
+///
+/// # Safety
+/// Rows i..i+R and the C columns are inside dst.
+#[inline(always)]
+pub(crate) unsafe fn store_tile<const R: usize, const C: usize>(
+    pn: &Panel,
+    i: usize,
+    o: &[[f32; C]; R],
+    accumulate: bool,
+) {
+    for (r, orow) in o.iter().enumerate() {
+        for (c, v) in orow.iter().enumerate() {
+            // SAFETY: caller.
+            unsafe {
+                let p = pn.out0.add(c * pn.ldo + (i + r) * 4) as *mut f32;
+                if accumulate {
+                    *p += *v
+                } else {
+                    *p = *v
+                }
+            }
+        }
+    }
+}
+
+/// The full R-row tiles of a panel (the remainder rows are left to the caller).
+///
+/// # Safety
+/// As [`store_tile`]; `tile` must be safe to call on the panel's rows.
+#[inline(always)]
+pub(crate) unsafe fn panel_generic<const R: usize, const C: usize>(
+    pn: &Panel,
+    accumulate: bool,
+    mut tile: impl FnMut([*const u8; R], &mut [[f32; C]; R]),
+) {
+    let mut i = 0;
+    while i + R <= pn.nrows {
+        // SAFETY: rows i..i+R are inside the panel.
+        let ar: [*const u8; R] = std::array::from_fn(|r| unsafe { pn.a0.add((i + r) * pn.lda) });
+        let mut o = [[0f32; C]; R];
+        tile(ar, &mut o);
+        // SAFETY: caller.
+        unsafe { store_tile::<R, C>(pn, i, &o, accumulate) };
+        i += R;
+    }
+}
