@@ -130,15 +130,25 @@ impl Shared {
         if payload.is::<Poisoned>() {
             return;
         }
-        let msg = if let Some(s) = payload.downcast_ref::<&str>() {
-            (*s).to_string()
-        } else if let Some(s) = payload.downcast_ref::<String>() {
-            s.clone()
-        } else {
-            "unknown panic".to_string()
-        };
+        let msg = panic_message(payload);
         self.lock().panic.get_or_insert((ith, msg));
     }
+}
+
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+fn panic_error(ith: usize, nth: usize, msg: &str) -> Error {
+    Error::Backend(format!(
+        "a CPU kernel panicked on thread {ith} of {nth}: {msg}"
+    ))
 }
 
 /// Starts a named worker thread; injectable so tests can make a spawn fail (and so a platform
@@ -233,16 +243,19 @@ impl ThreadPool {
         let nth = self.n_threads();
         let shared = &self.shared;
         shared.barrier.reset();
-        let job: Job = Arc::new(f);
-        if nth > 1 {
-            let mut st = shared.lock();
-            st.job = Some(Arc::clone(&job));
-            st.epoch += 1;
-            st.running = nth - 1;
-            st.panic = None;
-            drop(st);
-            shared.wake.notify_all();
+        if nth == 1 {
+            // The caller alone: no job to share, no lock.
+            return catch_unwind(AssertUnwindSafe(|| f(0, 1, &shared.barrier)))
+                .map_err(|p| panic_error(0, 1, &panic_message(p)));
         }
+        let job: Job = Arc::new(f);
+        let mut st = shared.lock();
+        st.job = Some(Arc::clone(&job));
+        st.epoch += 1;
+        st.running = nth - 1;
+        st.panic = None;
+        drop(st);
+        shared.wake.notify_all();
         if let Err(p) = catch_unwind(AssertUnwindSafe(|| job(0, nth, &shared.barrier))) {
             shared.record_panic(0, p);
         }
@@ -253,9 +266,7 @@ impl ThreadPool {
         // Drop the job (and what it holds) now rather than at the next run.
         st.job = None;
         match st.panic.take() {
-            Some((ith, msg)) => Err(Error::Backend(format!(
-                "a CPU kernel panicked on thread {ith} of {nth}: {msg}"
-            ))),
+            Some((ith, msg)) => Err(panic_error(ith, nth, &msg)),
             None => Ok(()),
         }
     }
@@ -364,7 +375,8 @@ mod tests {
         }
         // The caller alone, too.
         let mut one = ThreadPool::default();
-        assert!(one.run(|_, _, _| panic!("alone")).is_err());
+        let e = one.run(|_, _, _| panic!("alone")).unwrap_err().to_string();
+        assert!(e.contains("thread 0 of 1: alone"), "{e}");
         assert!(one.run(|_, _, _| ()).is_ok());
     }
 
