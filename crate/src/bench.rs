@@ -103,7 +103,7 @@ pub fn bench_mul_mat(
         m,
         n,
         k,
-        threads: backend.n_threads,
+        threads: backend.n_threads(),
         gflops: 2.0 * m as f64 * n as f64 * k as f64 / spi / 1e9,
         seconds_per_iter: spi,
     })

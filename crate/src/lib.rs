@@ -17,10 +17,6 @@ mod ops;
 pub mod quant;
 pub mod tensor;
 mod tensor_io;
-/// The shared WebGPU op test cases (feature `testing`; for native-tests and wasm-tests).
-#[cfg(feature = "testing")]
-#[doc(hidden)]
-pub mod testing;
 
 pub use context::Context;
 pub use dtype::DType;

@@ -41,7 +41,7 @@ struct Case {
 
 /// Run one mul_mat and return (got, want).
 fn run_case(c: Case, seed: u64) -> (Vec<f32>, Vec<f32>) {
-    let mut rng = rng(seed);
+    let mut rng = Rng::new(seed);
     let [ne02, ne03, ne12, ne13] = c.batch;
     let ane = [c.k, c.m, ne02, ne03];
     let bne = [c.k, c.n, ne12, ne13];
@@ -70,8 +70,8 @@ fn run_case(c: Case, seed: u64) -> (Vec<f32>, Vec<f32>) {
     let out = ctx.mul_mat(a, b).unwrap();
     assert_eq!(ctx.tensor(out).ne, [c.m, c.n, ne12, ne13]);
     alloc_all(&mut ctx);
-    let av = set_values(&ctx, a, &rand_vec(&mut rng, ane.iter().product())).unwrap();
-    let sv = set_values(&ctx, s, &rand_vec(&mut rng, sne.iter().product())).unwrap();
+    let av = set_values(&ctx, a, &rng.vec(ane.iter().product(), -1.0, 1.0)).unwrap();
+    let sv = set_values(&ctx, s, &rng.vec(sne.iter().product(), -1.0, 1.0)).unwrap();
     let mut bv = vec![0f32; bne.iter().product()];
     for i3 in 0..ne13 {
         for i2 in 0..ne12 {
@@ -257,14 +257,14 @@ fn mul_mat_long_k() {
 fn tiled_vs_scalar(wt: DType, k: usize, m: usize, n: usize, b2: [usize; 2], threads: usize) -> f64 {
     let [ne02, ne12] = b2;
     let seed = (k * 131 + m * 31 + n * 7 + ne12) as u64;
-    let mut rng = rng(seed);
+    let mut rng = Rng::new(seed);
     let mut ctx = Context::new();
     let a = ctx.new_tensor(wt, &[k, m, ne02, 1]).unwrap();
     let b = ctx.new_tensor(DType::F32, &[k, n, ne12, 1]).unwrap();
     let out = ctx.mul_mat(a, b).unwrap();
     alloc_all(&mut ctx);
-    set_values(&ctx, a, &rand_vec(&mut rng, k * m * ne02)).unwrap();
-    let bv = rand_vec(&mut rng, k * n * ne12);
+    set_values(&ctx, a, &rng.vec(k * m * ne02, -1.0, 1.0)).unwrap();
+    let bv = rng.vec(k * n * ne12, -1.0, 1.0);
     ctx.set_f32(b, &bv).unwrap();
     compute(&ctx, &[out], threads).unwrap();
     let got = ctx.get_f32(out).unwrap();
@@ -332,7 +332,7 @@ fn mul_mat_quantized_matches_scalar_vec_dot() {
 /// first's output.
 #[test]
 fn mul_mat_chained_in_one_graph() {
-    let mut rng = rng(42);
+    let mut rng = Rng::new(42);
     let mut ctx = Context::new();
     let (k, m, n, p) = (40, 33, 17, 21);
     let w1 = ctx.new_tensor(DType::F32, &[k, m]).unwrap();
@@ -341,9 +341,9 @@ fn mul_mat_chained_in_one_graph() {
     let h = ctx.mul_mat(w1, x).unwrap(); // [m, n]
     let y = ctx.mul_mat(w2, h).unwrap(); // [p, n]
     alloc_all(&mut ctx);
-    let w1v = set_values(&ctx, w1, &rand_vec(&mut rng, k * m)).unwrap();
-    let xv = set_values(&ctx, x, &rand_vec(&mut rng, k * n)).unwrap();
-    let w2v = set_values(&ctx, w2, &rand_vec(&mut rng, m * p)).unwrap();
+    let w1v = set_values(&ctx, w1, &rng.vec(k * m, -1.0, 1.0)).unwrap();
+    let xv = set_values(&ctx, x, &rng.vec(k * n, -1.0, 1.0)).unwrap();
+    let w2v = set_values(&ctx, w2, &rng.vec(m * p, -1.0, 1.0)).unwrap();
     for threads in [1, 2, 3] {
         compute(&ctx, &[y], threads).unwrap();
         let hv = reference::mul_mat(&w1v, [k, m, 1, 1], &xv, [k, n, 1, 1]);
@@ -396,7 +396,7 @@ fn check_im2col(
     dst_t: DType,
     threads: usize,
 ) {
-    let mut rng = rng(5 + ine[0] as u64);
+    let mut rng = Rng::new(5 + ine[0] as u64);
     let mut ctx = Context::new();
     let x = ctx.new_tensor(in_t, &ine).unwrap();
     let k = ctx.new_tensor(DType::F16, &kne).unwrap();
@@ -404,7 +404,7 @@ fn check_im2col(
         .im2col(k, x, s[0], s[1], p[0], p[1], d[0], d[1], is_2d, dst_t)
         .unwrap();
     alloc_all(&mut ctx);
-    let xv = set_values(&ctx, x, &rand_vec(&mut rng, ine.iter().product())).unwrap();
+    let xv = set_values(&ctx, x, &rng.vec(ine.iter().product(), -1.0, 1.0)).unwrap();
     compute(&ctx, &[out], threads).unwrap();
     let (want, wne) = reference::im2col(&xv, ine, kne, s[0], s[1], p[0], p[1], d[0], d[1], is_2d);
     assert_eq!(ctx.tensor(out).ne, wne);
@@ -510,7 +510,7 @@ fn conv_2d_matches_direct_convolution() {
             [1, 2],
         ),
     ] {
-        let mut rng = rng(77);
+        let mut rng = Rng::new(77);
         let mut ctx = Context::new();
         let x = ctx.new_tensor(DType::F32, &ine).unwrap();
         let k = ctx.new_tensor(kt, &kne).unwrap();
@@ -520,8 +520,8 @@ fn conv_2d_matches_direct_convolution() {
         let perm = ctx.tensor(y).src[0].unwrap();
         let mm = ctx.tensor(perm).src[0].unwrap(); // the reshape of the mul_mat result
         alloc_all(&mut ctx);
-        let xv = set_values(&ctx, x, &rand_vec(&mut rng, ine.iter().product())).unwrap();
-        let kv = set_values(&ctx, k, &rand_vec(&mut rng, kne.iter().product())).unwrap();
+        let xv = set_values(&ctx, x, &rng.vec(ine.iter().product(), -1.0, 1.0)).unwrap();
+        let kv = set_values(&ctx, k, &rng.vec(kne.iter().product(), -1.0, 1.0)).unwrap();
         let (want, wne) =
             reference::conv_2d(&kv, kne, &xv, ine, s[0], s[1], p[0], p[1], d[0], d[1]);
         assert_eq!(ctx.tensor(y).ne, wne);
@@ -570,14 +570,14 @@ fn pool_2d_max_avg_with_padding() {
     for (ci, (ne, k, s, p)) in cases.into_iter().enumerate() {
         for op in [PoolOp::Max, PoolOp::Avg] {
             for in_t in [DType::F32, DType::F16] {
-                let mut rng = rng(ci as u64);
+                let mut rng = Rng::new(ci as u64);
                 let mut ctx = Context::new();
                 let a = ctx.new_tensor(in_t, &ne).unwrap();
                 let out = ctx
                     .pool_2d(a, op, k[0], k[1], s[0], s[1], p[0], p[1])
                     .unwrap();
                 alloc_all(&mut ctx);
-                let av = set_values(&ctx, a, &rand_vec(&mut rng, ne.iter().product())).unwrap();
+                let av = set_values(&ctx, a, &rng.vec(ne.iter().product(), -1.0, 1.0)).unwrap();
                 compute(&ctx, &[out], 1 + ci % 3).unwrap();
                 let (want, wne) =
                     reference::pool_2d(&av, ne, op, k[0], k[1], s[0], s[1], p[0], p[1]);
@@ -605,7 +605,7 @@ fn pool_2d_max_avg_with_padding() {
 
 #[test]
 fn argmax_rows_and_ties() {
-    let mut rng = rng(3);
+    let mut rng = Rng::new(3);
     let (nc, nr) = (37, 11);
     let mut ctx = Context::new();
     let a = ctx.new_tensor(DType::F32, &[nc, nr]).unwrap();
@@ -613,7 +613,7 @@ fn argmax_rows_and_ties() {
     assert_eq!(ctx.tensor(out).ne, [nr, 1, 1, 1]);
     assert_eq!(ctx.tensor(out).dtype, DType::I32);
     alloc_all(&mut ctx);
-    let mut v = rand_vec(&mut rng, nc * nr);
+    let mut v = rng.vec(nc * nr, -1.0, 1.0);
     // Row 0: a tie between elements 3 and 20 (ggml picks the last).
     v[3] = 5.0;
     v[20] = 5.0;
@@ -630,7 +630,7 @@ fn argmax_rows_and_ties() {
 
 #[test]
 fn cross_entropy_loss_matches_definition() {
-    let mut rng = rng(9);
+    let mut rng = Rng::new(9);
     for (ne, threads) in [([10, 7, 1, 1], 1), ([33, 5, 3, 1], 2), ([4, 1, 1, 1], 3)] {
         let n: usize = ne.iter().product();
         let mut ctx = Context::new();
@@ -639,9 +639,10 @@ fn cross_entropy_loss_matches_definition() {
         let l = ctx.cross_entropy_loss(x, y).unwrap();
         assert_eq!(ctx.tensor(l).ne, [1, 1, 1, 1]);
         alloc_all(&mut ctx);
-        let xv: Vec<f32> = rand_vec(&mut rng, n).iter().map(|v| v * 4.0).collect();
+        let xv: Vec<f32> = rng.vec(n, -1.0, 1.0).iter().map(|v| v * 4.0).collect();
         // Labels: a probability distribution per row.
-        let mut yv: Vec<f32> = rand_vec(&mut rng, n)
+        let mut yv: Vec<f32> = rng
+            .vec(n, -1.0, 1.0)
             .iter()
             .map(|v| v.abs() + 0.01)
             .collect();

@@ -1,5 +1,5 @@
 //! The WebGPU backend against the CPU backend (test-backend-ops style): the op cases of the
-//! shared table `ggweb::testing` (also run in Chromium by wasm-tests/tests/webgpu.rs) on the f16
+//! shared table `ggweb-testing` (also run in Chromium by wasm-tests/tests/webgpu.rs) on the f16
 //! path (when the adapter has `shader-f16`) and the f32 path, plus native-only checks (supports_op,
 //! MNIST, the scheduler). Errors are normalized MSE as ggml's test-backend-ops: 1e-7 for f32 ops,
 //! 5e-4 for quantized mul_mat. Without any adapter the tests print "no adapter" and pass
@@ -12,11 +12,11 @@ use ggweb::backend::webgpu::block_on;
 use ggweb::backend::webgpu::{WebGpuDevice, WebGpuOptions};
 use ggweb::backend::{Backend, Device};
 use ggweb::tensor::PoolOp;
-use ggweb::testing::{
+use ggweb::{Context, DType, Graph, Result, TensorId};
+use ggweb_testing::{
     check_group, check_split_notes, check_supports_op, mm_tol, nmse, Group, Rng, F32_TOL,
     SMALL_BINDING,
 };
-use ggweb::{Context, DType, Graph, Result, TensorId};
 
 /// The devices under test: the default (f16 path when available) and one forced onto f32.
 fn devices() -> &'static [(String, Arc<WebGpuDevice>)] {
@@ -80,7 +80,7 @@ fn small_binding_devices() -> &'static [(String, Arc<WebGpuDevice>)] {
     })
 }
 
-/// Run one group of the shared case table (ggweb::testing) on the CPU and every device.
+/// Run one group of the shared case table (ggweb-testing) on the CPU and every device.
 fn run_group(group: Group) {
     let devs = if group == Group::Split {
         small_binding_devices()

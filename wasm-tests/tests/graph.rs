@@ -1,14 +1,14 @@
 //! The CPU backend inside wasm: a small graph vs plain Rust.
 use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
 use ggweb::{Context, DType, Graph};
-use ggweb_wasm_tests::Rng;
+use ggweb_testing::Rng;
 use wasm_bindgen_test::*;
 
 #[wasm_bindgen_test]
 fn mul_mat_add_relu() {
     let (k, m, n) = (67, 13, 5);
-    let mut rng = Rng(42);
-    let (av, bv, cv) = (rng.vec(k * m), rng.vec(k * n), rng.vec(m));
+    let mut rng = Rng::new(42);
+    let (av, bv, cv) = (rng.vec(k * m, -1.0, 1.0), rng.vec(k * n, -1.0, 1.0), rng.vec(m, -1.0, 1.0));
     let mut ctx = Context::new();
     let a = ctx.new_tensor_2d(DType::F32, k, m).unwrap();
     let b = ctx.new_tensor_2d(DType::F32, k, n).unwrap();

@@ -11,7 +11,7 @@
 use ggweb::backend::cpu::{cpu_buffer_type, type_traits, CpuBackend};
 use ggweb::quant::type_traits_scalar;
 use ggweb::{Context, DType, Graph};
-use ggweb_wasm_tests::Rng;
+use ggweb_testing::Rng;
 use wasm_bindgen_test::*;
 
 fn check_type(dt: DType, k: usize) {
@@ -20,9 +20,9 @@ fn check_type(dt: DType, k: usize) {
 
 /// As `check_type`, with every weight and column value ±1 when `extreme`, for `m` weight rows.
 fn check_data(dt: DType, k: usize, extreme: bool, m: usize) {
-    let mut rng = Rng(0x5eed ^ k as u64);
+    let mut rng = Rng::new(0x5eed ^ k as u64);
     let mut draw = |n: usize| -> Vec<f32> {
-        let v = rng.vec(n);
+        let v = rng.vec(n, -1.0, 1.0);
         if extreme {
             v.into_iter()
                 .map(|x| if x < 0.0 { -1.0 } else { 1.0 })

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use ggweb::backend::cpu::HostBytes;
 use ggweb::models::mnist::{idx, Mnist};
-use ggweb_wasm_tests::numbers_after;
+use ggweb_testing::numbers_after;
 use wasm_bindgen_test::*;
 
 static FC: &[u8] = include_bytes!("../../crate/assets/mnist-fc-f32.gguf");

@@ -5,7 +5,7 @@
 use ggweb::backend::cpu::{arch, type_traits};
 use ggweb::quant::type_traits_scalar;
 use ggweb::DType;
-use ggweb_wasm_tests::Rng;
+use ggweb_testing::Rng;
 use half::f16;
 use wasm_bindgen_test::*;
 
@@ -26,9 +26,9 @@ fn build_reports_kernels() {
 
 #[wasm_bindgen_test]
 fn f32_and_f16_vectors() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     for n in [0usize, 1, 3, 4, 15, 16, 17, 63, 64, 100, 1000, 4097] {
-        let (x, y) = (rng.vec(n), rng.vec(n));
+        let (x, y) = (rng.vec(n, -1.0, 1.0), rng.vec(n, -1.0, 1.0));
         let scale: f32 = x.iter().zip(&y).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-6;
         let d = arch::dot_f32(&x, &y) - arch::dot_f32_ref(&x, &y);
         assert!(d.abs() <= 1e-5 * scale, "dot_f32 n={n}: {d}");
@@ -53,7 +53,7 @@ fn f32_and_f16_vectors() {
 
 #[wasm_bindgen_test]
 fn quantized_dots_vs_scalar() {
-    let mut rng = Rng(99);
+    let mut rng = Rng::new(99);
     let types = [
         DType::F32,
         DType::F16,
@@ -73,7 +73,7 @@ fn quantized_dots_vs_scalar() {
         let yt = type_traits_scalar(vdt).unwrap();
         for blocks in [1usize, 3, 8] {
             let n = blocks * dt.block_size().max(vdt.block_size());
-            let (x, y) = (rng.vec(n), rng.vec(n));
+            let (x, y) = (rng.vec(n, -1.0, 1.0), rng.vec(n, -1.0, 1.0));
             let mut xq = vec![0u8; dt.row_size(n).unwrap()];
             let mut yq = vec![0u8; vdt.row_size(n).unwrap()];
             (slow.from_f32)(&x, &mut xq);

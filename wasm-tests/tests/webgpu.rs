@@ -1,5 +1,5 @@
 //! The WebGPU backend in the browser (headless Chromium's SwiftShader adapter: no `shader-f16`,
-//! so the f32 path) against the CPU backend: the op cases of the shared table `ggweb::testing`
+//! so the f32 path) against the CPU backend: the op cases of the shared table `ggweb-testing`
 //! (the same as native-tests/tests/webgpu.rs runs), on seeded random data of odd sizes, with
 //! results read back through `map_async` (async: nothing blocks the page). Errors are normalized MSE as ggml's test-backend-ops: 1e-7 for f32 ops, 5e-4
 //! for quantized / f16 mul_mat. Every test needs an adapter: run with
@@ -15,7 +15,7 @@ use ggweb::backend::webgpu::{read_f32_async, WebGpuDevice, WebGpuOptions};
 use ggweb::backend::{Backend, BufferUsage, Device};
 use ggweb::models::mnist::{idx, Mnist};
 use ggweb::models::runner::BackendChoice;
-use ggweb::testing::{
+use ggweb_testing::{
     check_group, check_split_notes, check_supports_op, mm_tol, nmse, Group, Rng, F32_TOL, SMALL_BINDING,
 };
 use ggweb::{Context, DType, Graph, Result, TensorId};
@@ -56,7 +56,7 @@ async fn devices() -> Vec<(String, Arc<WebGpuDevice>)> {
     v
 }
 
-/// Run one group of the shared case table (ggweb::testing) on the CPU and every device.
+/// Run one group of the shared case table (ggweb-testing) on the CPU and every device.
 async fn run_group(group: Group) {
     let devs = if group == Group::Split {
         small_binding_devices().await

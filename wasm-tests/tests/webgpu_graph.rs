@@ -8,6 +8,7 @@
 //! Built only with `--features webgpu` (scripts/test-web.sh); browser only.
 #![cfg(target_arch = "wasm32")]
 
+use ggweb_testing::{nmse, Rng};
 use ggweb_wasm::GraphCore;
 use js_sys::{Float32Array, Int32Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
@@ -24,38 +25,6 @@ async fn init() {
     ggweb::backend::webgpu::init_default_device()
         .await
         .expect("a WebGPU adapter (Chromium with --enable-unsafe-webgpu)");
-}
-
-struct Rng(u64);
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n)
-            .map(|_| lo + (hi - lo) * ((self.next() >> 40) as f32 / (1u64 << 24) as f32))
-            .collect()
-    }
-}
-
-fn nmse(got: &[f32], want: &[f32]) -> f64 {
-    assert_eq!(got.len(), want.len(), "lengths");
-    let (mut num, mut den) = (0f64, 0f64);
-    for (&g, &w) in got.iter().zip(want) {
-        num += (g as f64 - w as f64).powi(2);
-        den += (w as f64).powi(2);
-    }
-    if den == 0.0 {
-        num
-    } else {
-        num / den
-    }
 }
 
 async fn compute(g: &GraphCore, outs: &[u32]) {

@@ -432,7 +432,7 @@ fn mnist_cmd(
     backend: &str,
     as_json: bool,
 ) -> Result<()> {
-    let n_threads = threads.unwrap_or_else(ggweb::backend::cpu::threadpool::default_n_threads);
+    let n_threads = cpu_threads(threads);
     let backend: BackendChoice = backend.parse()?;
     let bytes: std::sync::Arc<dyn ggweb::backend::cpu::HostBytes> = match model {
         "fc" => std::sync::Arc::new(mnist::embedded::FC),
@@ -519,6 +519,7 @@ fn bench(
         })
         .collect::<Result<_>>()?;
     let threads: Vec<usize> = parse_list(threads, "1,2", "thread count")?;
+    let threads: Vec<usize> = threads.into_iter().map(|t| cpu_threads(Some(t))).collect();
     let ns: Vec<usize> = parse_list(ns, "1,512", "n")?;
     // The GPU does not use the CPU threads.
     let threads = if backend == "webgpu" {
@@ -556,8 +557,15 @@ fn bench(
     Ok(())
 }
 
-fn default_threads() -> usize {
-    ggweb::backend::cpu::threadpool::default_n_threads()
+/// `--threads N` capped to the machine's parallelism (as the CPU backend does; with a note), or
+/// that parallelism by default.
+fn cpu_threads(threads: Option<usize>) -> usize {
+    use ggweb::backend::cpu::threadpool::capped_n_threads;
+    let n = threads.map_or_else(|| capped_n_threads(usize::MAX), capped_n_threads);
+    if threads.is_some_and(|t| t > n) {
+        eprintln!("note: --threads capped to this machine's parallelism, {n}");
+    }
+    n
 }
 
 /// How to load an LLM: threads, context size and backends.
@@ -569,7 +577,7 @@ struct LlmRun {
 
 impl LlmRun {
     fn open(&self, model: &Path) -> Result<Llm> {
-        let threads = self.threads.unwrap_or_else(default_threads);
+        let threads = cpu_threads(self.threads);
         Llm::open_with(model, self.ctx_size, self.backend, threads)
     }
 }

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use ggweb::backend::cpu::reference::basic::{compute as reference, Dense};
 use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
 use ggweb::{alloc, Context, DType, Graph, Result, TensorId};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+pub use ggweb_testing::nmse;
+use ggweb_testing::Rng;
 
 /// How a leaf input is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub enum Fill {
 
 pub struct Harness {
     pub ctx: Context,
-    pub rng: StdRng,
+    pub rng: Rng,
     fills: Vec<(TensorId, Fill)>,
     /// Stored values (as read back, i.e. rounded / quantized) of every dense leaf.
     stored: HashMap<TensorId, Vec<f32>>,
@@ -53,14 +53,19 @@ impl Harness {
     pub fn new(seed: u64) -> Self {
         Harness {
             ctx: Context::new(),
-            rng: StdRng::seed_from_u64(seed),
+            rng: Rng::new(seed),
             fills: Vec::new(),
             stored: HashMap::new(),
         }
     }
 
     pub fn rng_f32(&mut self, lo: f32, hi: f32) -> f32 {
-        self.rng.gen_range(lo..hi)
+        self.rng.f(lo, hi)
+    }
+
+    /// Uniform in [lo, hi).
+    fn int(&mut self, lo: i32, hi: i32) -> i32 {
+        lo + self.rng.idx(hi.abs_diff(lo) as usize) as i32
     }
 
     /// A dense leaf filled by `fill` at `finish`.
@@ -113,20 +118,18 @@ impl Harness {
             let dtype = self.ctx.tensor(id).dtype;
             if dtype == DType::I32 {
                 let v: Vec<i32> = match fill {
-                    Fill::Int(lo, hi) => (0..n).map(|_| self.rng.gen_range(lo..hi)).collect(),
+                    Fill::Int(lo, hi) => (0..n).map(|_| self.int(lo, hi)).collect(),
                     Fill::Values(v) => v.iter().map(|&x| x as i32).collect(),
-                    Fill::Uniform(lo, hi) => (0..n)
-                        .map(|_| self.rng.gen_range(lo as i32..hi as i32))
-                        .collect(),
+                    Fill::Uniform(lo, hi) => {
+                        (0..n).map(|_| self.int(lo as i32, hi as i32)).collect()
+                    }
                 };
                 self.ctx.set_i32(id, &v).expect("set i32");
             } else {
                 let v: Vec<f32> = match fill {
-                    Fill::Uniform(lo, hi) => (0..n).map(|_| self.rng.gen_range(lo..hi)).collect(),
+                    Fill::Uniform(lo, hi) => (0..n).map(|_| self.rng.f(lo, hi)).collect(),
                     Fill::Values(v) => v,
-                    Fill::Int(lo, hi) => {
-                        (0..n).map(|_| self.rng.gen_range(lo..hi) as f32).collect()
-                    }
+                    Fill::Int(lo, hi) => (0..n).map(|_| self.int(lo, hi) as f32).collect(),
                 };
                 self.ctx.set_f32(id, &v).expect("set f32");
             }
@@ -165,7 +168,7 @@ impl Harness {
     /// Compute the graph of `out` with `nth` threads.
     pub fn compute(&self, out: TensorId, nth: usize) -> Result<()> {
         let g = Graph::build(&self.ctx, &[out]);
-        CpuBackend::new(nth).compute(&self.ctx, &g)
+        CpuBackend::with_threads_forced(nth).compute(&self.ctx, &g)
     }
 
     /// The reference result of node `out` from the logical values of its sources.
@@ -217,21 +220,6 @@ pub fn tol_for(dtype: DType) -> Tol {
             abs: 1e-5,
             rel: 1e-5,
         },
-    }
-}
-
-/// Normalised mean squared error (test-backend-ops' metric).
-pub fn nmse(got: &[f32], want: &[f32]) -> f64 {
-    let mut err = 0f64;
-    let mut norm = 0f64;
-    for (g, w) in got.iter().zip(want) {
-        err += ((g - w) as f64).powi(2);
-        norm += (*w as f64).powi(2);
-    }
-    if norm == 0.0 {
-        err
-    } else {
-        err / norm
     }
 }
 

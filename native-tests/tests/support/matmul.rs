@@ -1,22 +1,12 @@
-//! Helpers for the mul_mat / conv / pooling tests: seeded random data, writing values into
-//! tensors of any type (returning what the tensor actually holds), and error measures.
+//! Helpers for the mul_mat / conv / pooling tests: writing values into tensors of any type
+//! (returning what the tensor actually holds), error measures, and the shared `Rng` and `nmse`.
 
 #![allow(dead_code)]
 
 use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
 use ggweb::{alloc, Context, DType, Graph, Result, TensorId};
+pub use ggweb_testing::{nmse, Rng};
 use half::{bf16, f16};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-
-pub fn rng(seed: u64) -> StdRng {
-    StdRng::seed_from_u64(seed)
-}
-
-/// `n` values uniform in [-1, 1).
-pub fn rand_vec(rng: &mut StdRng, n: usize) -> Vec<f32> {
-    (0..n).map(|_| rng.gen_range(-1.0f32..1.0)).collect()
-}
 
 /// Write `values` (logical order) into the contiguous tensor `id`, converting to its type, and
 /// return the values it now holds (rounded / dequantized).
@@ -73,7 +63,7 @@ pub fn alloc_all(ctx: &mut Context) {
 /// Build the graph of `outs` and compute it with `threads` threads.
 pub fn compute(ctx: &Context, outs: &[TensorId], threads: usize) -> Result<()> {
     let g = Graph::build(ctx, outs);
-    CpuBackend::new(threads).compute(ctx, &g)
+    CpuBackend::with_threads_forced(threads).compute(ctx, &g)
 }
 
 /// max |got - want| / max |want|.
@@ -88,18 +78,6 @@ pub fn max_rel_err(got: &[f32], want: &[f32]) -> f64 {
         .zip(want)
         .fold(0f64, |m, (&g, &w)| m.max((g as f64 - w as f64).abs()));
     err / scale
-}
-
-/// Normalized mean squared error sum (got - want)^2 / sum want^2 (ggml's test-backend-ops).
-pub fn nmse(got: &[f32], want: &[f32]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let num: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(&g, &w)| (g as f64 - w as f64).powi(2))
-        .sum();
-    let den: f64 = want.iter().map(|&w| (w as f64).powi(2)).sum();
-    num / den.max(1e-30)
 }
 
 /// Index of (i0, i1, i2, i3) in a dense array of shape `ne`.

@@ -18,7 +18,7 @@ pub mod threadpool;
 pub mod traits;
 
 pub use buffer::{cpu_buffer_type, CpuBuffer, CpuBufferType, HostBytes, CPU_ALIGNMENT};
-use threadpool::Barrier;
+use threadpool::{Barrier, ThreadPool};
 pub use traits::{dequantize_row, quantize_row, type_traits, TypeTraits};
 
 /// A resolved tensor: its address and layout. Kernels see only these.
@@ -196,27 +196,56 @@ pub fn resolve_node(ctx: &Context, id: TensorId) -> Result<NodeRef> {
     })
 }
 
-/// The CPU backend (one stream). `n_threads` threads compute each graph.
+/// The CPU backend (one stream): a persistent pool of `n_threads` threads computes each graph.
+/// The count is capped by the machine's parallelism unless forced
+/// ([`CpuBackend::with_threads_forced`]); the workers start at the first graph that needs them,
+/// so a failed start is an error of [`CpuBackend::compute`].
 pub struct CpuBackend {
-    pub n_threads: usize,
+    n_threads: usize,
+    forced: bool,
     work: Vec<u64>,
+    pool: ThreadPool,
 }
 
 impl CpuBackend {
+    /// `n_threads` capped to [`threadpool::default_n_threads`] (at least 1).
     pub fn new(n_threads: usize) -> Self {
+        Self::with(threadpool::capped_n_threads(n_threads), false)
+    }
+
+    /// Exactly `n_threads` (at least 1), even beyond the machine's parallelism (tests of the
+    /// work split, oversubscription experiments).
+    pub fn with_threads_forced(n_threads: usize) -> Self {
+        Self::with(n_threads.max(1), true)
+    }
+
+    fn with(n_threads: usize, forced: bool) -> Self {
         CpuBackend {
-            n_threads: n_threads.max(1),
+            n_threads,
+            forced,
             work: Vec::new(),
+            pool: ThreadPool::default(),
         }
     }
 
+    pub fn n_threads(&self) -> usize {
+        self.n_threads
+    }
+
+    /// Capped as in [`CpuBackend::new`], unless this backend was made with a forced count.
     pub fn set_n_threads(&mut self, n: usize) {
-        self.n_threads = n.max(1);
+        self.n_threads = if self.forced {
+            n.max(1)
+        } else {
+            threadpool::capped_n_threads(n)
+        };
     }
 
     /// Compute `graph` with `n_threads`: check every node first, size the work buffer once
-    /// (ggml's cplan), then run all nodes on all threads with a barrier after each.
+    /// (ggml's cplan), then run all nodes on all threads with a barrier after each. A kernel
+    /// panic on any thread is returned as an error.
     pub fn compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
+        self.pool.resize(self.n_threads)?;
         let mut nodes = Vec::with_capacity(graph.nodes.len());
         let nth = self.n_threads;
         let mut wsize = 0usize;
@@ -241,25 +270,23 @@ impl CpuBackend {
         let base = self.work.as_mut_ptr() as *mut u8;
         let pad = base.align_offset(64);
         // SAFETY: `pad` < 64 and the buffer has 64 spare bytes.
-        let wdata = unsafe { base.add(pad) };
-        let barrier = Barrier::new(nth);
+        let wdata_addr = unsafe { base.add(pad) } as usize;
         let chunk = AtomicUsize::new(0);
-        let wdata_addr = wdata as usize;
-        threadpool::run_spmd(nth, |ith, nth| {
+        // `run` returns only after every thread has left the job, so `work` outlives its use.
+        self.pool.run(move |ith, nth, barrier| {
             let params = ComputeParams {
                 ith,
                 nth,
                 wdata: wdata_addr as *mut u8,
                 wsize,
-                barrier: &barrier,
+                barrier,
                 chunk: &chunk,
             };
             for node in &nodes {
                 ops::forward(&params, node);
                 barrier.wait();
             }
-        });
-        Ok(())
+        })
     }
 }
 

@@ -3,10 +3,12 @@
 //! SwiftShader, awaiting them). Each case builds a graph on seeded random data of odd sizes; the
 //! harness runs it on the CPU backend and on each WebGPU device and compares with ggml's
 //! normalized MSE: 1e-7 for f32 ops, 5e-4 for f16/quantized mul_mat (the CPU rounds src1 to f16
-//! or q8 there). Behind the `testing` feature (not part of the library's API).
+//! or q8 there).
 
-use crate::tensor::{PoolOp, RopeMode, RopeParams, UnaryOp};
-use crate::{Context, DType, Result, TensorId};
+use ggweb::tensor::{PoolOp, RopeMode, RopeParams, UnaryOp};
+use ggweb::{Context, DType, Result, TensorId};
+
+use crate::{compare, Rng};
 
 /// NMSE tolerance of f32 ops.
 pub const F32_TOL: f64 = 1e-7;
@@ -16,7 +18,7 @@ pub const F32_TOL: f64 = 1e-7;
 pub const SMALL_BINDING: u64 = 64 << 10;
 
 /// The weight types with WebGPU mul_mat / get_rows kernels.
-pub const WEIGHT_TYPES: [DType; 10] = crate::backend::WEBGPU_WEIGHT_TYPES;
+pub const WEIGHT_TYPES: [DType; 10] = ggweb::backend::WEBGPU_WEIGHT_TYPES;
 
 /// NMSE tolerance of mul_mat with weights of type `t`.
 pub fn mm_tol(t: DType) -> f64 {
@@ -24,31 +26,6 @@ pub fn mm_tol(t: DType) -> f64 {
         DType::F32 => F32_TOL,
         // The CPU rounds src1 to f16 for f16 weights, to q8 for quantized ones.
         _ => 5e-4,
-    }
-}
-
-/// A tiny deterministic generator (xorshift), so CPU and GPU graphs get identical data.
-pub struct Rng(u64);
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Uniform in [lo, hi).
-    pub fn f(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32)
-    }
-    pub fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n).map(|_| self.f(lo, hi)).collect()
-    }
-    /// Uniform in [0, n).
-    pub fn idx(&mut self, n: usize) -> usize {
-        (self.next_u64() % n.max(1) as u64) as usize
     }
 }
 
@@ -116,55 +93,6 @@ pub fn random_inputs(ctx: &Context, ids: &[TensorId], rng: &mut Rng) -> Vec<(Ten
     ids.iter()
         .map(|&id| (id, Data::F(rng.vec(ctx.tensor(id).nelements(), -1.0, 1.0))))
         .collect()
-}
-
-/// ggml's normalized mean squared error.
-pub fn nmse(out: &[f32], reference: &[f32]) -> f64 {
-    let mut num = 0f64;
-    let mut den = 0f64;
-    for (a, b) in out.iter().zip(reference) {
-        num += (*a as f64 - *b as f64).powi(2);
-        den += (*b as f64).powi(2);
-    }
-    if den == 0.0 {
-        num
-    } else {
-        num / den
-    }
-}
-
-/// Compare `out` with `reference`: same length, same NaN pattern, NMSE of the rest < `tol`.
-pub fn compare(out: &[f32], reference: &[f32], tol: f64) -> std::result::Result<f64, String> {
-    if out.len() != reference.len() {
-        return Err(format!(
-            "{} values, expected {}",
-            out.len(),
-            reference.len()
-        ));
-    }
-    if !out
-        .iter()
-        .zip(reference)
-        .all(|(a, b)| a.is_nan() == b.is_nan())
-    {
-        return Err("NaN pattern differs".into());
-    }
-    let (o, r): (Vec<f32>, Vec<f32>) = out
-        .iter()
-        .zip(reference)
-        .filter(|(a, _)| !a.is_nan())
-        .map(|(a, b)| (*a, *b))
-        .unzip();
-    let e = nmse(&o, &r);
-    if e < tol {
-        Ok(e)
-    } else {
-        Err(format!(
-            "NMSE {e:.3e} >= {tol:.1e}; got[..4] {:?} expected[..4] {:?}",
-            &out[..out.len().min(4)],
-            &reference[..reference.len().min(4)]
-        ))
-    }
 }
 
 fn push(
@@ -589,16 +517,16 @@ fn split(v: &mut Vec<OpCase>) {
     }
 }
 
-/// The CPU reference of a case.
+/// The CPU reference of a case, on exactly `n_threads` threads.
 pub fn run_cpu(build: &Build, n_threads: usize) -> Result<Vec<f32>> {
-    use crate::backend::Backend;
+    use ggweb::backend::Backend;
     let mut ctx = Context::new();
     let case = build(&mut ctx)?;
-    let graph = crate::Graph::build(&ctx, &[case.out]);
-    let buft = crate::backend::cpu::cpu_buffer_type();
-    let _buf = crate::alloc::alloc_ctx_tensors(&mut ctx, &buft)?;
+    let graph = ggweb::Graph::build(&ctx, &[case.out]);
+    let buft = ggweb::backend::cpu::cpu_buffer_type();
+    let _buf = ggweb::alloc::alloc_ctx_tensors(&mut ctx, &buft)?;
     set_inputs(&mut ctx, &case)?;
-    crate::backend::cpu::CpuBackend::new(n_threads).graph_compute(&ctx, &graph)?;
+    ggweb::backend::cpu::CpuBackend::with_threads_forced(n_threads).graph_compute(&ctx, &graph)?;
     ctx.get_f32(case.out)
 }
 
@@ -620,15 +548,15 @@ mod gpu {
     use std::sync::Arc;
 
     use super::*;
-    use crate::backend::webgpu::{read_f32_async, WebGpuDevice};
-    use crate::backend::Device;
+    use ggweb::backend::webgpu::{read_f32_async, WebGpuDevice};
+    use ggweb::backend::Device;
 
     /// A case on a WebGPU device (async: reads go through `map_async`; natively block on it).
     pub async fn run_webgpu(build: &Build, dev: &Arc<WebGpuDevice>) -> Result<Vec<f32>> {
         let mut ctx = Context::new();
         let case = build(&mut ctx)?;
-        let graph = crate::Graph::build(&ctx, &[case.out]);
-        let _buf = crate::alloc::alloc_ctx_tensors(&mut ctx, &dev.buffer_type())?;
+        let graph = ggweb::Graph::build(&ctx, &[case.out]);
+        let _buf = ggweb::alloc::alloc_ctx_tensors(&mut ctx, &dev.buffer_type())?;
         set_inputs(&mut ctx, &case)?;
         let mut be = dev.init_backend()?;
         be.graph_compute(&ctx, &graph)?;
@@ -678,7 +606,7 @@ mod gpu {
     fn supported(dev: &WebGpuDevice, build: &Build) -> std::result::Result<(), String> {
         let mut ctx = Context::new();
         let case = build(&mut ctx).map_err(|e| e.to_string())?;
-        let graph = crate::Graph::build(&ctx, &[case.out]);
+        let graph = ggweb::Graph::build(&ctx, &[case.out]);
         for &n in &graph.nodes {
             if !dev.supports_op(&ctx, n) {
                 return Err(format!(
@@ -695,7 +623,7 @@ mod gpu {
     /// 2-D weight over a binding is accepted (split by rows, noted), a batched one is refused.
     pub fn check_supports_op(dev: &WebGpuDevice) -> std::result::Result<(), String> {
         let mut ctx = Context::new();
-        let e = |e: crate::Error| e.to_string();
+        let e = |e: ggweb::Error| e.to_string();
         let fail = |what: &str| Err(format!("supports_op: {what}"));
         // A type without a WebGPU kernel.
         let a = ctx.new_tensor(DType::Q2_K, &[256, 4]).map_err(e)?;
@@ -751,7 +679,7 @@ mod gpu {
     /// (`op_note`), and what cannot be split stays on the CPU with the reason.
     pub fn check_split_notes(dev: &WebGpuDevice) -> std::result::Result<(), String> {
         let mut ctx = Context::new();
-        let e = |e: crate::Error| e.to_string();
+        let e = |e: ggweb::Error| e.to_string();
         let note = |ctx: &Context, y| dev.op_note(ctx, y).unwrap_or_default();
         // Weight rows.
         let a = ctx.new_tensor(DType::F32, &[512, 97]).map_err(e)?;
