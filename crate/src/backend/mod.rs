@@ -3,6 +3,8 @@
 //! holds tensor data at offsets the allocator chooses.
 
 use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::graph::Graph;
@@ -37,6 +39,10 @@ pub enum BufferUsage {
     Compute = 2,
 }
 
+/// The future of an async buffer transfer. Boxed so that [`Buffer`] stays object-safe; not `Send`
+/// because wasm32's WebGPU futures are not.
+pub type BufferFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + 'a>>;
+
 /// A block of device memory.
 pub trait Buffer: Send + Sync {
     /// Name of the buffer type, for debugging.
@@ -49,6 +55,18 @@ pub trait Buffer: Send + Sync {
     fn set(&self, offset: usize, data: &[u8]) -> Result<()>;
     /// Copy bytes at `offset` into `out`.
     fn get(&self, offset: usize, out: &mut [u8]) -> Result<()>;
+    /// Read `len` bytes at `offset` without blocking the thread (the only way to read device
+    /// memory in the browser). By default the synchronous [`Buffer::get`].
+    fn get_async(&self, offset: usize, len: usize) -> BufferFuture<'_, Vec<u8>> {
+        let mut out = vec![0u8; len];
+        let r = self.get(offset, &mut out).map(|()| out);
+        Box::pin(std::future::ready(r))
+    }
+    /// Write `data` at `offset` without blocking the thread. By default the synchronous
+    /// [`Buffer::set`].
+    fn set_async<'a>(&'a self, offset: usize, data: &'a [u8]) -> BufferFuture<'a, ()> {
+        Box::pin(std::future::ready(self.set(offset, data)))
+    }
     /// Fill the whole buffer with `value`.
     fn clear(&self, value: u8) -> Result<()>;
     /// Host address of the first byte when the buffer is in host memory.
