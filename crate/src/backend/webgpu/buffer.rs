@@ -3,12 +3,11 @@
 //! `map_async` (async; natively `Buffer::get` blocks on `device.poll`).
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use super::util::oneshot;
 use super::Shared;
-use crate::backend::{Buffer, BufferFuture, BufferType, BufferUsage};
+use crate::backend::{BackendFuture, Buffer, BufferType, BufferUsage, UsageCell};
 use crate::{Context, Error, Result, TensorId};
 
 /// Largest single `write_buffer` (bounds wgpu's staging memory during big uploads).
@@ -50,7 +49,7 @@ pub struct WebGpuBuffer {
     pub(crate) shared: Arc<Shared>,
     pub(crate) buf: wgpu::Buffer,
     size: usize,
-    usage: AtomicU8,
+    usage: UsageCell,
     buft: Arc<WebGpuBufferType>,
 }
 
@@ -80,7 +79,7 @@ impl WebGpuBuffer {
             shared,
             buf,
             size,
-            usage: AtomicU8::new(0),
+            usage: UsageCell::default(),
             buft,
         })
     }
@@ -155,8 +154,11 @@ impl WebGpuBuffer {
         Ok(out)
     }
 
-    /// Write `data` when no bytes around it need preserving (word-aligned, or a tail that runs
-    /// into the buffer's word padding); false when the edge words must be merged first.
+    /// Write `data` when no bytes around it need preserving; false when the edge words must be
+    /// merged with the current contents first. Word-aligned writes need nothing; a tail that runs
+    /// into the buffer's word padding is zero-padded. In the browser every tail is: no blocking
+    /// read there, and tensors get `alloc_size` (nbytes rounded up to 4) from the allocators, so
+    /// those bytes are the tensor's own padding.
     fn write_unmerged(&self, offset: usize, data: &[u8]) -> Result<bool> {
         self.check_range(offset, data.len())?;
         let a1 = (offset + data.len()).div_ceil(4) * 4;
@@ -168,7 +170,8 @@ impl WebGpuBuffer {
         }
         if a1 == offset + data.len() {
             self.write_aligned(offset, data);
-        } else if a1 <= self.buf.size() as usize && a1 > self.size {
+        } else if a1 <= self.buf.size() as usize && (a1 > self.size || cfg!(target_arch = "wasm32"))
+        {
             let mut v = data.to_vec();
             v.resize(a1 - offset, 0);
             self.write_aligned(offset, &v);
@@ -221,45 +224,33 @@ impl Buffer for WebGpuBuffer {
         self.buft.clone()
     }
     fn usage(&self) -> BufferUsage {
-        match self.usage.load(Ordering::Relaxed) {
-            1 => BufferUsage::Weights,
-            2 => BufferUsage::Compute,
-            _ => BufferUsage::Any,
-        }
+        self.usage.get()
     }
     fn set_usage(&self, usage: BufferUsage) {
-        self.usage.store(usage as u8, Ordering::Relaxed);
+        self.usage.set(usage);
     }
     /// Upload in chunks. `write_buffer` needs 4-byte aligned ranges: natively unaligned edges are
     /// merged with the bytes already there (a blocking read of the edge words); in the browser a
-    /// word-aligned start is required and the tail is zero-padded (see the comment inside) —
-    /// `set_async` merges there too.
+    /// word-aligned start is required (`set_async` merges there too) and the tail is zero-padded
+    /// (see `write_unmerged`).
     fn set(&self, offset: usize, data: &[u8]) -> Result<()> {
         if self.write_unmerged(offset, data)? {
             return self.shared.take_error();
         }
         #[cfg(target_arch = "wasm32")]
         {
-            // No blocking read in the browser. A write that starts on a word boundary is
-            // padded with zeros to the next word: tensors get `alloc_size` (nbytes rounded up
-            // to 4) from the allocators, so those bytes are the tensor's own padding.
-            let a1 = (offset + data.len()).div_ceil(4) * 4;
-            if offset & 3 != 0 {
-                return Err(Error::Backend(format!(
-                    "WebGPU upload at an unaligned offset ({} bytes at {offset}) is not supported \
-                     in the browser",
-                    data.len()
-                )));
-            }
-            let mut v = data.to_vec();
-            v.resize(a1 - offset, 0);
-            self.write_aligned(offset, &v);
-            self.shared.take_error()
+            Err(Error::Backend(format!(
+                "WebGPU upload at an unaligned offset ({} bytes at {offset}) is not supported \
+             in the browser by the blocking set: use set_async",
+                data.len()
+            )))
         }
         #[cfg(not(target_arch = "wasm32"))]
-        super::util::block_on(self.write_merged(offset, data))
+        {
+            super::util::block_on(self.write_merged(offset, data))
+        }
     }
-    fn set_async<'a>(&'a self, offset: usize, data: &'a [u8]) -> BufferFuture<'a, ()> {
+    fn set_async<'a>(&'a self, offset: usize, data: &'a [u8]) -> BackendFuture<'a, ()> {
         Box::pin(async move {
             if self.write_unmerged(offset, data)? {
                 return self.shared.take_error();
@@ -267,7 +258,7 @@ impl Buffer for WebGpuBuffer {
             self.write_merged(offset, data).await
         })
     }
-    fn get_async(&self, offset: usize, len: usize) -> BufferFuture<'_, Vec<u8>> {
+    fn get_async(&self, offset: usize, len: usize) -> BackendFuture<'_, Vec<u8>> {
         Box::pin(self.read_async(offset, len))
     }
     fn get(&self, offset: usize, out: &mut [u8]) -> Result<()> {

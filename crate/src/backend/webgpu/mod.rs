@@ -19,7 +19,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::backend::{Backend, BufferType, Device, DeviceKind, Registry};
+use crate::backend::{Backend, BackendFuture, BufferType, Device, DeviceKind, Registry};
 use crate::graph::Graph;
 use crate::{Context, Error, Result, TensorId};
 
@@ -444,11 +444,6 @@ impl WebGpuBackend {
     pub fn webgpu_device(&self) -> &Arc<WebGpuDevice> {
         &self.dev
     }
-
-    /// Wait for the submitted graphs to finish, without blocking (usable in the browser).
-    pub async fn synchronize_async(&self) -> Result<()> {
-        util::wait_idle_async(&self.dev.shared).await
-    }
 }
 
 impl Backend for WebGpuBackend {
@@ -464,6 +459,10 @@ impl Backend for WebGpuBackend {
     }
     fn synchronize(&mut self) -> Result<()> {
         util::wait_idle(&self.dev.shared)
+    }
+    /// Without blocking: usable in the browser.
+    fn synchronize_async(&mut self) -> BackendFuture<'_, ()> {
+        Box::pin(util::wait_idle_async(&self.dev.shared))
     }
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
