@@ -207,3 +207,49 @@ pub(crate) fn gather_strided(t: &crate::tensor::Tensor, span: &[u8]) -> Vec<u8> 
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Drive a future that needs no waking (the default async transfers are ready at once).
+    fn ready<T>(f: impl std::future::Future<Output = T>) -> T {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("a default async transfer was pending"),
+        }
+    }
+
+    /// The async reads and writes (the sync path by default) agree with the sync ones: a
+    /// quantized tensor decoded to f32, a strided view located through its source.
+    #[test]
+    fn async_transfers_match_sync() -> Result<()> {
+        let mut ctx = Context::new();
+        let q = ctx.new_tensor_2d(DType::Q8_0, 32, 2)?;
+        let a = ctx.new_tensor_2d(DType::F32, 3, 2)?;
+        let at = ctx.transpose(a)?;
+        let _buf =
+            crate::alloc::alloc_ctx_tensors(&mut ctx, &crate::backend::cpu::cpu_buffer_type())?;
+        let vals: Vec<f32> = (0..64).map(|i| i as f32 * 0.25 - 8.0).collect();
+        ctx.set_f32(q, &vals)?;
+        let bytes: Vec<u8> = [1f32, 2., 3., 4., 5., 6.]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        ready(ctx.set_bytes_async(a, &bytes))?;
+        assert_eq!(ctx.get_f32(a)?, [1., 2., 3., 4., 5., 6.]);
+        assert_eq!(ready(ctx.get_f32_async(q))?, ctx.get_f32(q)?);
+        assert_eq!(ready(ctx.read_bytes_async(at))?, ctx.read_bytes(at)?);
+        assert_eq!(
+            ctx.data_location(at).map(|(_, o)| o),
+            ctx.data_location(a).map(|(_, o)| o)
+        );
+        assert!(
+            ready(ctx.get_bytes_async(at)).is_err(),
+            "a strided view is not contiguous"
+        );
+        Ok(())
+    }
+}
