@@ -1,4 +1,5 @@
-// add / sub / mul / div with src1 broadcast to src0's shape. Scalars: n, op.
+// add / sub / mul / div with src1 broadcast to src0's shape. Scalars: n, op (a BINARY_* code,
+// the constants generated from the planner's table).
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -10,10 +11,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let b = bitcast<f32>(src1[t_at(2u, cb)]);
     var r: f32;
     switch su(1u) {
-        case 0u: { r = a + b; }
-        case 1u: { r = a - b; }
-        case 2u: { r = a * b; }
-        default: { r = a / b; }
+        case BINARY_ADD: { r = a + b; }
+        case BINARY_SUB: { r = a - b; }
+        case BINARY_MUL: { r = a * b; }
+        case BINARY_DIV, default: { r = a / b; }
     }
     dst[t_at(0u, c)] = bitcast<u32>(r);
 }

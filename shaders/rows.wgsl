@@ -1,5 +1,6 @@
-// Row reductions, one workgroup per row: op 0 sum_rows, 1 mean, 2 argmax (i32, last maximum, as ggml),
-// 3 sum of all elements (one workgroup). Scalars: rows, op.
+// Row reductions, one workgroup per row: sum_rows, mean, argmax (i32, last maximum, as ggml), sum
+// of all elements (one workgroup). Scalars: rows, op (a ROWS_* code, the constants generated from
+// the planner's table).
 var<workgroup> rv: array<f32, 256>;
 var<workgroup> ri: array<u32, 256>;
 
@@ -13,14 +14,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let ne01 = t_ne(1u, 1u);
     let ne02 = t_ne(1u, 2u);
     var n = ne00;
-    if (op == 3u) { n = ne00 * ne01 * ne02 * t_ne(1u, 3u); }
+    if (op == ROWS_SUM) { n = ne00 * ne01 * ne02 * t_ne(1u, 3u); }
     let c = vec4<u32>(0u, row % ne01, (row / ne01) % ne02, row / (ne01 * ne02));
     var acc = 0.0;
     var best = bitcast<f32>(0xff7fffffu);
     var besti = 0xFFFFFFFFu;
     for (var i = lid; i < n; i = i + 256u) {
         var x: f32;
-        if (op == 3u) {
+        if (op == ROWS_SUM) {
             x = bitcast<f32>(src0[t_at(1u, t_coords(1u, i))]);
         } else {
             x = bitcast<f32>(src0[t_at(1u, c) + i * t_nb(1u, 0u)]);
@@ -28,12 +29,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         acc = acc + x;
         if (x >= best || besti == 0xFFFFFFFFu) { best = x; besti = i; }
     }
-    rv[lid] = select(acc, best, op == 2u);
+    rv[lid] = select(acc, best, op == ROWS_ARGMAX);
     ri[lid] = besti;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {
         if (lid < s) {
-            if (op == 2u) {
+            if (op == ROWS_ARGMAX) {
                 let o = lid + s;
                 if (ri[o] != 0xFFFFFFFFu && (ri[lid] == 0xFFFFFFFFu || rv[o] > rv[lid] || (rv[o] == rv[lid] && ri[o] > ri[lid]))) {
                     rv[lid] = rv[o];
@@ -48,13 +49,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (lid == 0u) {
         var out: u32;
         switch op {
-            case 1u: { out = bitcast<u32>(rv[0] / f32(ne00)); }
-            case 2u: { out = ri[0]; }
-            default: { out = bitcast<u32>(rv[0]); }
+            case ROWS_MEAN: { out = bitcast<u32>(rv[0] / f32(ne00)); }
+            case ROWS_ARGMAX: { out = ri[0]; }
+            case ROWS_SUM_ROWS, ROWS_SUM, default: { out = bitcast<u32>(rv[0]); }
         }
-        if (op == 3u) {
+        if (op == ROWS_SUM) {
             dst[t_off(0u)] = out;
-        } else if (op == 2u) {
+        } else if (op == ROWS_ARGMAX) {
             dst[t_off(0u) + row * t_nb(0u, 0u)] = out;
         } else {
             dst[t_at(0u, c) ] = out;

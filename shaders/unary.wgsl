@@ -1,5 +1,6 @@
 // Elementwise unary functions, scale, sqr/sqrt/log and repeat (src0 is indexed modulo its shape,
-// so a smaller src0 is tiled). Scalars: n, op, s, b.
+// so a smaller src0 is tiled). Scalars: n, op (a UNARY_* code, the constants generated from the
+// planner's table), s, b.
 fn erf_approx(x: f32) -> f32 {
     // Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7).
     let t = 1.0 / (1.0 + 0.3275911 * abs(x));
@@ -20,22 +21,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let x = bitcast<f32>(src0[t_at(1u, cs)]);
     var r: f32;
     switch su(1u) {
-        case 0u: { r = abs(x); }
-        case 1u: { r = -x; }
-        case 2u: { r = max(x, 0.0); }
-        case 3u: {
+        case UNARY_ABS: { r = abs(x); }
+        case UNARY_NEG: { r = -x; }
+        case UNARY_RELU: { r = max(x, 0.0); }
+        case UNARY_GELU: {
             r = 0.5 * x * (1.0 + tanh_safe(0.7978845608028654 * x * (1.0 + 0.044715 * x * x)));
         }
-        case 4u: { r = 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476)); }
-        case 5u: { r = x / (1.0 + exp(-x)); }
-        case 6u: { r = tanh_safe(x); }
-        case 7u: { r = 1.0 / (1.0 + exp(-x)); }
-        case 8u: { r = exp(x); }
-        case 9u: { r = x * sf(2u) + sf(3u); }
-        case 10u: { r = x * x; }
-        case 11u: { r = sqrt(x); }
-        case 12u: { r = log(x); }
-        default: { r = x; }
+        case UNARY_GELU_ERF: { r = 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476)); }
+        case UNARY_SILU: { r = x / (1.0 + exp(-x)); }
+        case UNARY_TANH: { r = tanh_safe(x); }
+        case UNARY_SIGMOID: { r = 1.0 / (1.0 + exp(-x)); }
+        case UNARY_EXP: { r = exp(x); }
+        case UNARY_SCALE: { r = x * sf(2u) + sf(3u); }
+        case UNARY_SQR: { r = x * x; }
+        case UNARY_SQRT: { r = sqrt(x); }
+        case UNARY_LOG: { r = log(x); }
+        case UNARY_REPEAT, default: { r = x; }
     }
     dst[t_at(0u, c)] = bitcast<u32>(r);
 }

@@ -16,7 +16,7 @@ pub mod models;
 mod ops;
 pub mod quant;
 pub mod tensor;
-mod tensor_io;
+pub mod tensor_io;
 
 pub use context::Context;
 pub use dtype::DType;

@@ -107,6 +107,61 @@ impl RopeParams {
             beta_slow: 1.0,
         }
     }
+
+    /// Ratio of consecutive pair frequencies: pair i rotates by `pos * theta_scale^i`.
+    pub fn theta_scale(&self) -> f32 {
+        self.freq_base.powf(-2.0 / self.n_dims as f32)
+    }
+
+    /// YaRN correction dims (ggml_rope_yarn_corr_dims): the pairs between which the rotation
+    /// ramps from extrapolated to interpolated. Computed here once for every backend.
+    pub fn yarn_corr_dims(&self) -> [f32; 2] {
+        let n_dims = self.n_dims as f32;
+        let corr_dim = |n_rot: f32| {
+            n_dims * (self.n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * self.freq_base.ln())
+        };
+        let start = corr_dim(self.beta_fast).floor();
+        let end = corr_dim(self.beta_slow).ceil();
+        [start.max(0.0), end.min(n_dims - 1.0)]
+    }
+}
+
+/// ALiBi slopes of a soft_max with `max_bias` over `n_head` heads (ggml's formula): head `h`
+/// gets `m0^(h+1)` below `n_head_log2`, `m1^(2(h-n_head_log2)+1)` above. Computed here once for
+/// every backend (the WebGPU kernel gets these three numbers).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Alibi {
+    pub max_bias: f32,
+    /// Largest power of two <= n_head (1 for no heads).
+    pub n_head_log2: u32,
+    pub m0: f32,
+    pub m1: f32,
+}
+
+impl Alibi {
+    pub fn new(max_bias: f32, n_head: usize) -> Alibi {
+        let n_head_log2 = 1u32 << (usize::BITS - 1 - n_head.max(1).leading_zeros());
+        Alibi {
+            max_bias,
+            n_head_log2,
+            m0: 2f32.powf(-max_bias / n_head_log2 as f32),
+            m1: 2f32.powf(-(max_bias / 2.0) / n_head_log2 as f32),
+        }
+    }
+
+    /// The slope of head `h`; 1 when `max_bias` is 0 (no ALiBi).
+    pub fn slope(&self, h: usize) -> f32 {
+        if self.max_bias <= 0.0 {
+            return 1.0;
+        }
+        let nhl = self.n_head_log2 as usize;
+        if h < nhl {
+            self.m0.powi(h as i32 + 1)
+        } else {
+            self.m1.powi(2 * (h - nhl) as i32 + 1)
+        }
+    }
 }
 
 /// What produces a tensor. Parameters live in the variant (ggml keeps them in `op_params`).

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend, HostBytes};
-use ggweb::backend::webgpu::{read_f32_async, WebGpuDevice, WebGpuOptions};
+use ggweb::backend::webgpu::{WebGpuDevice, WebGpuOptions};
 use ggweb::backend::{Backend, BufferUsage, Device};
 use ggweb::models::mnist::{idx, Mnist};
 use ggweb::models::runner::BackendChoice;
@@ -208,7 +208,7 @@ async fn scheduler_splits_webgpu_and_cpu_async() {
             "[{path}] blocking read"
         );
         sched.compute_planned_async(&ctx).await.unwrap();
-        let got = read_f32_async(&ctx, out).await.unwrap();
+        let got = ctx.get_f32_async(out).await.unwrap();
         let used: std::collections::BTreeSet<usize> =
             sched.splits.iter().map(|s| s.backend).collect();
         assert!(

@@ -3,6 +3,8 @@
 //! holds tensor data at offsets the allocator chooses.
 
 use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::graph::Graph;
@@ -37,6 +39,32 @@ pub enum BufferUsage {
     Compute = 2,
 }
 
+/// A buffer's [`BufferUsage`], settable through a shared reference (buffers are shared as
+/// `Arc<dyn Buffer>`).
+#[derive(Debug, Default)]
+pub struct UsageCell(std::sync::atomic::AtomicU8);
+
+impl UsageCell {
+    pub fn new(usage: BufferUsage) -> UsageCell {
+        UsageCell(std::sync::atomic::AtomicU8::new(usage as u8))
+    }
+    pub fn get(&self) -> BufferUsage {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            1 => BufferUsage::Weights,
+            2 => BufferUsage::Compute,
+            _ => BufferUsage::Any,
+        }
+    }
+    pub fn set(&self, usage: BufferUsage) {
+        self.0
+            .store(usage as u8, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The future of an async buffer transfer or backend wait. Boxed so that [`Buffer`] and
+/// [`Backend`] stay object-safe; not `Send` because wasm32's WebGPU futures are not.
+pub type BackendFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + 'a>>;
+
 /// A block of device memory.
 pub trait Buffer: Send + Sync {
     /// Name of the buffer type, for debugging.
@@ -49,6 +77,18 @@ pub trait Buffer: Send + Sync {
     fn set(&self, offset: usize, data: &[u8]) -> Result<()>;
     /// Copy bytes at `offset` into `out`.
     fn get(&self, offset: usize, out: &mut [u8]) -> Result<()>;
+    /// Read `len` bytes at `offset` without blocking the thread (the only way to read device
+    /// memory in the browser). By default the synchronous [`Buffer::get`].
+    fn get_async(&self, offset: usize, len: usize) -> BackendFuture<'_, Vec<u8>> {
+        let mut out = vec![0u8; len];
+        let r = self.get(offset, &mut out).map(|()| out);
+        Box::pin(std::future::ready(r))
+    }
+    /// Write `data` at `offset` without blocking the thread. By default the synchronous
+    /// [`Buffer::set`].
+    fn set_async<'a>(&'a self, offset: usize, data: &'a [u8]) -> BackendFuture<'a, ()> {
+        Box::pin(std::future::ready(self.set(offset, data)))
+    }
     /// Fill the whole buffer with `value`.
     fn clear(&self, value: u8) -> Result<()>;
     /// Host address of the first byte when the buffer is in host memory.
@@ -115,6 +155,11 @@ pub trait Backend {
     fn graph_compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()>;
     fn synchronize(&mut self) -> Result<()> {
         Ok(())
+    }
+    /// Wait for the submitted work without blocking the thread. By default
+    /// [`Backend::synchronize`].
+    fn synchronize_async(&mut self) -> BackendFuture<'_, ()> {
+        Box::pin(std::future::ready(self.synchronize()))
     }
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }

@@ -100,12 +100,7 @@ impl Scheduler {
 
     /// The backend whose device can read the buffer that holds `t`'s data, if `t` has data.
     fn data_backend(&self, ctx: &Context, t: TensorId) -> Option<usize> {
-        let tensor = ctx.tensor(t);
-        let data = tensor
-            .data
-            .as_ref()
-            .or_else(|| tensor.view_src.and_then(|v| ctx.tensor(v).data.as_ref()))?;
-        let buft = data.buffer.buffer_type();
+        let buft = self.data_buft(ctx, t)?;
         (0..self.devices.len())
             .find(|&i| self.bufts[i].id() == buft.id())
             .or_else(|| {
@@ -114,12 +109,8 @@ impl Scheduler {
     }
 
     fn is_weight(ctx: &Context, t: TensorId) -> bool {
-        let tensor = ctx.tensor(t);
-        let data = tensor
-            .data
-            .as_ref()
-            .or_else(|| tensor.view_src.and_then(|v| ctx.tensor(v).data.as_ref()));
-        data.is_some_and(|d| d.buffer.usage() == BufferUsage::Weights)
+        ctx.data_location(t)
+            .is_some_and(|(buf, _)| buf.usage() == BufferUsage::Weights)
     }
 
     /// Assign each node, split the graph, insert copies (rewriting sources in `ctx`), allocate.
@@ -255,16 +246,9 @@ impl Scheduler {
                 if sb == b {
                     continue;
                 }
-                let readable = {
-                    let st = ctx.tensor(s);
-                    let data = st
-                        .data
-                        .as_ref()
-                        .or_else(|| st.view_src.and_then(|v| ctx.tensor(v).data.as_ref()));
-                    match data {
-                        Some(d) => self.devices[b].supports_buft(d.buffer.buffer_type().as_ref()),
-                        None => self.bufts[sb].is_host() && self.bufts[b].is_host(),
-                    }
+                let readable = match self.data_buft(ctx, s) {
+                    Some(buft) => self.devices[b].supports_buft(buft.as_ref()),
+                    None => self.bufts[sb].is_host() && self.bufts[b].is_host(),
                 };
                 if readable && ctx.tensor(s).data.is_some() {
                     continue;
@@ -324,12 +308,7 @@ impl Scheduler {
 
     /// The buffer type holding `t`'s data (its own or its view source's), if any.
     fn data_buft(&self, ctx: &Context, t: TensorId) -> Option<Arc<dyn BufferType>> {
-        let tensor = ctx.tensor(t);
-        let data = tensor
-            .data
-            .as_ref()
-            .or_else(|| tensor.view_src.and_then(|v| ctx.tensor(v).data.as_ref()))?;
-        Some(data.buffer.buffer_type())
+        ctx.data_location(t).map(|(buf, _)| buf.buffer_type())
     }
 
     fn first_supporting(&self, ctx: &Context, node: TensorId) -> Result<(usize, String)> {
@@ -408,32 +387,33 @@ impl Scheduler {
     /// Compute the splits of the last [`Scheduler::plan`] (set the inputs in between, as with
     /// ggml_backend_sched_alloc_graph followed by graph_compute).
     pub fn compute_planned(&mut self, ctx: &Context) -> Result<()> {
-        for s in &self.splits {
-            for &(orig, copy) in &s.inputs {
-                let bytes = ctx.read_bytes(orig)?;
-                ctx.set_bytes(copy, &bytes)?;
+        for i in 0..self.splits.len() {
+            for &(orig, copy) in &self.splits[i].inputs {
+                ctx.set_bytes(copy, &ctx.read_bytes(orig)?)?;
             }
-            let mut g = Graph::new();
-            g.nodes.extend_from_slice(&s.nodes);
-            self.backends[s.backend].graph_compute(ctx, &g)?;
+            self.compute_split(ctx, i)?;
         }
         Ok(())
     }
 
-    /// [`Scheduler::compute_planned`] for the browser: inputs copied out of device memory are
-    /// read with `map_async` instead of a blocking read (which the browser cannot do).
-    #[cfg(feature = "webgpu")]
+    /// [`Scheduler::compute_planned`] with the copies between backends made through the buffers'
+    /// async transfers: the browser cannot block on a read of device memory.
     pub async fn compute_planned_async(&mut self, ctx: &Context) -> Result<()> {
-        for s in &self.splits {
-            for &(orig, copy) in &s.inputs {
-                let bytes = crate::backend::webgpu::read_bytes_async(ctx, orig).await?;
-                ctx.set_bytes(copy, &bytes)?;
+        for i in 0..self.splits.len() {
+            for &(orig, copy) in &self.splits[i].inputs {
+                let bytes = ctx.read_bytes_async(orig).await?;
+                ctx.set_bytes_async(copy, &bytes).await?;
             }
-            let mut g = Graph::new();
-            g.nodes.extend_from_slice(&s.nodes);
-            self.backends[s.backend].graph_compute(ctx, &g)?;
+            self.compute_split(ctx, i)?;
         }
         Ok(())
+    }
+
+    fn compute_split(&mut self, ctx: &Context, i: usize) -> Result<()> {
+        let s = &self.splits[i];
+        let mut g = Graph::new();
+        g.nodes.extend_from_slice(&s.nodes);
+        self.backends[s.backend].graph_compute(ctx, &g)
     }
 
     /// Per backend (in priority order): its name and the number of nodes of the last planned

@@ -436,7 +436,7 @@ impl LlamaModel {
         self.check_tokens(tokens)?;
         let r = match self.prepare(tokens, all_logits) {
             Ok(logits) => match self.runner.compute_async(&self.ctx).await {
-                Ok(()) => crate::backend::webgpu::read_f32_async(&self.ctx, logits).await,
+                Ok(()) => self.ctx.get_f32_async(logits).await,
                 Err(e) => Err(e),
             },
             Err(e) => Err(e),

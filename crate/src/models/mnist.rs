@@ -298,7 +298,7 @@ impl Mnist {
         self.runner.alloc(&mut self.ctx, &graph)?;
         self.ctx.set_f32(input, images)?;
         self.runner.compute_async(&self.ctx).await?;
-        let out = crate::backend::webgpu::read_f32_async(&self.ctx, logits).await?;
+        let out = self.ctx.get_f32_async(logits).await?;
         self.last_placements = Some(self.runner.placements(&self.ctx));
         Ok(out)
     }

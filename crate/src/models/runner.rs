@@ -140,7 +140,6 @@ impl Runner {
     }
 
     /// [`Runner::compute`] for the browser: copies out of device memory and the wait are async.
-    #[cfg(feature = "webgpu")]
     pub async fn compute_async(&mut self, ctx: &Context) -> Result<()> {
         self.sched.compute_planned_async(ctx).await?;
         for i in 0..self.sched.n_backends() {

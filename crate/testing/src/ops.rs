@@ -548,7 +548,7 @@ mod gpu {
     use std::sync::Arc;
 
     use super::*;
-    use ggweb::backend::webgpu::{read_f32_async, WebGpuDevice};
+    use ggweb::backend::webgpu::WebGpuDevice;
     use ggweb::backend::Device;
 
     /// A case on a WebGPU device (async: reads go through `map_async`; natively block on it).
@@ -560,7 +560,7 @@ mod gpu {
         set_inputs(&mut ctx, &case)?;
         let mut be = dev.init_backend()?;
         be.graph_compute(&ctx, &graph)?;
-        read_f32_async(&ctx, case.out).await
+        ctx.get_f32_async(case.out).await
     }
 
     /// Run every case of `group` on the CPU and on each of `devs` (name, device); every node

@@ -251,15 +251,10 @@ impl GraphInner {
 
     /// Synchronous reads cannot map WebGPU memory: say which call to use instead.
     fn check_host(&self, id: TensorId) -> std::result::Result<(), JsError> {
-        let t = self.ctx.tensor(id);
-        let data = t
-            .data
-            .as_ref()
-            .or_else(|| t.view_src.and_then(|v| self.ctx.tensor(v).data.as_ref()));
-        match data {
-            Some(d) if !d.buffer.buffer_type().is_host() => Err(JsError::new(&format!(
+        match self.ctx.data_location(id) {
+            Some((buf, _)) if !buf.buffer_type().is_host() => Err(JsError::new(&format!(
                 "tensor '{}' is in WebGPU memory: read it with readF32Async / readI32Async",
-                t.name
+                self.ctx.tensor(id).name
             ))),
             _ => Ok(()),
         }
@@ -319,19 +314,8 @@ impl GraphInner {
                 t.name, dtype
             )));
         }
-        let bytes = ggweb::backend::webgpu::read_bytes_async(&self.ctx, id).await?;
-        Ok(match dtype {
-            DType::F32 => bytemuck::pod_collect_to_vec(&bytes),
-            DType::I32 => bytemuck::pod_collect_to_vec::<u8, i32>(&bytes)
-                .into_iter()
-                .map(|x| x as f32)
-                .collect(),
-            dt => {
-                let mut out = vec![0f32; t.nelements()];
-                ggweb::quant::dequantize_row(dt, &bytes, &mut out)?;
-                out
-            }
-        })
+        let bytes = self.ctx.read_bytes_async(id).await?;
+        ggweb::tensor_io::decode_f32(dtype, &bytes)
     }
 
     fn check_leafs(&self, graph: &Graph) -> Result<()> {

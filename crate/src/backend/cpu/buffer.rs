@@ -3,10 +3,9 @@
 
 use std::alloc::Layout;
 use std::any::Any;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use crate::backend::{Buffer, BufferType, BufferUsage};
+use crate::backend::{Buffer, BufferType, BufferUsage, UsageCell};
 use crate::{Error, Result};
 
 /// Alignment of CPU buffers and of tensor offsets in them (a cache line; covers AVX2 and NEON).
@@ -132,7 +131,7 @@ enum Storage {
 pub struct CpuBuffer {
     storage: Storage,
     size: usize,
-    usage: AtomicU8,
+    usage: UsageCell,
     buft: Arc<dyn BufferType>,
 }
 
@@ -149,7 +148,7 @@ impl CpuBuffer {
         Ok(CpuBuffer {
             storage: Storage::Owned(Aligned::new(size, true)?),
             size,
-            usage: AtomicU8::new(0),
+            usage: UsageCell::default(),
             buft,
         })
     }
@@ -168,7 +167,7 @@ impl CpuBuffer {
         Ok(CpuBuffer {
             storage: Storage::Borrowed { owner, offset },
             size: len,
-            usage: AtomicU8::new(BufferUsage::Weights as u8),
+            usage: UsageCell::new(BufferUsage::Weights),
             buft: cpu_buffer_type(),
         })
     }
@@ -207,14 +206,10 @@ impl Buffer for CpuBuffer {
         self.buft.clone()
     }
     fn usage(&self) -> BufferUsage {
-        match self.usage.load(Ordering::Relaxed) {
-            1 => BufferUsage::Weights,
-            2 => BufferUsage::Compute,
-            _ => BufferUsage::Any,
-        }
+        self.usage.get()
     }
     fn set_usage(&self, usage: BufferUsage) {
-        self.usage.store(usage as u8, Ordering::Relaxed);
+        self.usage.set(usage);
     }
     fn set(&self, offset: usize, data: &[u8]) -> Result<()> {
         if self.is_read_only() {

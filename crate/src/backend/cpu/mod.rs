@@ -111,40 +111,22 @@ pub fn thread_range(n: usize, ith: usize, nth: usize) -> std::ops::Range<usize> 
 /// Address of a tensor's data: its own buffer, or its view source's plus the view offset.
 pub fn tensor_ptr(ctx: &Context, id: TensorId) -> Result<*mut u8> {
     let t = ctx.tensor(id);
-    let (data, extra) = match (&t.data, t.view_src) {
-        (Some(d), _) => (d, 0),
-        (None, Some(v)) => match &ctx.tensor(v).data {
-            Some(d) => (d, t.view_offs),
-            None => {
-                return Err(Error::Backend(format!(
-                    "tensor '{}' ({}) has no data",
-                    t.name, id.0
-                )))
-            }
-        },
-        (None, None) => {
-            return Err(Error::Backend(format!(
-                "tensor '{}' ({}) has no data",
-                t.name, id.0
-            )))
-        }
-    };
-    let base = data
-        .buffer
+    let (buf, offset) = ctx
+        .data_location(id)
+        .ok_or_else(|| Error::Backend(format!("tensor '{}' ({}) has no data", t.name, id.0)))?;
+    let base = buf
         .host_ptr()
         .ok_or_else(|| Error::Backend(format!("tensor '{}' is not in host memory", t.name)))?;
-    let end = data.offset + extra + t.nbytes();
-    if end > data.buffer.size() {
+    if offset + t.nbytes() > buf.size() {
         return Err(Error::Backend(format!(
-            "tensor '{}' ({} bytes at {}) lies outside its buffer of {} bytes",
+            "tensor '{}' ({} bytes at {offset}) lies outside its buffer of {} bytes",
             t.name,
             t.nbytes(),
-            data.offset + extra,
-            data.buffer.size()
+            buf.size()
         )));
     }
     // SAFETY: offset + size checked against the buffer size above.
-    Ok(unsafe { base.add(data.offset + extra) })
+    Ok(unsafe { base.add(offset) })
 }
 
 fn resolve(ctx: &Context, id: TensorId) -> Result<TensorRef> {

@@ -3,12 +3,11 @@
 //! `map_async` (async; natively `Buffer::get` blocks on `device.poll`).
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use super::util::oneshot;
 use super::Shared;
-use crate::backend::{Buffer, BufferType, BufferUsage};
+use crate::backend::{BackendFuture, Buffer, BufferType, BufferUsage, UsageCell};
 use crate::{Context, Error, Result, TensorId};
 
 /// Largest single `write_buffer` (bounds wgpu's staging memory during big uploads).
@@ -50,7 +49,7 @@ pub struct WebGpuBuffer {
     pub(crate) shared: Arc<Shared>,
     pub(crate) buf: wgpu::Buffer,
     size: usize,
-    usage: AtomicU8,
+    usage: UsageCell,
     buft: Arc<WebGpuBufferType>,
 }
 
@@ -80,7 +79,7 @@ impl WebGpuBuffer {
             shared,
             buf,
             size,
-            usage: AtomicU8::new(0),
+            usage: UsageCell::default(),
             buft,
         })
     }
@@ -155,6 +154,52 @@ impl WebGpuBuffer {
         Ok(out)
     }
 
+    /// Write `data` when no bytes around it need preserving; false when the edge words must be
+    /// merged with the current contents first. Word-aligned writes need nothing; a tail that runs
+    /// into the buffer's word padding is zero-padded. In the browser every tail is: no blocking
+    /// read there, and tensors get `alloc_size` (nbytes rounded up to 4) from the allocators, so
+    /// those bytes are the tensor's own padding.
+    fn write_unmerged(&self, offset: usize, data: &[u8]) -> Result<bool> {
+        self.check_range(offset, data.len())?;
+        let a1 = (offset + data.len()).div_ceil(4) * 4;
+        if data.is_empty() {
+            return Ok(true);
+        }
+        if offset & 3 != 0 {
+            return Ok(false);
+        }
+        if a1 == offset + data.len() {
+            self.write_aligned(offset, data);
+        } else if a1 <= self.buf.size() as usize && (a1 > self.size || cfg!(target_arch = "wasm32"))
+        {
+            let mut v = data.to_vec();
+            v.resize(a1 - offset, 0);
+            self.write_aligned(offset, &v);
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Write `data` with its unaligned edges merged with the current contents of the edge words.
+    async fn write_merged(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let a0 = offset & !3;
+        let a1 = (offset + data.len()).div_ceil(4) * 4;
+        let mut v = vec![0u8; a1 - a0];
+        let head = self.read_async(a0, 4.min(self.size - a0)).await?;
+        v[..head.len()].copy_from_slice(&head);
+        let tail_start = a1 - 4;
+        if tail_start >= a0 && tail_start < self.size {
+            let tail = self
+                .read_async(tail_start, 4.min(self.size - tail_start))
+                .await?;
+            v[tail_start - a0..tail_start - a0 + tail.len()].copy_from_slice(&tail);
+        }
+        v[offset - a0..offset - a0 + data.len()].copy_from_slice(data);
+        self.write_aligned(a0, &v);
+        self.shared.take_error()
+    }
+
     fn write_aligned(&self, offset: usize, data: &[u8]) {
         for (i, chunk) in data.chunks(UPLOAD_CHUNK).enumerate() {
             self.shared
@@ -164,72 +209,6 @@ impl WebGpuBuffer {
                 // Flush the staging memory of each chunk.
                 self.shared.queue.submit([]);
             }
-        }
-    }
-}
-
-/// Read a contiguous tensor's bytes from a WebGPU buffer (async; the browser's way to
-/// `ctx.get_bytes`). Tensors in host buffers are read directly.
-pub async fn read_tensor_async(ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
-    let t = ctx.get(id)?;
-    if !t.is_contiguous() {
-        return Err(Error::InvalidArgument(format!(
-            "read of non-contiguous tensor '{}'",
-            t.name
-        )));
-    }
-    read_bytes_async(ctx, id).await
-}
-
-/// The bytes of any tensor (strided views gathered into contiguous order), read with
-/// `map_async` when they are in a WebGPU buffer: the async `ctx.read_bytes`.
-pub async fn read_bytes_async(ctx: &Context, id: TensorId) -> Result<Vec<u8>> {
-    let t = ctx.get(id)?;
-    let (data, off) = match (&t.data, t.view_src) {
-        (Some(d), _) => (d, d.offset),
-        (None, Some(v)) => match &ctx.tensor(v).data {
-            Some(d) => (d, d.offset + t.view_offs),
-            None => {
-                return Err(Error::InvalidArgument(format!(
-                    "tensor '{}' has no data",
-                    t.name
-                )))
-            }
-        },
-        _ => {
-            return Err(Error::InvalidArgument(format!(
-                "tensor '{}' has no data",
-                t.name
-            )))
-        }
-    };
-    let Some(b) = data.buffer.as_any().downcast_ref::<WebGpuBuffer>() else {
-        return ctx.read_bytes(id);
-    };
-    // One transfer of the whole span, gathered on the host when strided.
-    let span = b.read_async(off, t.nbytes()).await?;
-    if t.is_contiguous() {
-        Ok(span)
-    } else {
-        Ok(crate::tensor_io::gather_strided(t, &span))
-    }
-}
-
-/// A tensor's values as f32 (f32, i32 or any dequantizable type), read asynchronously: the async
-/// `ctx.get_f32`.
-pub async fn read_f32_async(ctx: &Context, id: TensorId) -> Result<Vec<f32>> {
-    let bytes = read_tensor_async(ctx, id).await?;
-    let t = ctx.get(id)?;
-    match t.dtype {
-        crate::DType::F32 => Ok(bytemuck::pod_collect_to_vec(&bytes)),
-        crate::DType::I32 => Ok(bytemuck::pod_collect_to_vec::<u8, i32>(&bytes)
-            .into_iter()
-            .map(|x| x as f32)
-            .collect()),
-        dt => {
-            let mut out = vec![0f32; t.nelements()];
-            crate::quant::dequantize_row(dt, &bytes, &mut out)?;
-            Ok(out)
         }
     }
 }
@@ -245,67 +224,42 @@ impl Buffer for WebGpuBuffer {
         self.buft.clone()
     }
     fn usage(&self) -> BufferUsage {
-        match self.usage.load(Ordering::Relaxed) {
-            1 => BufferUsage::Weights,
-            2 => BufferUsage::Compute,
-            _ => BufferUsage::Any,
-        }
+        self.usage.get()
     }
     fn set_usage(&self, usage: BufferUsage) {
-        self.usage.store(usage as u8, Ordering::Relaxed);
+        self.usage.set(usage);
     }
     /// Upload in chunks. `write_buffer` needs 4-byte aligned ranges: natively unaligned edges are
     /// merged with the bytes already there (a blocking read of the edge words); in the browser a
-    /// word-aligned start is required and the tail is zero-padded (see the comment inside).
+    /// word-aligned start is required (`set_async` merges there too) and the tail is zero-padded
+    /// (see `write_unmerged`).
     fn set(&self, offset: usize, data: &[u8]) -> Result<()> {
-        self.check_range(offset, data.len())?;
-        if data.is_empty() {
-            return Ok(());
+        if self.write_unmerged(offset, data)? {
+            return self.shared.take_error();
         }
-        let a0 = offset & !3;
-        let a1 = (offset + data.len()).div_ceil(4) * 4;
-        if a0 == offset && a1 == offset + data.len() {
-            self.write_aligned(offset, data);
-        } else if a0 == offset && a1 <= self.buf.size() as usize && a1 > self.size {
-            // The tail runs into the buffer's word padding: nothing to preserve.
-            let mut v = data.to_vec();
-            v.resize(a1 - a0, 0);
-            self.write_aligned(offset, &v);
-        } else {
-            #[cfg(target_arch = "wasm32")]
-            {
-                // No blocking read in the browser. A write that starts on a word boundary is
-                // padded with zeros to the next word: tensors get `alloc_size` (nbytes rounded up
-                // to 4) from the allocators, so those bytes are the tensor's own padding.
-                if a0 != offset {
-                    return Err(Error::Backend(format!(
-                        "WebGPU upload at an unaligned offset ({} bytes at {offset}) is not supported \
-                         in the browser",
-                        data.len()
-                    )));
-                }
-                let mut v = data.to_vec();
-                v.resize(a1 - a0, 0);
-                self.write_aligned(offset, &v);
-            }
-            #[cfg(not(target_arch = "wasm32"))]
-            {
-                // Merge the edge words with the current contents.
-                let mut v = vec![0u8; a1 - a0];
-                let head = super::util::block_on(self.read_async(a0, 4.min(self.size - a0)))?;
-                v[..head.len()].copy_from_slice(&head);
-                let tail_start = a1 - 4;
-                if tail_start >= a0 && tail_start < self.size {
-                    let tail = super::util::block_on(
-                        self.read_async(tail_start, 4.min(self.size - tail_start)),
-                    )?;
-                    v[tail_start - a0..tail_start - a0 + tail.len()].copy_from_slice(&tail);
-                }
-                v[offset - a0..offset - a0 + data.len()].copy_from_slice(data);
-                self.write_aligned(a0, &v);
-            }
+        #[cfg(target_arch = "wasm32")]
+        {
+            Err(Error::Backend(format!(
+                "WebGPU upload at an unaligned offset ({} bytes at {offset}) is not supported \
+             in the browser by the blocking set: use set_async",
+                data.len()
+            )))
         }
-        self.shared.take_error()
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            super::util::block_on(self.write_merged(offset, data))
+        }
+    }
+    fn set_async<'a>(&'a self, offset: usize, data: &'a [u8]) -> BackendFuture<'a, ()> {
+        Box::pin(async move {
+            if self.write_unmerged(offset, data)? {
+                return self.shared.take_error();
+            }
+            self.write_merged(offset, data).await
+        })
+    }
+    fn get_async(&self, offset: usize, len: usize) -> BackendFuture<'_, Vec<u8>> {
+        Box::pin(self.read_async(offset, len))
     }
     fn get(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         #[cfg(not(target_arch = "wasm32"))]
@@ -318,7 +272,8 @@ impl Buffer for WebGpuBuffer {
         {
             let _ = (offset, out);
             Err(Error::Backend(
-                "reading a WebGPU buffer is async in the browser: use read_tensor_async".into(),
+                "reading a WebGPU buffer is async in the browser: use Context::get_bytes_async"
+                    .into(),
             ))
         }
     }

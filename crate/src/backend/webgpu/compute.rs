@@ -7,7 +7,8 @@
 //! factors, `add(x, x)`) would overlap, so such a source is first copied into a scratch buffer
 //! and bound from there: the pass is split around the copy.
 
-use super::kernels::{self, Bind, Dispatch};
+use super::pipeline;
+use super::plan::{self, Bind, Dispatch};
 use super::Shared;
 use crate::graph::Graph;
 use crate::{Context, Error, Result};
@@ -44,7 +45,7 @@ pub(crate) fn graph_compute(
     // Plan everything first: an unsupported node fails before anything runs.
     let mut plans: Vec<Dispatch<'_>> = Vec::with_capacity(graph.nodes.len());
     for &id in &graph.nodes {
-        plans.extend(kernels::plan(shared, ctx, id)?);
+        plans.extend(plan::plan(shared, ctx, id)?);
     }
     if plans.is_empty() {
         return Ok(());
@@ -124,8 +125,8 @@ pub(crate) fn graph_compute(
     let mut pipelines = Vec::with_capacity(plans.len());
     let mut groups = Vec::with_capacity(plans.len());
     for (i, d) in plans.iter().enumerate() {
-        let p = kernels::pipeline(shared, d)?;
-        let layout = kernels::layout(shared, p.n_storage);
+        let p = pipeline::pipeline(shared, d)?;
+        let layout = pipeline::layout(shared, p.n_storage);
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {

@@ -19,18 +19,20 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::backend::{Backend, BufferType, Device, DeviceKind, Registry};
+use crate::backend::{Backend, BackendFuture, BufferType, Device, DeviceKind, Registry};
 use crate::graph::Graph;
 use crate::{Context, Error, Result, TensorId};
 
 mod buffer;
 mod compute;
-mod kernels;
+mod pipeline;
+mod plan;
+mod shader;
+mod split;
+mod support;
 pub mod util;
 
-pub use buffer::{
-    read_bytes_async, read_f32_async, read_tensor_async, WebGpuBuffer, WebGpuBufferType,
-};
+pub use buffer::{WebGpuBuffer, WebGpuBufferType};
 #[cfg(not(target_arch = "wasm32"))]
 pub use compute::bench_mul_mat_on;
 pub use compute::bench_mul_mat_webgpu;
@@ -196,7 +198,7 @@ pub(crate) struct Shared {
     /// n = 1 mul_mat with one invocation per row (no workgroup reduction): faster on CPU
     /// emulations (lavapipe, SwiftShader), where barriers are costly.
     pub(crate) matvec_rows: bool,
-    pub(crate) pipelines: Mutex<HashMap<String, Arc<kernels::Pipeline>>>,
+    pub(crate) pipelines: Mutex<HashMap<String, Arc<pipeline::Pipeline>>>,
     pub(crate) layouts: Mutex<HashMap<usize, Arc<(wgpu::BindGroupLayout, wgpu::PipelineLayout)>>>,
     /// The first uncaptured wgpu error since the last check (validation errors are reported as
     /// `Error::Backend` by the next operation instead of panicking).
@@ -373,7 +375,7 @@ impl WebGpuDevice {
     /// Why node `t` cannot run on this device (`None` when it can): the op, the types, or a
     /// tensor larger than one storage binding.
     pub fn explain_op(&self, ctx: &Context, t: TensorId) -> Option<String> {
-        kernels::check(&self.shared, ctx, t).err()
+        support::check(&self.shared, ctx, t).err()
     }
 }
 
@@ -412,13 +414,13 @@ impl Device for WebGpuDevice {
         }))
     }
     fn supports_op(&self, ctx: &Context, t: TensorId) -> bool {
-        kernels::check(&self.shared, ctx, t).is_ok()
+        support::check(&self.shared, ctx, t).is_ok()
     }
     fn unsupported_reason(&self, ctx: &Context, t: TensorId) -> Option<String> {
-        kernels::check(&self.shared, ctx, t).err()
+        support::check(&self.shared, ctx, t).err()
     }
     fn op_note(&self, ctx: &Context, t: TensorId) -> Option<String> {
-        kernels::split_note(&self.shared, ctx, t)
+        split::split_note(&self.shared, ctx, t)
     }
     fn supports_buft(&self, buft: &dyn BufferType) -> bool {
         buft.id() == BufferType::id(&*self.buft)
@@ -442,11 +444,6 @@ impl WebGpuBackend {
     pub fn webgpu_device(&self) -> &Arc<WebGpuDevice> {
         &self.dev
     }
-
-    /// Wait for the submitted graphs to finish, without blocking (usable in the browser).
-    pub async fn synchronize_async(&self) -> Result<()> {
-        util::wait_idle_async(&self.dev.shared).await
-    }
 }
 
 impl Backend for WebGpuBackend {
@@ -462,6 +459,10 @@ impl Backend for WebGpuBackend {
     }
     fn synchronize(&mut self) -> Result<()> {
         util::wait_idle(&self.dev.shared)
+    }
+    /// Without blocking: usable in the browser.
+    fn synchronize_async(&mut self) -> BackendFuture<'_, ()> {
+        Box::pin(util::wait_idle_async(&self.dev.shared))
     }
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self

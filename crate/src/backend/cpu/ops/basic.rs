@@ -10,7 +10,7 @@ use half::{bf16, f16};
 
 use crate::backend::cpu::arch::exp_approx;
 use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
-use crate::tensor::{Op, RopeMode, RopeParams, UnaryOp};
+use crate::tensor::{Alibi, Op, RopeMode, RopeParams, UnaryOp};
 use crate::DType;
 
 /// f32, f16 and bf16: element-addressable float types.
@@ -448,33 +448,19 @@ fn norm(p: &ComputeParams, node: &NodeRef, eps: f32, rms: bool) {
     }
 }
 
-/// ALiBi slope of head `h` of `n_head` (ggml's formula); 1 when `max_bias` is 0.
-pub(crate) fn alibi_slope(max_bias: f32, n_head: usize, h: usize) -> f32 {
-    if max_bias <= 0.0 {
-        return 1.0;
-    }
-    let n_head_log2 = 1usize << (usize::BITS - 1 - n_head.max(1).leading_zeros());
-    let m0 = 2f32.powf(-max_bias / n_head_log2 as f32);
-    let m1 = 2f32.powf(-(max_bias / 2.0) / n_head_log2 as f32);
-    if h < n_head_log2 {
-        m0.powi(h as i32 + 1)
-    } else {
-        m1.powi(2 * (h - n_head_log2) as i32 + 1)
-    }
-}
-
 fn soft_max(p: &ComputeParams, node: &NodeRef, scale: f32, max_bias: f32) {
     let (d, a) = (&node.dst, node.src0());
     let mask = node.src[1].as_ref();
     let n = a.ne[0];
     let mut buf = vec![0f32; n];
     let mut mbuf = vec![0f32; if mask.is_some() { n } else { 0 }];
+    let alibi = Alibi::new(max_bias, a.ne[2]);
     for ir in thread_range(d.nrows(), p.ith, p.nth) {
         let (i1, i2, i3) = row_index(ir, &d.ne);
         // SAFETY: same shape; a row of src0.
         unsafe { load_row(a, i1, i2, i3, &mut buf) };
         if let Some(m) = mask {
-            let slope = alibi_slope(max_bias, a.ne[2], i2);
+            let slope = alibi.slope(i2);
             // SAFETY: mask ne1 >= a ne1 and ne2/ne3 divide a's (checked at build time).
             unsafe { load_row(m, i1, i2 % m.ne[2], i3 % m.ne[3], &mut mbuf) };
             for (x, mv) in buf.iter_mut().zip(&mbuf) {
@@ -499,22 +485,10 @@ fn soft_max(p: &ComputeParams, node: &NodeRef, scale: f32, max_bias: f32) {
 // ---------------------------------------------------------------------------------------------
 // RoPE.
 
-/// YaRN correction dims (ggml_rope_yarn_corr_dims).
-pub(crate) fn rope_corr_dims(p: &RopeParams) -> [f32; 2] {
-    let n_dims = p.n_dims as f32;
-    let corr_dim = |n_rot: f32| {
-        n_dims * (p.n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
-            / (2.0 * p.freq_base.ln())
-    };
-    let start = corr_dim(p.beta_fast).floor();
-    let end = corr_dim(p.beta_slow).ceil();
-    [start.max(0.0), end.min(n_dims - 1.0)]
-}
-
 /// Fill `cache` with (cos, sin) pairs of every rotated pair for position `pos`.
 fn rope_cache(p: &RopeParams, pos: f32, freq: Option<&TensorRef>, cache: &mut [f32]) {
-    let theta_scale = p.freq_base.powf(-2.0 / p.n_dims as f32);
-    let corr = rope_corr_dims(p);
+    let theta_scale = p.theta_scale();
+    let corr = p.yarn_corr_dims();
     let mut theta = pos;
     for i0 in (0..p.n_dims).step_by(2) {
         // SAFETY: freq factors hold >= n_dims/2 elements (checked at build time).
