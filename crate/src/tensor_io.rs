@@ -97,7 +97,7 @@ impl Context {
             DType::F32 => bytemuck::cast_slice(values).to_vec(),
             dt => {
                 let mut out = vec![0u8; dt.row_size(values.len())?];
-                crate::quant::quantize_row(dt, values, &mut out)?;
+                crate::backend::cpu::quantize_row(dt, values, &mut out)?;
                 out
             }
         };
@@ -177,7 +177,7 @@ pub fn decode_f32(dtype: DType, bytes: &[u8]) -> Result<Vec<f32>> {
         dt => {
             let n = bytes.len() / dt.type_size() * dt.block_size();
             let mut out = vec![0f32; n];
-            crate::quant::dequantize_row(dt, bytes, &mut out)?;
+            crate::backend::cpu::dequantize_row(dt, bytes, &mut out)?;
             Ok(out)
         }
     }
