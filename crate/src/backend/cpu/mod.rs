@@ -3,7 +3,7 @@
 
 use std::any::Any;
 use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::backend::{Backend, BufferType, Device, DeviceKind, Registry};
 use crate::graph::Graph;
@@ -98,6 +98,18 @@ pub struct ComputeParams<'a> {
     pub barrier: &'a Barrier,
     /// Chunk counter for dynamic work distribution; set to `nth` before each node.
     pub chunk: &'a AtomicUsize,
+    /// The first bad value a kernel met in its data (e.g. a get_rows id out of range). The
+    /// graph still runs to its end, so every thread meets every barrier; then compute returns it.
+    pub fault: &'a OnceLock<String>,
+}
+
+impl ComputeParams<'_> {
+    /// Record a data error (the first one wins); `compute` returns it as `InvalidArgument`.
+    pub fn fault(&self, msg: impl FnOnce() -> String) {
+        if self.fault.get().is_none() {
+            let _ = self.fault.set(msg());
+        }
+    }
 }
 
 /// Split `n` items evenly across threads: the range of thread `ith`.
@@ -254,6 +266,8 @@ impl CpuBackend {
         // SAFETY: `pad` < 64 and the buffer has 64 spare bytes.
         let wdata_addr = unsafe { base.add(pad) } as usize;
         let chunk = AtomicUsize::new(0);
+        let fault = Arc::new(OnceLock::new());
+        let job_fault = fault.clone();
         // `run` returns only after every thread has left the job, so `work` outlives its use.
         self.pool.run(move |ith, nth, barrier| {
             let params = ComputeParams {
@@ -263,12 +277,17 @@ impl CpuBackend {
                 wsize,
                 barrier,
                 chunk: &chunk,
+                fault: &job_fault,
             };
             for node in &nodes {
                 ops::forward(&params, node);
                 barrier.wait();
             }
-        })
+        })?;
+        match fault.get() {
+            Some(msg) => Err(Error::InvalidArgument(msg.clone())),
+            None => Ok(()),
+        }
     }
 }
 

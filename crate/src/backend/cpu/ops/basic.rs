@@ -554,6 +554,9 @@ fn get_rows(p: &ComputeParams, node: &NodeRef) {
         // SAFETY: rows has shape [d.ne1, d.ne2, d.ne3] (checked at build time).
         let r = unsafe { (rows.at(i1, i2, i3, 0) as *const i32).read_unaligned() };
         let valid = r >= 0 && (r as usize) < a.ne[1];
+        if !valid {
+            p.fault(|| format!("GET_ROWS: row id {r} out of range [0, {})", a.ne[1]));
+        }
         if a.dtype == DType::I32 {
             for i0 in 0..d.ne[0] {
                 // SAFETY: a row of src0 (when valid) and of dst.
