@@ -14,7 +14,7 @@ pub mod cpu;
 pub mod sched;
 
 /// Weight types of the WebGPU mul_mat and get_rows kernels (dequantized in the shader). Here, not in
-/// `webgpu/`, so that the shared test cases (`crate::testing`, also built without wgpu) name the same list.
+/// `webgpu/`, so that the shared test cases (the `ggweb-testing` crate, also built without wgpu) name the same list.
 pub const WEBGPU_WEIGHT_TYPES: [crate::DType; 10] = [
     crate::DType::F32,
     crate::DType::F16,

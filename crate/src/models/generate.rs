@@ -77,6 +77,7 @@ impl Llm {
         if prompt_ids.is_empty() {
             return Err(Error::InvalidArgument("empty prompt".into()));
         }
+        opts.validate()?;
         let mut sampler = Sampler::new(opts);
         for &t in prompt_ids {
             sampler.accept(t);

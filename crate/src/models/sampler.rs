@@ -36,6 +36,28 @@ impl Default for SamplerOptions {
 }
 
 impl SamplerOptions {
+    /// Rejects options that would make the chain degenerate silently (NaN or out-of-range
+    /// values, e.g. from JS): a typed error instead of garbage tokens.
+    pub fn validate(&self) -> crate::Result<()> {
+        let bad = |what: &str, v: f32| {
+            Err(crate::Error::InvalidArgument(format!(
+                "sampler option {what} = {v} is out of range"
+            )))
+        };
+        if !self.temperature.is_finite() {
+            return bad("temperature", self.temperature);
+        }
+        for (what, v) in [("top_p", self.top_p), ("min_p", self.min_p)] {
+            if !(0.0..=1.0).contains(&v) {
+                return bad(what, v);
+            }
+        }
+        if !(self.repeat_penalty.is_finite() && self.repeat_penalty > 0.0) {
+            return bad("repeat_penalty", self.repeat_penalty);
+        }
+        Ok(())
+    }
+
     pub fn greedy() -> Self {
         SamplerOptions {
             temperature: 0.0,
@@ -155,6 +177,46 @@ pub fn argmax(logits: &[f32]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bad_options_are_errors() {
+        for o in [
+            SamplerOptions {
+                temperature: f32::NAN,
+                ..Default::default()
+            },
+            SamplerOptions {
+                top_p: f32::NAN,
+                ..Default::default()
+            },
+            SamplerOptions {
+                top_p: 1.5,
+                ..Default::default()
+            },
+            SamplerOptions {
+                min_p: -0.1,
+                ..Default::default()
+            },
+            SamplerOptions {
+                repeat_penalty: 0.0,
+                ..Default::default()
+            },
+            SamplerOptions {
+                repeat_penalty: f32::INFINITY,
+                ..Default::default()
+            },
+        ] {
+            assert!(o.validate().is_err(), "{o:?}");
+        }
+        SamplerOptions::default().validate().unwrap();
+        SamplerOptions::greedy().validate().unwrap();
+        SamplerOptions {
+            temperature: -1.0,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
+    }
 
     #[test]
     fn greedy_and_filters() {
