@@ -95,3 +95,41 @@ fn window_parameters_beyond_i32_are_errors() {
     ctx.im2col(k, a, 1, 1, 1, 1, 1, 1, true, DType::F32)
         .unwrap();
 }
+
+#[test]
+fn cpy_into_a_read_only_weight_is_an_error() {
+    use ggweb::alloc::GraphAllocator;
+    use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend, CpuBuffer};
+    use ggweb::backend::Buffer;
+    use ggweb::tensor::TensorData;
+    use ggweb::Graph;
+    use std::sync::Arc;
+
+    let mut ctx = Context::new();
+    // A weight whose data is borrowed file bytes (as an mmap'd GGUF is): read-only. Writing
+    // into it used to SIGSEGV natively.
+    let w = ctx.new_tensor(DType::F32, &[16]).unwrap();
+    let bytes: Arc<dyn ggweb::backend::cpu::HostBytes> = Arc::new(vec![0u8; 64]);
+    let buf: Arc<dyn Buffer> = Arc::new(CpuBuffer::from_host_bytes(bytes, 0, 64).unwrap());
+    assert!(buf.is_read_only());
+    ctx.set_data(
+        w,
+        TensorData {
+            buffer: buf,
+            offset: 0,
+        },
+    );
+    let x = ctx.new_tensor(DType::F32, &[16]).unwrap();
+    ctx.set_input(x);
+    let c = ctx.cpy(x, w).unwrap();
+    ctx.set_output(c);
+    let graph = Graph::build(&ctx, &[c]);
+    let mut galloc = GraphAllocator::new(cpu_buffer_type());
+    galloc.alloc_graph(&mut ctx, &graph).unwrap();
+    ctx.set_f32(x, &[1.0; 16]).unwrap();
+    let e = CpuBackend::new(1).compute(&ctx, &graph).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("read-only")),
+        "{e}"
+    );
+}

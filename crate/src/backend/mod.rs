@@ -93,6 +93,11 @@ pub trait Buffer: Send + Sync {
     fn clear(&self, value: u8) -> Result<()>;
     /// Host address of the first byte when the buffer is in host memory.
     fn host_ptr(&self) -> Option<*mut u8>;
+    /// True when nothing may be written into it (e.g. file bytes mapped read-only): a graph
+    /// node whose result lies in it is rejected before any kernel runs.
+    fn is_read_only(&self) -> bool {
+        false
+    }
     fn as_any(&self) -> &dyn Any;
 }
 

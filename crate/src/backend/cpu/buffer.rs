@@ -199,6 +199,9 @@ impl Buffer for CpuBuffer {
     fn name(&self) -> &str {
         "CPU"
     }
+    fn is_read_only(&self) -> bool {
+        CpuBuffer::is_read_only(self)
+    }
     fn size(&self) -> usize {
         self.size
     }

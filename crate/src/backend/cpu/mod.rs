@@ -248,6 +248,13 @@ impl CpuBackend {
             if t.op.is_view() || t.op == Op::None {
                 continue;
             }
+            // A cpy into a weight mapped from a file would write into read-only pages.
+            if ctx.data_location(id).is_some_and(|(b, _)| b.is_read_only()) {
+                return Err(Error::InvalidArgument(format!(
+                    "node '{}' ({:?}) writes into a read-only buffer (weights mapped from a file)",
+                    t.name, t.op
+                )));
+            }
             let node = resolve_node(ctx, id)?;
             ops::check_supported(&node).map_err(|e| match e {
                 Error::UnsupportedOp(m) => Error::UnsupportedOp(format!("{m} (node '{}')", t.name)),
