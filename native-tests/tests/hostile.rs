@@ -133,3 +133,35 @@ fn cpy_into_a_read_only_weight_is_an_error() {
         "{e}"
     );
 }
+
+/// A WordPiece vocab with one 1 MB token used to make every longest-match lookup hash up to
+/// 1 MB substrings: a 20k-character word took > 20 s. Only lengths some token has are tried
+/// now; the result is the same greedy longest match.
+#[test]
+fn wordpiece_with_a_huge_token_tokenizes_a_long_word() {
+    use ggweb::models::tokenizer::{Tokenizer, TokenizerSpec};
+    // GGUF's WordPiece convention: word starts carry "▁", continuations are bare.
+    let mut tokens: Vec<String> = ["[UNK]", "[CLS]", "[SEP]", "\u{2581}a", "a", "aa"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    tokens.push("b".repeat(1 << 20));
+    let tok = Tokenizer::from_spec(TokenizerSpec {
+        model: "bert".into(),
+        tokens,
+        unk_id: Some(0),
+        add_bos: Some(false),
+        add_eos: Some(false),
+        add_sep: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    let word = "a".repeat(20_001);
+    let ids = tok.tokenize(&word, false, false);
+    // Greedy longest match: "▁a", then "aa" x 10,000.
+    assert_eq!(ids.len(), 10_001);
+    assert_eq!(ids[0], 3);
+    assert!(ids[1..].iter().all(|&id| id == 5));
+    let text: String = ids.iter().filter_map(|&id| tok.token_text(id)).collect();
+    assert_eq!(text, format!("\u{2581}{word}"));
+}

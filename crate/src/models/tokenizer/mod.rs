@@ -135,7 +135,9 @@ pub struct Tokenizer {
     clean_spaces: bool,
     pub(crate) lowercase: bool,
     pub(crate) strip_accents: bool,
-    pub(crate) max_token_len: usize,
+    /// The distinct byte lengths of the tokens, longest first: WordPiece's longest-match search
+    /// tries only these (a vocab with one 1 MB token no longer makes every lookup that long).
+    pub(crate) token_lens: Vec<usize>,
     /// Control / user-defined / unknown tokens, longest text first.
     special_cache: Vec<u32>,
     eog: BTreeSet<u32>,
@@ -314,7 +316,7 @@ impl Tokenizer {
         // Tokens.
         let mut tokens = Vec::with_capacity(n);
         let mut token_to_id = fxhash::map_with_capacity(n);
-        let mut max_token_len = 0;
+        let mut token_lens = Vec::new();
         for (i, text) in spec.tokens.into_iter().enumerate() {
             let text = if text.is_empty() {
                 format!("[EMPTY_{i}]")
@@ -331,7 +333,7 @@ impl Tokenizer {
                 Some(token_type::BYTE) => attr::BYTE,
                 Some(_) => attr::UNDEFINED,
             };
-            max_token_len = max_token_len.max(text.len());
+            token_lens.push(text.len());
             token_to_id.entry(text.clone()).or_insert(i as u32);
             tokens.push(TokenData { text, score, attr });
         }
@@ -478,7 +480,11 @@ impl Tokenizer {
             clean_spaces,
             lowercase,
             strip_accents,
-            max_token_len,
+            token_lens: {
+                token_lens.sort_unstable_by(|a, b| b.cmp(a));
+                token_lens.dedup();
+                token_lens
+            },
             special_cache,
             eog,
             pieces: Vec::new(),

@@ -70,15 +70,19 @@ pub(crate) fn tokenize(tok: &Tokenizer, text: &str, out: &mut Vec<u32>) {
         let mut i = 0;
         while i < n {
             let mut matched = false;
-            let mut j = n.min(i + tok.max_token_len + 1);
-            while j > i {
-                if let Some(id) = word1.get(i..j).and_then(|p| tok.token_id(p)) {
+            // Longest match first, over the lengths some token has (the same result as trying
+            // every end, without hashing substrings no token can equal).
+            for &len in tok
+                .token_lens
+                .iter()
+                .filter(|&&len| len > 0 && len <= n - i)
+            {
+                if let Some(id) = word1.get(i..i + len).and_then(|p| tok.token_id(p)) {
                     out.push(id);
                     matched = true;
-                    i = j;
+                    i += len;
                     break;
                 }
-                j -= 1;
             }
             if !matched {
                 out.truncate(before);
