@@ -27,4 +27,24 @@ pub enum Error {
     Model(String),
 }
 
+impl Error {
+    /// A stable short code for the kind of error, for callers that branch on it (the JS API puts
+    /// it on the thrown `Error` as `code`; `www/src/env.ts` lists the same strings).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::UnknownType(_) | Error::UnsupportedType { .. } | Error::UnsupportedOp(_) => {
+                "unsupported"
+            }
+            Error::Shape(_) => "shape",
+            Error::Overflow(_) => "too-large",
+            Error::Gguf(_) => "bad-gguf",
+            Error::Io(_) => "io",
+            Error::OutOfMemory(_) => "out-of-memory",
+            Error::Backend(_) => "backend",
+            Error::InvalidArgument(_) => "invalid-argument",
+            Error::Model(_) => "bad-model",
+        }
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;

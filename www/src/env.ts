@@ -16,7 +16,46 @@ export function tick(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
-/** Wrap anything thrown into an `Error` (wasm-bindgen already throws `Error`s for Rust errors). */
-export function toError(e: unknown): Error {
-  return e instanceof Error ? e : new Error(String(e));
+/**
+ * What went wrong, on every error the package throws or rejects with (`error.code`). The engine's
+ * codes come from the Rust side (`ggweb::Error::code`, `crate/wasm/src/lib.rs`):
+ * - `bad-gguf`: the file is not valid GGUF (truncated, hostile sizes, bad values);
+ * - `bad-model`: valid GGUF, but not a model this engine can run (missing or misshaped tensors);
+ * - `shape`: tensor shapes, strides or views that do not fit; `too-large`: a size past the address space;
+ * - `unsupported`: a type or op the backend does not compute; `out-of-memory`;
+ * - `invalid-argument`: a bad option or id; `busy`: another call is in flight (await it first);
+ * - `aborted`: the caller's AbortSignal fired; `io`, `backend`; `internal`: a bug (a wasm trap).
+ */
+export type ErrorCode =
+  | 'bad-gguf'
+  | 'bad-model'
+  | 'shape'
+  | 'too-large'
+  | 'unsupported'
+  | 'out-of-memory'
+  | 'invalid-argument'
+  | 'busy'
+  | 'aborted'
+  | 'io'
+  | 'backend'
+  | 'internal';
+
+/** An `Error` with its {@link ErrorCode}. */
+export interface GgwebError extends Error {
+  code: ErrorCode;
+}
+
+/**
+ * Wrap anything thrown into an `Error` with a `code`: the engine's errors carry theirs already; an
+ * aborted read is `aborted`, a wasm trap `internal`, anything else without one `invalid-argument`.
+ */
+export function toError(e: unknown): GgwebError {
+  const err = (e instanceof Error ? e : new Error(String(e))) as Error & { code?: unknown };
+  if (typeof err.code !== 'string') {
+    const trap = typeof WebAssembly !== 'undefined' && err instanceof WebAssembly.RuntimeError;
+    const code = err.name === 'AbortError' ? 'aborted' : trap ? 'internal' : 'invalid-argument';
+    // An own property: DOMException (an abort's reason) has a numeric `code` getter.
+    Object.defineProperty(err, 'code', { value: code, writable: true, configurable: true, enumerable: true });
+  }
+  return err as GgwebError;
 }

@@ -105,7 +105,9 @@ export class GGUF implements GGUFHeader {
 export async function loadGGUF(source: Source | GGUF, opts: LoadGGUFOptions = {}): Promise<GGUF> {
   if (source instanceof GGUF) return source;
   const m = await engine();
-  const src = await openSource(source, opts.signal);
+  const src = await openSource(source, opts.signal).catch((e) => {
+    throw toError(e);
+  });
   const headerOnly = opts.headerOnly ?? false;
   const stream = new m.GgufStream(!headerOnly, src.total);
   let loaded = 0;

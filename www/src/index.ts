@@ -6,6 +6,7 @@
  * import { loadGGUF, Graph, Mnist } from 'ggweb';
  * ```
  */
+export { type ErrorCode, type GgwebError } from './env.js';
 export { init, simdSupported, relaxedSimdSupported, wasmMemoryBytes, type InitOptions, type EngineInfo } from './wasm.js';
 export { type Source, type Progress, type LoadOptions, readAll, gunzip } from './source.js';
 export {

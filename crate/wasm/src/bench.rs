@@ -3,6 +3,8 @@
 
 use wasm_bindgen::prelude::*;
 
+use crate::JsError;
+
 use super::js_err;
 use ggweb::alloc::alloc_ctx_tensors;
 use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};

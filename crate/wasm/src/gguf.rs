@@ -6,6 +6,8 @@ use std::sync::Arc;
 use js_sys::{Array as JsArray, Object};
 use wasm_bindgen::prelude::*;
 
+use crate::JsError;
+
 use super::js::{array_of, i64_js, set, u64_js};
 use super::js_err;
 use ggweb::backend::cpu::buffer::AlignedBytes;

@@ -14,6 +14,8 @@ use std::sync::Arc;
 use js_sys::{Float32Array, Int32Array, Object};
 use wasm_bindgen::prelude::*;
 
+use crate::JsError;
+
 use super::gguf::GgufStream;
 use super::js::set;
 use super::js_err;
@@ -59,7 +61,10 @@ impl Default for GraphCore {
 }
 
 fn busy() -> JsError {
-    JsError::new("this Graph is busy with another call (await it first)")
+    JsError::coded(
+        "this Graph is busy with another call (await it first)",
+        "busy",
+    )
 }
 
 fn dtype_of(name: &str) -> Result<DType> {

@@ -1,8 +1,9 @@
 //! wasm-bindgen exports: the Rust side of the npm package `ggweb` (www/).
 //!
 //! The TypeScript wrapper in `www/src/` is the public API; these exports are its engine. Every
-//! fallible export returns `Result<_, JsError>`, so a Rust [`ggweb::Error`] reaches JavaScript as a
-//! rejected Promise / thrown `Error` with the same message. A panic is a bug: the panic hook
+//! fallible export returns `Result<_, JsError>` (this crate's: message + `code`), so a Rust
+//! [`ggweb::Error`] reaches JavaScript as a rejected Promise / thrown `Error` with the same
+//! message and `error.code` (e.g. "bad-gguf", "shape", "out-of-memory", "busy"). A panic is a bug: the panic hook
 //! installed at start-up prints it to the console before the trap.
 //!
 //! Compiled only for wasm32 (natively this crate is empty, so `cargo test --workspace` works).
@@ -54,7 +55,37 @@ pub fn cpu_features() -> String {
     ggweb::backend::cpu::ops::simd_name().to_string()
 }
 
-/// Convert a crate error into a JS error with the same message.
+/// The error every export rejects with: a JS `Error` with the message and a `code` property
+/// (`ggweb::Error::code` for crate errors; "busy", "aborted", "invalid-argument" for the
+/// bindings' own). Shadows wasm-bindgen's `JsError`, which carries a message only.
+pub struct JsError(JsValue);
+
+impl JsError {
+    /// An invalid-argument error with this message.
+    pub fn new(msg: &str) -> JsError {
+        JsError::coded(msg, "invalid-argument")
+    }
+
+    pub fn coded(msg: &str, code: &str) -> JsError {
+        let e = js_sys::Error::new(msg);
+        js::set(&e, "code", code);
+        JsError(e.into())
+    }
+}
+
+impl From<JsError> for JsValue {
+    fn from(e: JsError) -> JsValue {
+        e.0
+    }
+}
+
+impl From<ggweb::Error> for JsError {
+    fn from(e: ggweb::Error) -> JsError {
+        JsError::coded(&e.to_string(), e.code())
+    }
+}
+
+/// Convert a crate error into a JS error with the same message and its code.
 pub(crate) fn js_err(e: ggweb::Error) -> JsError {
-    JsError::new(&e.to_string())
+    e.into()
 }

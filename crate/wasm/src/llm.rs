@@ -16,6 +16,8 @@ use std::sync::Arc;
 use js_sys::{Float32Array, Object, Reflect, Uint32Array};
 use wasm_bindgen::prelude::*;
 
+use crate::JsError;
+
 use super::gguf::FileStream;
 use super::js::set;
 use super::js_err;
@@ -88,7 +90,10 @@ pub struct LlmCore {
 }
 
 fn busy() -> JsError {
-    JsError::new("this LLM is busy with another call (await it first)")
+    JsError::coded(
+        "this LLM is busy with another call (await it first)",
+        "busy",
+    )
 }
 
 impl Inner {

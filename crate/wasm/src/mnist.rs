@@ -9,12 +9,13 @@ use std::sync::Arc;
 use js_sys::Float32Array;
 use wasm_bindgen::prelude::*;
 
+use crate::JsError;
+
 use super::gguf::GgufStream;
 use super::js_err;
 use ggweb::backend::cpu::HostBytes;
 use ggweb::models::mnist::{Mnist, MnistKind};
 use ggweb::models::runner::BackendChoice;
-use ggweb::Error;
 
 #[wasm_bindgen]
 pub struct MnistCore {
@@ -28,9 +29,10 @@ fn choice(backend: Option<String>) -> Result<BackendChoice, JsError> {
 }
 
 fn busy() -> JsError {
-    js_err(Error::InvalidArgument(
-        "this Mnist model is busy with another call (await it first)".into(),
-    ))
+    JsError::coded(
+        "this Mnist model is busy with another call (await it first)",
+        "busy",
+    )
 }
 
 impl MnistCore {
