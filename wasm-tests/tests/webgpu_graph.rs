@@ -9,7 +9,7 @@
 #![cfg(target_arch = "wasm32")]
 
 use ggweb_testing::{nmse, Rng};
-use ggweb_wasm::GraphCore;
+use ggweb_wasm::{GraphCore, JsError};
 use js_sys::{Float32Array, Int32Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
