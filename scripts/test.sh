@@ -2,8 +2,9 @@
 # All tests: native unit + integration tests, the wasm build check, CLI checks, and the web
 # package's tests (wasm-bindgen-test in node and headless Chromium, node:test, browser e2e).
 # Installs what it needs, idempotently, so it passes on a fresh machine.
-# `scripts/test.sh --full` also runs the long checks (LLMs on lavapipe / SwiftShader, the emulated
-# aarch64 build): run it before resolving an issue that touches WebGPU or the kernels.
+# `scripts/test.sh --full` also runs the long native checks (`long_*`: gemma3 on lavapipe, minutes
+# each): run it before resolving an issue that touches WebGPU. The NEON kernels under qemu are
+# scripts/test-aarch64.sh (needs qemu-user and the aarch64 cross gcc; see its header).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
