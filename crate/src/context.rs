@@ -235,13 +235,19 @@ impl Context {
             )));
         }
         let dtype = self.tensor(a).dtype;
-        let mut nb = contiguous_strides(dtype, ne4);
-        for (i, s) in nb_rest.iter().enumerate() {
-            nb[i + 1] = *s;
-        }
-        // Strides of trailing unit dims follow the last given one, as ggml's view_Nd.
+        let mut nb = [dtype.type_size(); MAX_DIMS];
+        nb[1..ne.len()].copy_from_slice(nb_rest);
+        // Strides of trailing unit dims follow the last given one, as ggml's view_Nd (checked:
+        // both factors come from the caller).
         for i in ne.len()..MAX_DIMS {
-            nb[i] = nb[i - 1] * ne4[i - 1];
+            let n = if i == 1 {
+                ne4[0] / dtype.block_size()
+            } else {
+                ne4[i - 1]
+            };
+            nb[i] = nb[i - 1]
+                .checked_mul(n)
+                .ok_or_else(|| Error::Overflow(format!("view strides of {ne:?}")))?;
         }
         self.new_view(Op::View, a, ne4, nb, offset)
     }

@@ -363,11 +363,20 @@ impl Tensor {
         }
     }
 
+    /// 0 when any dim is 0 (checked first: the other dims' product may not fit).
     pub fn nelements(&self) -> usize {
+        if self.ne.contains(&0) {
+            return 0;
+        }
         self.ne.iter().product()
     }
 
+    /// Rows holding at least one element: 0 for an empty tensor, whatever its other dims (a
+    /// [0, 2^40] tensor has nothing to visit, and its dims' product may not fit).
     pub fn nrows(&self) -> usize {
+        if self.ne.contains(&0) {
+            return 0;
+        }
         self.ne[1] * self.ne[2] * self.ne[3]
     }
 

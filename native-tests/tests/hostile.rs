@@ -165,3 +165,64 @@ fn wordpiece_with_a_huge_token_tokenizes_a_long_word() {
     let text: String = ids.iter().filter_map(|&id| tok.token_text(id)).collect();
     assert_eq!(text, format!("\u{2581}{word}"));
 }
+
+/// Found by fuzzing (crate/fuzz graph target): an empty tensor with a huge other dim made row
+/// loops visit 2^40 empty rows (a hang) and `nrows` overflow.
+#[test]
+fn empty_tensors_with_huge_dims_compute_at_once() {
+    use ggweb::alloc::GraphAllocator;
+    use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
+    use ggweb::Graph;
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(DType::F32, &[0, 1 << 40]).unwrap();
+    ctx.set_input(a);
+    let b = ctx
+        .new_tensor(DType::F32, &[0, 1 << 20, 1 << 20, 1 << 20])
+        .unwrap();
+    ctx.set_input(b);
+    assert_eq!(ctx.tensor(b).nrows(), 0);
+    let n = ctx.rms_norm(a, 1e-5).unwrap();
+    let s = ctx.sum(b).unwrap();
+    let out = ctx.add(s, s).unwrap();
+    let n2 = ctx.scale(n, 2.0).unwrap();
+    let g = Graph::build(&ctx, &[n2, out]);
+    let mut ga = GraphAllocator::new(cpu_buffer_type());
+    ga.alloc_graph(&mut ctx, &g).unwrap();
+    let t = std::time::Instant::now();
+    CpuBackend::with_threads_forced(2)
+        .compute(&ctx, &g)
+        .unwrap();
+    // Not a timing assertion on the kernels: before the fix this took hours.
+    assert!(t.elapsed().as_secs() < 60);
+    assert_eq!(ctx.get_f32(out).unwrap(), vec![0.0]);
+}
+
+/// Found by fuzzing (graph target): a view's trailing strides were multiplied unchecked.
+#[test]
+fn view_strides_that_overflow_are_errors() {
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(DType::F32, &[64]).unwrap();
+    let e = ctx
+        .view(a, &[2, 1 << 40, 1 << 40], &[8, usize::MAX / 4], 0)
+        .unwrap_err();
+    assert!(matches!(e, Error::Shape(_) | Error::Overflow(_)), "{e}");
+}
+
+/// A gzip bomb (65 MB of zeros in 64 kB) is an error, not a 65 MB allocation; real files load.
+#[test]
+fn mnist_gzip_bombs_are_errors() {
+    use ggweb::models::mnist::idx;
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let mut body = vec![0u8; 1 << 20];
+    body[..4].copy_from_slice(&[0, 0, 8, 1]);
+    gz.write_all(&body).unwrap();
+    for _ in 0..64 {
+        gz.write_all(&vec![0u8; 1 << 20]).unwrap();
+    }
+    let bomb = gz.finish().unwrap();
+    let e = idx::parse_labels(&bomb).unwrap_err();
+    assert!(e.to_string().contains("expands past"), "{e}");
+    let labels = include_bytes!("../../crate/assets/t10k-labels-idx1-ubyte.gz");
+    assert_eq!(idx::parse_labels(labels).unwrap().len(), 10_000);
+}

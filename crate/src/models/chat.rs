@@ -78,7 +78,8 @@ impl ChatFormat {
                 let mut system = String::new();
                 for m in messages {
                     match m.role.as_str() {
-                        "system" => system = format!("{}\n\n", m.content),
+                        // Several system messages all reach the next user turn.
+                        "system" => system += &format!("{}\n\n", m.content),
                         role => {
                             let role = if role == "assistant" { "model" } else { role };
                             let content = if role == "user" {
@@ -92,6 +93,10 @@ impl ChatFormat {
                             );
                         }
                     }
+                }
+                // System text no user turn followed is not dropped: it becomes one.
+                if !system.is_empty() {
+                    out += &format!("<start_of_turn>user\n{}<end_of_turn>\n", system.trim());
                 }
                 if add_generation_prompt {
                     out += "<start_of_turn>model\n";
@@ -128,6 +133,23 @@ mod tests {
     use super::*;
 
     const SMOLLM2: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+    /// Found by fuzzing (crate/fuzz chat_template): a second system message, or one no user
+    /// turn followed, vanished from Gemma prompts.
+    #[test]
+    fn gemma_keeps_every_system_message() {
+        let f = ChatFormat::Gemma;
+        let m = [
+            ChatMessage::new("system", "A"),
+            ChatMessage::new("system", "B"),
+            ChatMessage::new("user", "hi"),
+            ChatMessage::new("system", "C"),
+        ];
+        assert_eq!(
+            f.render(&m, true),
+            "<start_of_turn>user\nA\n\nB\n\nhi<end_of_turn>\n<start_of_turn>user\nC<end_of_turn>\n<start_of_turn>model\n"
+        );
+    }
 
     #[test]
     fn smollm2_template_renders_as_transformers() {

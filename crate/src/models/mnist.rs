@@ -409,13 +409,29 @@ pub mod idx {
     use crate::{Error, Result};
     use std::io::Read;
 
-    /// The bytes, decompressed when they are gzip.
+    /// Largest decompressed idx file accepted: the MNIST training images are 47 MB.
+    pub const MAX_IDX_BYTES: u64 = 64 << 20;
+    /// Deflate's best compression ratio is about 1032:1, so a stream cannot honestly expand more.
+    const MAX_DEFLATE_RATIO: u64 = 1032;
+
+    /// The bytes, decompressed when they are gzip. The output is bounded by what the input can
+    /// justify (deflate's ratio) and by [`MAX_IDX_BYTES`], so a gzip bomb is an error, not an
+    /// allocation of whatever it expands to.
     pub fn maybe_gunzip(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>> {
         if bytes.starts_with(&[0x1f, 0x8b]) {
+            let limit = (bytes.len() as u64)
+                .saturating_mul(MAX_DEFLATE_RATIO)
+                .min(MAX_IDX_BYTES);
             let mut out = Vec::new();
             flate2::read::GzDecoder::new(bytes)
+                .take(limit + 1)
                 .read_to_end(&mut out)
                 .map_err(|e| Error::InvalidArgument(format!("bad gzip data: {e}")))?;
+            if out.len() as u64 > limit {
+                return Err(Error::InvalidArgument(format!(
+                    "gzip data expands past {limit} bytes (an idx file is at most {MAX_IDX_BYTES})"
+                )));
+            }
             Ok(out.into())
         } else {
             Ok(bytes.into())
