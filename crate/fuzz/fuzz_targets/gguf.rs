@@ -2,6 +2,7 @@
 //! that parses has every tensor's data inside it; every prefix of it parses as "need more" (asking
 //! for more than it has) or as the same header; and writing it back reads back equal.
 #![no_main]
+use ggweb::gguf::stream::FileStream;
 use ggweb::gguf::{Gguf, GgufWriter, HeaderParse};
 use libfuzzer_sys::fuzz_target;
 
@@ -31,6 +32,25 @@ fuzz_target!(|data: &[u8]| {
             if let Ok(g) = &whole {
                 assert_eq!(&h, g);
             }
+        }
+    }
+    // The browser's streaming reader, in chunks sized by the input, with the length known
+    // (Content-Length) or not: it accepts exactly the files `parse` accepts.
+    for known in [true, false] {
+        let mut s = FileStream::with_budget(true, known.then_some(data.len() as u64), 1 << 24)
+            .expect("small claim");
+        let step = 1 + data.first().map_or(0, |&b| b as usize * 37);
+        let fed = data.chunks(step).try_for_each(|c| s.push(c).map(|_| ()));
+        let streamed = fed.and_then(|_| s.take_file());
+        match (&whole, streamed) {
+            (Ok(g), Ok((h, bytes))) => {
+                assert_eq!(&h, g);
+                assert_eq!(&bytes[..], data);
+            }
+            // Without a length, bytes past the header's last tensor (and padding) are rejected.
+            (Ok(_), Err(e)) => assert!(!known, "streaming rejected a valid file: {e}"),
+            (Err(_), Ok(_)) => panic!("streaming accepted a file parse rejects"),
+            (Err(_), Err(_)) => {}
         }
     }
     let Ok(g) = whole else { return };

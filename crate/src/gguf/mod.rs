@@ -16,6 +16,7 @@
 
 mod file;
 mod reader;
+pub mod stream;
 pub mod value;
 mod writer;
 

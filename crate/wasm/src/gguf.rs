@@ -11,182 +11,8 @@ use crate::JsError;
 use super::js::{array_of, i64_js, set, u64_js};
 use super::js_err;
 use ggweb::backend::cpu::buffer::AlignedBytes;
-use ggweb::gguf::{value::type_name, Array, Gguf, HeaderParse, Value};
-
-/// The streaming GGUF reader behind both JS entry points, [`GgufStream`] and
-/// [`crate::ModelStream`]: `push` chunks in file order; the header is parsed as soon as its bytes
-/// are in. With `keep_data` the file lands in ONE [`AlignedBytes`] allocation of its
-/// final size (the known length, or else the header's: its data offset + the end of the last
-/// tensor, rounded up to the alignment ggml pads tensor data to), which models then use in place
-/// as weights: tensor data is copied once (JS chunk → wasm heap) and never assembled twice.
-/// Without it, bytes after the header are dropped.
-pub(crate) struct FileStream {
-    keep_data: bool,
-    /// The bytes while there is no final allocation: until the header is complete, when the
-    /// length is unknown or the data is not kept.
-    head: Vec<u8>,
-    data: Option<AlignedBytes>,
-    file_len: Option<u64>,
-    needed: u64,
-    header: Option<Gguf>,
-    received: u64,
-}
-
-/// The size of a file with header `g` as far as its tensors go.
-fn data_end(g: &Gguf) -> u64 {
-    g.data_offset.saturating_add(g.data_size())
-}
-
-/// [`data_end`] with the padding ggml writes after the last tensor.
-fn padded_len(g: &Gguf) -> u64 {
-    let align = g.alignment.max(1) as u64;
-    data_end(g).div_ceil(align).saturating_mul(align)
-}
-
-/// The final allocation for a file of `n` bytes.
-fn alloc_file(n: u64) -> ggweb::Result<AlignedBytes> {
-    let oom =
-        || ggweb::Error::OutOfMemory(format!("cannot hold a file of {n} bytes in wasm memory"));
-    AlignedBytes::with_capacity(usize::try_from(n).map_err(|_| oom())?).map_err(|_| oom())
-}
-
-impl FileStream {
-    /// `file_len`: the total size when known (Content-Length, Blob.size).
-    pub(crate) fn new(keep_data: bool, file_len: Option<u64>) -> ggweb::Result<FileStream> {
-        let data = match file_len {
-            Some(n) if keep_data => Some(alloc_file(n)?),
-            _ => None,
-        };
-        Ok(FileStream {
-            keep_data,
-            head: Vec::new(),
-            data,
-            file_len,
-            needed: 24,
-            header: None,
-            received: 0,
-        })
-    }
-
-    /// Append the next bytes of the file; returns true once the header is parsed.
-    pub(crate) fn push(&mut self, chunk: &[u8]) -> ggweb::Result<bool> {
-        self.received += chunk.len() as u64;
-        if let Some(n) = self.file_len {
-            if self.received > n {
-                return Err(ggweb::Error::Gguf(format!(
-                    "received {} bytes but the file has {n}",
-                    self.received
-                )));
-            }
-        }
-        if self.header.is_some() && !self.keep_data {
-            return Ok(true);
-        }
-        match &mut self.data {
-            Some(d) => d.extend_from_slice(chunk).map_err(|_| {
-                ggweb::Error::Gguf(format!(
-                    "the file is longer than expected: {} bytes received, {} expected",
-                    self.received,
-                    d.capacity()
-                ))
-            })?,
-            None => {
-                self.head.try_reserve(chunk.len()).map_err(|_| {
-                    ggweb::Error::OutOfMemory(format!(
-                        "cannot hold {} bytes in wasm memory",
-                        self.received
-                    ))
-                })?;
-                self.head.extend_from_slice(chunk);
-            }
-        }
-        if self.header.is_some() {
-            return Ok(true);
-        }
-        let have: &[u8] = match &self.data {
-            Some(d) => d,
-            None => &self.head,
-        };
-        if (have.len() as u64) < self.needed {
-            return Ok(false);
-        }
-        let parsed = match self.file_len {
-            Some(n) => Gguf::parse_header_with_len(have, n),
-            None => Gguf::parse_header(have),
-        }?;
-        match parsed {
-            HeaderParse::Complete(g) => {
-                if self.keep_data && self.data.is_none() {
-                    // Length unknown: the header says how big the file is.
-                    let mut d = alloc_file(padded_len(&g).max(self.head.len() as u64))?;
-                    d.extend_from_slice(&self.head)?;
-                    self.data = Some(d);
-                }
-                self.head = Vec::new();
-                self.header = Some(g);
-            }
-            HeaderParse::NeedMore(n) => self.needed = n.max(have.len() as u64 + 1),
-        }
-        Ok(self.header.is_some())
-    }
-
-    pub(crate) fn received(&self) -> u64 {
-        self.received
-    }
-
-    pub(crate) fn header(&self) -> Option<&Gguf> {
-        self.header.as_ref()
-    }
-
-    /// The total size once known (from the stream's creator, else from the header).
-    pub(crate) fn total(&self) -> Option<u64> {
-        self.file_len.or_else(|| self.header.as_ref().map(data_end))
-    }
-
-    /// At the end of the stream: the header must be complete and every tensor inside the bytes
-    /// received (only the header's own claims without `keep_data` and a known length).
-    pub(crate) fn finish(&self) -> ggweb::Result<&Gguf> {
-        let g = self.finish_header()?;
-        match (&self.data, self.file_len) {
-            (Some(d), _) => g.check_file_len(d.len() as u64)?,
-            (None, Some(n)) if !self.keep_data => g.check_file_len(n)?,
-            _ => {}
-        }
-        Ok(g)
-    }
-
-    fn finish_header(&self) -> ggweb::Result<&Gguf> {
-        self.header.as_ref().ok_or_else(|| {
-            ggweb::Error::Gguf(format!(
-                "file of {} bytes is truncated: the header needs at least {} bytes",
-                self.received, self.needed
-            ))
-        })
-    }
-
-    /// The parsed header and the whole file, for a model to use in place (once).
-    pub(crate) fn take_file(&mut self) -> ggweb::Result<(Gguf, Arc<AlignedBytes>)> {
-        if !self.keep_data {
-            return Err(ggweb::Error::InvalidArgument(
-                "this GGUF was loaded with headerOnly: its tensor data was not kept".into(),
-            ));
-        }
-        let g = self.finish_header()?.clone();
-        let d = self.data.take().ok_or_else(|| {
-            ggweb::Error::InvalidArgument("the data of this GGUF stream was used".into())
-        })?;
-        if let Some(n) = self.file_len {
-            if d.len() as u64 != n {
-                return Err(ggweb::Error::Gguf(format!(
-                    "file truncated: received {} of {n} bytes",
-                    d.len()
-                )));
-            }
-        }
-        g.check_file_len(d.len() as u64)?;
-        Ok((g, Arc::new(d)))
-    }
-}
+pub(crate) use ggweb::gguf::stream::FileStream;
+use ggweb::gguf::{value::type_name, Array, Gguf, Value};
 
 /// Incremental GGUF reader. `push` chunks in file order; `done` turns true once the header
 /// (metadata and tensor infos) is complete. With `keep_data` every byte is kept for use as
@@ -221,20 +47,20 @@ impl GgufStream {
     /// True once the header is parsed.
     #[wasm_bindgen(getter)]
     pub fn done(&self) -> bool {
-        self.file.header.is_some()
+        self.file.header().is_some()
     }
 
     /// Bytes of the file needed before the header can be parsed further (a hint for readers
     /// that fetch ranges).
     #[wasm_bindgen(getter)]
     pub fn needed(&self) -> f64 {
-        self.file.needed as f64
+        self.file.needed() as f64
     }
 
     /// Bytes pushed so far.
     #[wasm_bindgen(getter)]
     pub fn received(&self) -> f64 {
-        self.file.received as f64
+        self.file.received() as f64
     }
 
     /// Call at the end of the stream: checks the header is complete and, with `keep_data`, that
@@ -243,7 +69,7 @@ impl GgufStream {
         let g = self.file.finish().map_err(js_err)?;
         Ok(header_to_js(
             g,
-            self.file.file_len.or(Some(self.file.received)),
+            self.file.file_len().or(Some(self.file.received())),
         ))
     }
 
@@ -253,7 +79,7 @@ impl GgufStream {
             .file
             .header()
             .ok_or_else(|| JsError::new("invalid GGUF: the header is not complete yet"))?;
-        Ok(header_to_js(g, self.file.file_len))
+        Ok(header_to_js(g, self.file.file_len()))
     }
 }
 

@@ -50,6 +50,25 @@ impl Aligned {
         }
         Ok(Aligned { ptr, layout })
     }
+
+    /// Grow to `size` bytes, keeping the contents and the alignment (in place when the
+    /// allocator can); on failure the old block stays valid and an error is returned.
+    fn grow(&mut self, size: usize) -> Result<()> {
+        if size <= self.layout.size() {
+            return Ok(());
+        }
+        let oom = || Error::OutOfMemory(format!("could not grow a CPU buffer to {size} bytes"));
+        let layout = Layout::from_size_align(size, CPU_ALIGNMENT).map_err(|_| oom())?;
+        // SAFETY: `ptr` was allocated by the global allocator with `self.layout`; `size` is
+        // non-zero and valid for this alignment (checked by `from_size_align`).
+        let ptr = unsafe { std::alloc::realloc(self.ptr, self.layout, size) };
+        if ptr.is_null() {
+            return Err(oom());
+        }
+        self.ptr = ptr;
+        self.layout = layout;
+        Ok(())
+    }
 }
 
 impl Drop for Aligned {
@@ -84,6 +103,17 @@ impl AlignedBytes {
 
     pub fn capacity(&self) -> usize {
         self.cap
+    }
+
+    /// Grow the capacity to `cap` bytes (no-op when it is already that large). The written
+    /// bytes are kept; they may move, which is sound because nothing can borrow them across
+    /// this `&mut self` call.
+    pub fn reserve_total(&mut self, cap: usize) -> Result<()> {
+        if cap > self.cap {
+            self.mem.grow(cap)?;
+            self.cap = cap;
+        }
+        Ok(())
     }
 
     /// Append `chunk`; an error when it does not fit in the capacity.
