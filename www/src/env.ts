@@ -24,7 +24,9 @@ export function tick(): Promise<void> {
  * - `shape`: tensor shapes, strides or views that do not fit; `too-large`: a size past the address space;
  * - `unsupported`: a type or op the backend does not compute; `out-of-memory`;
  * - `invalid-argument`: a bad option or id; `busy`: another call is in flight (await it first);
- * - `aborted`: the caller's AbortSignal fired; `io`, `backend`; `internal`: a bug (a wasm trap).
+ * - `aborted`: the caller's AbortSignal fired; `io`: a read or download failed (an HTTP error status,
+ *   a dropped connection, a body shorter than its Content-Length; HTTP errors carry `status`);
+ * - `backend`; `internal`: a bug (a wasm trap).
  */
 export type ErrorCode =
   | 'bad-gguf'
@@ -43,6 +45,21 @@ export type ErrorCode =
 /** An `Error` with its {@link ErrorCode}. */
 export interface GgwebError extends Error {
   code: ErrorCode;
+}
+
+/** An `Error` with `code` (and any extra own properties, e.g. an HTTP `status`). */
+export function coded(message: string, code: ErrorCode, extra: Record<string, unknown> = {}, cause?: unknown): GgwebError {
+  const err = new Error(message, cause === undefined ? undefined : { cause }) as GgwebError;
+  Object.defineProperty(err, 'code', { value: code, writable: true, configurable: true, enumerable: true });
+  Object.assign(err, extra);
+  return err;
+}
+
+/** A failed read (not an abort) as an `io` error; aborts pass through as they are. */
+export function ioError(e: unknown, what: string): unknown {
+  if (e instanceof Error && (e.name === 'AbortError' || typeof (e as { code?: unknown }).code === 'string')) return e;
+  const detail = e instanceof Error ? (e.cause instanceof Error ? `${e.message} (${e.cause.message})` : e.message) : String(e);
+  return coded(`${what}: ${detail}`, 'io', {}, e);
 }
 
 /**

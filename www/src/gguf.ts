@@ -1,7 +1,7 @@
 /** GGUF files: a streaming header reader and, optionally, the whole file kept in wasm memory. */
 import { engine } from './wasm.js';
 import { openSource, type LoadOptions, type Source } from './source.js';
-import { toError } from './env.js';
+import { coded, toError } from './env.js';
 import type { GgufStream } from '../wasm/simd/ggweb.js';
 
 /** A metadata value: numbers, `bigint` for 64-bit integers, strings, booleans, arrays of those. */
@@ -77,10 +77,11 @@ export class GGUF implements GGUFHeader {
   /** @internal The wasm-side file, for weights; it can be consumed once. */
   _take(): GgufStream {
     if (!this._stream) {
-      throw new Error(
+      throw coded(
         this.hasData
           ? 'this GGUF was already used'
           : 'this GGUF was loaded with headerOnly: its tensor data was not kept',
+        'invalid-argument',
       );
     }
     const s = this._stream;
@@ -109,7 +110,13 @@ export async function loadGGUF(source: Source | GGUF, opts: LoadGGUFOptions = {}
     throw toError(e);
   });
   const headerOnly = opts.headerOnly ?? false;
-  const stream = new m.GgufStream(!headerOnly, src.total);
+  let stream: InstanceType<typeof m.GgufStream>;
+  try {
+    stream = new m.GgufStream(!headerOnly, src.total);
+  } catch (e) {
+    await src.chunks.return(undefined);
+    throw toError(e);
+  }
   let loaded = 0;
   try {
     for await (const chunk of src.chunks) {

@@ -21,7 +21,7 @@
 import { engine, engineSync } from './wasm.js';
 import { GGUF, loadGGUF, type LoadGGUFOptions } from './gguf.js';
 import type { Source } from './source.js';
-import { toError } from './env.js';
+import { coded, toError } from './env.js';
 import { chooseBackend, type Backend, type BackendInfo } from './backend.js';
 import type { GraphCore } from '../wasm/simd/ggweb.js';
 
@@ -195,7 +195,7 @@ export class Graph {
 
   /** @internal */
   _core(): GraphCore {
-    if (!this.#core) throw new Error('this Graph was freed');
+    if (!this.#core) throw coded('this Graph was freed', 'invalid-argument');
     return this.#core;
   }
 
@@ -224,7 +224,7 @@ export class Graph {
   #op(name: string, srcs: Tensor[], params: number[] = []): Tensor {
     for (const s of srcs) {
       if (!(s instanceof Tensor) || s.graph !== this) {
-        throw new Error(`${name}: every source must be a Tensor of this graph`);
+        throw coded(`${name}: every source must be a Tensor of this graph`, 'invalid-argument');
       }
     }
     const id = this._core().op(name, Uint32Array.from(srcs.map((s) => s.id)), Float64Array.from(params));
@@ -234,10 +234,10 @@ export class Graph {
   /** A new tensor (zero-filled), optionally with data. */
   tensor(type: DType, shape: Shape, data?: Data): Tensor {
     if (!Array.isArray(shape) || shape.length < 1 || shape.length > 4) {
-      throw new Error(`shape error: a tensor has 1 to 4 dimensions, got ${JSON.stringify(shape)}`);
+      throw coded(`shape error: a tensor has 1 to 4 dimensions, got ${JSON.stringify(shape)}`, 'shape');
     }
     for (const n of shape) {
-      if (!Number.isInteger(n) || n < 0 || n > 0xffffffff) throw new Error(`shape error: invalid dimension ${n}`);
+      if (!Number.isInteger(n) || n < 0 || n > 0xffffffff) throw coded(`shape error: invalid dimension ${n}`, 'shape');
     }
     const t = new Tensor(this, this._core().tensor(type, Uint32Array.from(shape)));
     if (data !== undefined) t.set(data);
@@ -292,8 +292,8 @@ export class Graph {
   }
 
   #ids(outputs: Tensor[]): Uint32Array {
-    if (outputs.length === 0) throw new Error('compute: give at least one output tensor');
-    for (const t of outputs) if (!(t instanceof Tensor) || t.graph !== this) throw new Error('compute: tensor of another graph');
+    if (outputs.length === 0) throw coded('compute: give at least one output tensor', 'invalid-argument');
+    for (const t of outputs) if (!(t instanceof Tensor) || t.graph !== this) throw coded('compute: tensor of another graph', 'invalid-argument');
     return Uint32Array.from(outputs.map((t) => t.id));
   }
 
@@ -399,6 +399,6 @@ const TYPE_IDS: Record<DType, number> = {
 };
 function typeId(t: DType): number {
   const id = TYPE_IDS[t];
-  if (id === undefined) throw new Error(`unknown tensor type '${t}'`);
+  if (id === undefined) throw coded(`unknown tensor type '${t}'`, 'unsupported');
   return id;
 }

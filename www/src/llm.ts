@@ -13,8 +13,8 @@
  * Web Worker so a page never blocks.
  */
 import { engine, wasmMemoryBytes } from './wasm.js';
-import { isNode, toError } from './env.js';
-import { openSource, type OpenSource, type Source } from './source.js';
+import { coded, isNode, toError } from './env.js';
+import { bodyChunks, fetchBody, openSource, type OpenSource, type Source } from './source.js';
 import { chooseBackend, type Backend, type BackendInfo } from './backend.js';
 import type { LlmCore } from '../wasm/simd/ggweb.js';
 
@@ -176,7 +176,7 @@ export class Generation implements AsyncIterable<string>, PromiseLike<Generation
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<string, void, undefined> {
-    if (this.#started) throw new Error('a Generation can be iterated once');
+    if (this.#started) throw coded('a Generation can be iterated once', 'invalid-argument');
     this.#started = true;
     try {
       for await (const ev of this.#events) {
@@ -187,7 +187,7 @@ export class Generation implements AsyncIterable<string>, PromiseLike<Generation
           this.#resolve(ev.result);
         }
       }
-      if (!this.result) throw new Error('generation ended without a result');
+      if (!this.result) throw coded('generation ended without a result', 'internal');
     } catch (e) {
       this.#reject(e);
       throw e;
@@ -253,14 +253,11 @@ async function openModel(
   const hit = cache ? await cache.match(url) : undefined;
   if (hit && hit.body) {
     const len = hit.headers.get('content-length');
-    return { total: len ? Number(len) : undefined, chunks: bodyChunks(hit.body), name: url, fromCache: true };
+    return { total: len ? Number(len) : undefined, chunks: bodyChunks(hit.body, url), name: url, fromCache: true };
   }
-  const res = await fetch(url, { signal: opts.signal });
-  if (!res.ok) throw new Error(`HTTP ${res.status} ${res.statusText} for ${url}`);
-  const len = res.headers.get('content-length');
-  const total = len !== null && !res.headers.get('content-encoding') ? Number(len) : undefined;
-  if (!res.body) throw new Error(`no response body for ${url}`);
-  let body = res.body;
+  const { body: resBody, total } = await fetchBody(url, opts.signal);
+  if (!resBody) throw coded(`no response body for ${url}`, 'io');
+  let body = resBody;
   let cached: Promise<void> | undefined;
   if (cache) {
     const [a, b] = body.tee();
@@ -269,24 +266,7 @@ async function openModel(
     if (total !== undefined) headers['content-length'] = String(total);
     cached = cache.put(url, new Response(b, { headers })).catch(() => {});
   }
-  return { total, chunks: bodyChunks(body), name: url, fromCache: false, cached };
-}
-
-async function* bodyChunks(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array, void, undefined> {
-  const reader = body.getReader();
-  let finished = false;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) {
-        finished = true;
-        return;
-      }
-      yield value;
-    }
-  } finally {
-    if (!finished) await reader.cancel().catch(() => {});
-  }
+  return { total, chunks: bodyChunks(body, url), name: url, fromCache: false, cached };
 }
 
 /** Remove cached models (all, or the one at `url`). Returns true when something was removed. */
@@ -362,7 +342,7 @@ export class LLM {
   }
 
   #c(): LlmCore {
-    if (!this.#core) throw new Error('this LLM was freed');
+    if (!this.#core) throw coded('this LLM was freed', 'invalid-argument');
     return this.#core;
   }
 
@@ -462,7 +442,7 @@ export class LLM {
   }
 
   #guard(): void {
-    if (this.#busy) throw new Error('this LLM is busy with another generation (stop it first)');
+    if (this.#busy) throw coded('this LLM is busy with another generation (stop it first)', 'busy');
   }
 
   async *#run(

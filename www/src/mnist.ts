@@ -5,7 +5,7 @@
 import { engine } from './wasm.js';
 import { GGUF, loadGGUF, type LoadGGUFOptions } from './gguf.js';
 import { readAll, type LoadOptions, type Source } from './source.js';
-import { tick, toError } from './env.js';
+import { coded, tick, toError } from './env.js';
 import { chooseBackend, type Backend, type BackendInfo } from './backend.js';
 import type { MnistCore } from '../wasm/simd/ggweb.js';
 
@@ -79,13 +79,13 @@ export class Mnist {
   }
 
   #c(): MnistCore {
-    if (!this.#core) throw new Error('this Mnist model was freed');
+    if (!this.#core) throw coded('this Mnist model was freed', 'invalid-argument');
     return this.#core;
   }
 
   /** Logits (n × 10) of `n` images given as n × 784 floats in [0, 1]. Calls run one at a time. */
   async logits(images: Float32Array): Promise<Float32Array> {
-    if (!(images instanceof Float32Array)) throw new Error('invalid argument: images must be a Float32Array');
+    if (!(images instanceof Float32Array)) throw coded('invalid argument: images must be a Float32Array', 'invalid-argument');
     if (this.backendInfo.backend === 'cpu') return this.logitsSync(images);
     const run = async (): Promise<Float32Array> => {
       const core = this.#c();
@@ -104,8 +104,8 @@ export class Mnist {
   }
   /** Synchronous `logits` (CPU models only: WebGPU results are read back asynchronously). */
   logitsSync(images: Float32Array): Float32Array {
-    if (!(images instanceof Float32Array)) throw new Error('invalid argument: images must be a Float32Array');
-    if (this.backendInfo.backend !== 'cpu') throw new Error('logitsSync needs a CPU model: this one runs on WebGPU (use logits)');
+    if (!(images instanceof Float32Array)) throw coded('invalid argument: images must be a Float32Array', 'invalid-argument');
+    if (this.backendInfo.backend !== 'cpu') throw coded('logitsSync needs a CPU model: this one runs on WebGPU (use logits)', 'unsupported');
     try {
       return this.#c().predictBatch(images);
     } catch (e) {
@@ -127,7 +127,7 @@ export class Mnist {
   async evaluate(images: Float32Array | Uint8Array, labels: ArrayLike<number>, opts: EvaluateOptions = {}): Promise<Evaluation> {
     const n = labels.length;
     if (images.length !== n * MNIST_PIXELS) {
-      throw new Error(`shape error: ${n} labels need ${n * MNIST_PIXELS} pixels, got ${images.length}`);
+      throw coded(`shape error: ${n} labels need ${n * MNIST_PIXELS} pixels, got ${images.length}`, 'shape');
     }
     const bs = Math.max(1, Math.floor(opts.batchSize ?? 500));
     let correct = 0;
@@ -164,16 +164,16 @@ export class Mnist {
 
 function toPixels(p: Pixels): Float32Array {
   if (p instanceof Float32Array) {
-    if (p.length !== MNIST_PIXELS) throw new Error(`shape error: an MNIST image has 784 pixels, got ${p.length}`);
+    if (p.length !== MNIST_PIXELS) throw coded(`shape error: an MNIST image has 784 pixels, got ${p.length}`, 'shape');
     return p;
   }
   if (typeof p === 'object' && p && 'data' in p && 'width' in p) {
     if (p.width !== 28 || p.height !== 28) {
-      throw new Error(`shape error: ImageData must be 28x28 (use preprocessDigit), got ${p.width}x${p.height}`);
+      throw coded(`shape error: ImageData must be 28x28 (use preprocessDigit), got ${p.width}x${p.height}`, 'shape');
     }
     return imageDataToGray(p);
   }
-  throw new Error('invalid argument: pixels must be a Float32Array(784) or a 28x28 ImageData');
+  throw coded('invalid argument: pixels must be a Float32Array(784) or a 28x28 ImageData', 'invalid-argument');
 }
 
 /** Grayscale in [0, 1] of an RGBA image: luminance × alpha (white-on-black or opaque drawings). */
@@ -277,17 +277,17 @@ export interface Idx {
 /** Parse an idx file (MNIST's format: big-endian magic 0x0000080N, N u32 dims, u8 data). */
 export function parseIdx(bytes: Uint8Array): Idx {
   if (bytes.length < 4 || bytes[0] !== 0 || bytes[1] !== 0 || bytes[2] !== 0x08) {
-    throw new Error('invalid idx file: bad magic (expected 0x000008NN, unsigned bytes)');
+    throw coded('invalid idx file: bad magic (expected 0x000008NN, unsigned bytes)', 'invalid-argument');
   }
   const nd = bytes[3];
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (bytes.length < 4 + 4 * nd) throw new Error('invalid idx file: truncated header');
+  if (bytes.length < 4 + 4 * nd) throw coded('invalid idx file: truncated header', 'invalid-argument');
   const dims: number[] = [];
   for (let i = 0; i < nd; i++) dims.push(dv.getUint32(4 + 4 * i, false));
   const n = dims.reduce((a, b) => a * b, 1);
   const start = 4 + 4 * nd;
   if (bytes.length - start !== n) {
-    throw new Error(`invalid idx file: dims ${dims.join('x')} need ${n} bytes of data, got ${bytes.length - start}`);
+    throw coded(`invalid idx file: dims ${dims.join('x')} need ${n} bytes of data, got ${bytes.length - start}`, 'invalid-argument');
   }
   return { dims, data: bytes.subarray(start) };
 }
@@ -304,10 +304,10 @@ export async function loadMnistSet(images: Source, labels: Source, opts: LoadOpt
   const [ib, lb] = await Promise.all([readAll(images, opts), readAll(labels, { signal: opts.signal })]);
   const img = parseIdx(ib), lab = parseIdx(lb);
   if (img.dims.length !== 3 || img.dims[1] !== 28 || img.dims[2] !== 28) {
-    throw new Error(`invalid MNIST images: dims ${img.dims.join('x')}, expected Nx28x28`);
+    throw coded(`invalid MNIST images: dims ${img.dims.join('x')}, expected Nx28x28`, 'invalid-argument');
   }
   if (lab.dims.length !== 1 || lab.dims[0] !== img.dims[0]) {
-    throw new Error(`invalid MNIST labels: ${lab.dims.join('x')} for ${img.dims[0]} images`);
+    throw coded(`invalid MNIST labels: ${lab.dims.join('x')} for ${img.dims[0]} images`, 'invalid-argument');
   }
   const out = new Float32Array(img.data.length);
   for (let i = 0; i < out.length; i++) out[i] = img.data[i] / 255;

@@ -1,5 +1,5 @@
 /** Reading a GGUF (or any file) from a URL, a Node path, a Blob/File or bytes, in chunks. */
-import { isNode, nodeImport } from './env.js';
+import { coded, ioError, isNode, nodeImport } from './env.js';
 
 /** What can be loaded: a URL (fetched, streamed), a file path (Node), a `Blob`/`File`, or bytes. */
 export type Source = string | URL | Blob | ArrayBuffer | ArrayBufferView;
@@ -51,7 +51,7 @@ export async function openSource(source: Source, signal?: AbortSignal): Promise<
     return openPath(url.fileURLToPath(source), signal);
   }
   if (typeof source === 'string' || source instanceof URL) return openUrl(source, signal);
-  throw new Error(`cannot load from ${Object.prototype.toString.call(source)}: expected a URL, path, Blob or bytes`);
+  throw coded(`cannot load from ${Object.prototype.toString.call(source)}: expected a URL, path, Blob or bytes`, 'invalid-argument');
 }
 
 async function* once(bytes: Uint8Array): AsyncGenerator<Uint8Array, void, undefined> {
@@ -93,34 +93,55 @@ async function openPath(path: string, signal?: AbortSignal): Promise<OpenSource>
   return { total, chunks: gen(), name: path };
 }
 
-async function openUrl(url: string | URL, signal?: AbortSignal): Promise<OpenSource> {
-  const res = await fetch(url, { signal });
-  if (!res.ok) throw new Error(`HTTP ${res.status} ${res.statusText} for ${url}`);
+/** GET `url`: the response body and its length when known; network failures and HTTP error
+ * statuses are `io` errors (with `status`). */
+export async function fetchBody(url: string | URL, signal?: AbortSignal): Promise<{ body: ReadableStream<Uint8Array> | null; total?: number; res: Response }> {
+  let res: Response;
+  try {
+    res = await fetch(url, { signal });
+  } catch (e) {
+    throw ioError(e, `fetching ${url} failed`);
+  }
+  if (!res.ok) {
+    await res.body?.cancel().catch(() => {});
+    throw coded(`HTTP ${res.status} ${res.statusText} for ${url}`, 'io', { status: res.status });
+  }
   const len = res.headers.get('content-length');
-  const encoded = res.headers.get('content-encoding');
-  const total = len !== null && !encoded ? Number(len) : undefined;
-  if (!res.body) {
+  const total = len !== null && !res.headers.get('content-encoding') ? Number(len) : undefined;
+  return { body: res.body, total, res };
+}
+
+/** The chunks of a response body; a dropped connection or a body shorter than its
+ * Content-Length is an `io` error; stopping early (`return()`) cancels the download. */
+export async function* bodyChunks(body: ReadableStream<Uint8Array>, url: string | URL): AsyncGenerator<Uint8Array, void, undefined> {
+  const reader = body.getReader();
+  let finished = false;
+  try {
+    for (;;) {
+      let step: ReadableStreamReadResult<Uint8Array>;
+      try {
+        step = await reader.read();
+      } catch (e) {
+        throw ioError(e, `reading ${url} failed`);
+      }
+      if (step.done) {
+        finished = true;
+        return;
+      }
+      yield step.value;
+    }
+  } finally {
+    if (!finished) await reader.cancel().catch(() => {});
+  }
+}
+
+async function openUrl(url: string | URL, signal?: AbortSignal): Promise<OpenSource> {
+  const { body, total, res } = await fetchBody(url, signal);
+  if (!body) {
     const bytes = new Uint8Array(await res.arrayBuffer());
     return { total: bytes.length, chunks: once(bytes), name: String(url) };
   }
-  const reader = res.body.getReader();
-  async function* gen(): AsyncGenerator<Uint8Array, void, undefined> {
-    let finished = false;
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) {
-          finished = true;
-          return;
-        }
-        yield value;
-      }
-    } finally {
-      // Stopping early (header only) cancels the download.
-      if (!finished) await reader.cancel().catch(() => {});
-    }
-  }
-  return { total, chunks: gen(), name: String(url) };
+  return { total, chunks: bodyChunks(body, url), name: String(url) };
 }
 
 /** Read a whole source into one `Uint8Array` (gunzipped when it starts with the gzip magic). */
