@@ -80,7 +80,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$out/artifacts/$t"
   args=(-max_len="$(max_len "$t")" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
         -artifact_prefix="$out/artifacts/$t/")
-  if [ -n "$smoke" ]; then args+=(-max_total_time=15); fi
+  if [ -n "$smoke" ]; then args+=(-max_total_time=10); fi
   echo "=== fuzz $t ($(date +%T))"
   # Regression inputs run first: each must pass.
   if [ -d regressions/$t ] && [ -n "$(ls regressions/$t)" ]; then

@@ -70,6 +70,9 @@ if [ -n "$full" ]; then
   cargo_tests "$root/target/native-tests-long.log" -- --ignored long_
 fi
 
+step "fuzz smoke (cargo-fuzz, nightly: each target briefly; long runs: scripts/fuzz.sh)"
+bash scripts/fuzz.sh --smoke
+
 step "CLI"
 bash scripts/test-cli.sh
 
