@@ -86,6 +86,8 @@ if [ -z "${SKIP_E2E:-}" ]; then
   step "browser end-to-end (puppeteer-core + /usr/bin/chromium)"
   mkdir -p test-output
   node www/test-e2e/e2e.mjs
+  step "hostile inputs in headless Chromium (lying server, claims, bad calls)"
+  node www/test-e2e/hostile-e2e.mjs
   step "LLM in headless Chromium: parity, chat page, Cache API"
   LLM_BENCH="${LLM_BENCH:-0}" node www/test-e2e/llm-e2e.mjs
 fi
