@@ -15,7 +15,9 @@ use ggweb::models::sampler::argmax;
 use serde_json::Value;
 
 fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("data")
+        .join(rel)
 }
 
 fn qwen2() -> PathBuf {
@@ -160,4 +162,29 @@ fn qwen2_matches_llama_cpp() {
     );
     let (_, _, compared, _) = check_against(&mut llm.model, "qwen2");
     assert_eq!(compared, 32, "no near-tie in this reference");
+}
+
+/// A random-weight family fixture: its architecture is the one named, and its logits and greedy
+/// tokens follow llama.cpp's.
+fn check_random(name: &str, arch: ggweb::models::arch::Arch) {
+    let path = data("families").join(format!("{name}-random.gguf"));
+    let mut m = LlamaModel::open(&path, 64, 2).unwrap();
+    assert_eq!(m.hp.arch, arch);
+    let (_, _, compared, equal) = check_against(&mut m, &format!("families/{name}"));
+    assert!(compared >= 8 && equal == compared, "{name}: greedy");
+}
+
+#[test]
+fn qwen3_random_matches_llama_cpp() {
+    check_random("qwen3", ggweb::models::arch::Arch::Qwen3);
+}
+
+#[test]
+fn phi3_random_matches_llama_cpp() {
+    check_random("phi3", ggweb::models::arch::Arch::Phi3);
+}
+
+#[test]
+fn llama3_rope_freqs_random_matches_llama_cpp() {
+    check_random("llama3", ggweb::models::arch::Arch::Llama);
 }

@@ -3,7 +3,7 @@
 //
 //   llama_logits MODEL PROMPT N_GEN OUT_PREFIX [TOPK]
 //
-// The prompt is tokenized with the model's add_bos setting and special tokens parsed, evaluated in
+// PROMPT "ids:1,2,3" gives token ids directly; otherwise the prompt is tokenized with the model's add_bos setting and special tokens parsed, evaluated in
 // one llama_decode with every position's logits on, then N_GEN tokens are generated greedily one at
 // a time. Writes OUT_PREFIX.json (ids, per-position argmax / logsumexp / top-k, greedy ids with
 // each step's top-2 gap), OUT_PREFIX.last.f16 (the last prompt position's logits, IEEE half,
@@ -85,11 +85,24 @@ int main(int argc, char **argv) {
     const llama_vocab *vocab = llama_model_get_vocab(model);
     int n_vocab = llama_vocab_n_tokens(vocab);
 
-    std::vector<llama_token> ids(prompt.size() + 8);
-    int n = llama_tokenize(vocab, prompt.data(), (int)prompt.size(), ids.data(), (int)ids.size(),
-                           /*add_special*/ true, /*parse_special*/ true);
-    if (n < 0) return 1;
-    ids.resize(n);
+    std::vector<llama_token> ids;
+    if (prompt.rfind("ids:", 0) == 0) {
+        // Token ids given directly (the random-weight fixtures have no tokenizer).
+        const char *p = prompt.c_str() + 4;
+        while (*p) {
+            char *end;
+            ids.push_back((llama_token)std::strtol(p, &end, 10));
+            p = *end == ',' ? end + 1 : end;
+            if (end == p && *p) return 2;
+        }
+    } else {
+        ids.resize(prompt.size() + 8);
+        int nt = llama_tokenize(vocab, prompt.data(), (int)prompt.size(), ids.data(), (int)ids.size(),
+                                /*add_special*/ true, /*parse_special*/ true);
+        if (nt < 0) return 1;
+        ids.resize(nt);
+    }
+    int n = (int)ids.size();
 
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 512;
