@@ -188,3 +188,69 @@ fn phi3_random_matches_llama_cpp() {
 fn llama3_rope_freqs_random_matches_llama_cpp() {
     check_random("llama3", ggweb::models::arch::Arch::Llama);
 }
+
+/// A split GGUF (llama.cpp's `gguf-split` layout: `split.no` u16, `split.count` u16,
+/// `split.tensors.count` i32 in every part, the metadata in the first) of the phi3 fixture, in
+/// three parts written here: the model opened from part 1 gives the unsplit file's logits bit
+/// for bit; a missing part, part 2 opened first and a wrong tensor count are errors.
+#[test]
+fn split_gguf_loads_like_the_whole_file() {
+    use ggweb::gguf::{GgufFile, GgufWriter, Value};
+    let src = data("families").join("phi3-random.gguf");
+    let file = GgufFile::open(&src).unwrap();
+    let g = file.header();
+    let n = 3usize;
+    let dir = std::env::temp_dir().join(format!("ggweb-split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |i: usize| dir.join(format!("phi3-{:05}-of-{n:05}.gguf", i + 1));
+    let write = |tensor_count: i32| {
+        let per = g.tensors.len().div_ceil(n);
+        for (i, chunk) in g.tensors.chunks(per).enumerate() {
+            let mut w = GgufWriter::new();
+            if i == 0 {
+                for (k, v) in &g.metadata {
+                    w.set(k.clone(), v.clone());
+                }
+            }
+            w.set("split.no", Value::U16(i as u16));
+            w.set("split.count", Value::U16(n as u16));
+            w.set("split.tensors.count", Value::I32(tensor_count));
+            for t in chunk {
+                w.add_tensor(
+                    &t.name,
+                    t.dtype,
+                    &t.ne[..t.n_dims as usize],
+                    file.tensor_bytes(t).unwrap(),
+                )
+                .unwrap();
+            }
+            std::fs::write(path(i), w.to_bytes().unwrap()).unwrap();
+        }
+    };
+    write(g.tensors.len() as i32);
+    let prompt = [5, 17, 300, 42, 99, 7];
+    let whole = LlamaModel::open(&src, 16, 2)
+        .unwrap()
+        .eval(&prompt, true)
+        .unwrap();
+    let split = LlamaModel::open(&path(0), 16, 2)
+        .unwrap()
+        .eval(&prompt, true)
+        .unwrap();
+    assert!(
+        whole == split,
+        "split model's logits differ from the whole file's"
+    );
+    let e = LlamaModel::open(&path(1), 16, 2)
+        .err()
+        .expect("part 2 first");
+    assert!(e.to_string().contains("open part 1"), "{e}");
+    write(g.tensors.len() as i32 + 1);
+    let e = LlamaModel::open(&path(0), 16, 2)
+        .err()
+        .expect("tensor count");
+    assert!(e.to_string().contains("split.tensors.count"), "{e}");
+    std::fs::remove_file(path(2)).unwrap();
+    assert!(LlamaModel::open(&path(0), 16, 2).is_err(), "missing part");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -8,23 +8,10 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { init, LLM } from '../dist/index.js';
-import { initOptions, MODELS, ROOT, compareLogits } from '../test/helpers.mjs';
+import { initOptions, QWEN2, QWEN2_DATA as DATA, compareLogits, readF16 } from '../test/helpers.mjs';
 
-const QWEN2 = path.join(MODELS, 'qwen2.5-coder-0.5b-instruct-q4_k_m.gguf');
-const DATA = path.join(ROOT, 'native-tests', 'data', 'qwen2');
 const ref = JSON.parse(fs.readFileSync(path.join(DATA, 'logits.json'), 'utf8'));
 
-/** IEEE half (little-endian) to f32. */
-function readF16(file) {
-  const b = fs.readFileSync(file);
-  const out = new Float32Array(b.length / 2);
-  for (let i = 0; i < out.length; i++) {
-    const h = b.readUInt16LE(2 * i);
-    const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    out[i] = e === 0 ? s * m * 2 ** -24 : e === 31 ? (m ? NaN : s * Infinity) : s * (1 + m / 1024) * 2 ** (e - 15);
-  }
-  return out;
-}
 const argmax = (v) => { let b = 0; for (let i = 1; i < v.length; i++) if (v[i] > v[b]) b = i; return b; };
 
 await init(initOptions);
@@ -40,7 +27,7 @@ test('qwen2: info and prompt ids', async () => {
 test('qwen2: last-position logits vs llama.cpp (batch), argmax at every position (token by token)', async () => {
   llm.reset();
   const last = await llm.logits(ref.prompt_ids);
-  const c = compareLogits(last, readF16(path.join(DATA, 'logits.last.f16')));
+  const c = compareLogits(last, readF16(fs.readFileSync(path.join(DATA, 'logits.last.f16'))));
   console.log(`qwen2 last: argmax ${c.argmaxOurs}/${c.argmaxRef}, max abs ${c.maxAbs.toFixed(4)}, KL ${c.kl.toExponential(3)}`);
   assert.equal(c.argmaxOurs, c.argmaxRef);
   assert.ok(c.kl < 0.01, `KL ${c.kl}`);

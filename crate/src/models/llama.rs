@@ -221,7 +221,8 @@ pub struct LlamaModel {
     /// Where the last graph ran (GPU runs only: the browser and the CLI report it).
     last_placements: Option<crate::models::runner::Placements>,
     _kv: Vec<Arc<dyn Buffer>>,
-    _bytes: Arc<dyn HostBytes>,
+    /// The file bytes the weights are read from (one per part of a split model).
+    _bytes: Vec<Arc<dyn HostBytes>>,
 }
 
 impl LlamaModel {
@@ -253,15 +254,24 @@ impl LlamaModel {
         n_ctx: usize,
         runner: Runner,
     ) -> Result<LlamaModel> {
+        Self::with_runner_parts(&[(gguf, bytes)], n_ctx, runner)
+    }
+
+    /// Load from the parts of a split GGUF (headers and bytes, in order; the first holds the
+    /// metadata) onto `runner`'s backends. One part is an ordinary file.
+    pub fn with_runner_parts(
+        parts: &[(&Gguf, Arc<dyn HostBytes>)],
+        n_ctx: usize,
+        runner: Runner,
+    ) -> Result<LlamaModel> {
+        let gguf = parts
+            .first()
+            .map(|p| p.0)
+            .ok_or_else(|| Error::InvalidArgument("no model files".into()))?;
         let hp = HParams::from_gguf(gguf)?;
         let n_ctx = n_ctx.clamp(1, hp.n_ctx_train.max(1));
         let mut ctx = Context::new();
-        let w = Weights::load_into(
-            &mut ctx,
-            gguf,
-            bytes.clone(),
-            Some(runner.weights_buffer_type()),
-        )?;
+        let w = Weights::load_parts(&mut ctx, parts, Some(runner.weights_buffer_type()))?;
         let spec = hp.spec;
         let opt = |name: &str| w.by_name.get(name).copied();
         // Required when the family says so, else used when present.
@@ -457,7 +467,7 @@ impl LlamaModel {
             n_past: 0,
             last_placements: None,
             _kv: kv,
-            _bytes: bytes,
+            _bytes: parts.iter().map(|p| p.1.clone()).collect(),
         })
     }
 
@@ -467,7 +477,8 @@ impl LlamaModel {
         Self::open_with(path, n_ctx, BackendChoice::Cpu, n_threads)
     }
 
-    /// Open a GGUF file (memory-mapped) on the chosen backends.
+    /// Open a GGUF file (memory-mapped) on the chosen backends; the first part of a split
+    /// model (`*-00001-of-0000N.gguf`) opens all its parts.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_with(
         path: &std::path::Path,
@@ -475,8 +486,23 @@ impl LlamaModel {
         backend: BackendChoice,
         n_threads: usize,
     ) -> Result<LlamaModel> {
-        let file = Arc::new(crate::gguf::GgufFile::open(path)?);
-        Self::from_gguf(file.clone(), file.header(), n_ctx, backend, n_threads)
+        let files = crate::models::split::open_parts(path)?;
+        Self::from_files(&files, n_ctx, backend, n_threads)
+    }
+
+    /// Load from opened files (one, or the parts of a split model) on the chosen backends.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn from_files(
+        files: &[Arc<crate::gguf::GgufFile>],
+        n_ctx: usize,
+        backend: BackendChoice,
+        n_threads: usize,
+    ) -> Result<LlamaModel> {
+        let parts: Vec<(&Gguf, Arc<dyn HostBytes>)> = files
+            .iter()
+            .map(|f| (f.header(), f.clone() as Arc<dyn HostBytes>))
+            .collect();
+        Self::with_runner_parts(&parts, n_ctx, Runner::new(backend, n_threads)?)
     }
 
     /// Which backends run the model (the adapter, the f16/f32 path) and where weights are.

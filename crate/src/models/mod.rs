@@ -7,5 +7,6 @@ pub mod llm;
 pub mod mnist;
 pub mod runner;
 pub mod sampler;
+pub mod split;
 pub mod tokenizer;
 pub mod weights;
