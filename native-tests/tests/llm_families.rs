@@ -254,3 +254,80 @@ fn split_gguf_loads_like_the_whole_file() {
     assert!(LlamaModel::open(&path(0), 16, 2).is_err(), "missing part");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A fixture rewritten: its architecture renamed to `arch` (with the `<arch>.` keys), `edit`
+/// applied to its metadata, tensors whose name contains `drop` left out; the error of loading it.
+fn load_error(
+    fixture: &str,
+    arch: Option<&str>,
+    edit: impl Fn(&mut ggweb::gguf::GgufWriter),
+    drop: &str,
+) -> ggweb::Error {
+    use ggweb::gguf::{GgufFile, GgufWriter, Value};
+    let file = GgufFile::open(&data("families").join(format!("{fixture}-random.gguf"))).unwrap();
+    let g = file.header();
+    let old = g.architecture().unwrap().to_string();
+    let mut w = GgufWriter::new();
+    for (k, v) in &g.metadata {
+        match arch {
+            Some(a) if k == "general.architecture" => w.set(k.clone(), Value::from(a)),
+            Some(a) if k.starts_with(&format!("{old}.")) => {
+                w.set(format!("{a}{}", &k[old.len()..]), v.clone())
+            }
+            _ => w.set(k.clone(), v.clone()),
+        };
+    }
+    edit(&mut w);
+    for t in g
+        .tensors
+        .iter()
+        .filter(|t| drop.is_empty() || !t.name.contains(drop))
+    {
+        w.add_tensor(
+            &t.name,
+            t.dtype,
+            &t.ne[..t.n_dims as usize],
+            file.tensor_bytes(t).unwrap(),
+        )
+        .unwrap();
+    }
+    let path = std::env::temp_dir().join(format!(
+        "ggweb-bad-{}-{fixture}-{}.gguf",
+        std::process::id(),
+        w.n_tensors()
+    ));
+    std::fs::write(&path, w.to_bytes().unwrap()).unwrap();
+    let e = LlamaModel::open(&path, 16, 1)
+        .err()
+        .expect("load must fail");
+    std::fs::remove_file(&path).unwrap();
+    e
+}
+
+#[test]
+fn unsupported_or_malformed_models_are_typed_errors() {
+    use ggweb::gguf::Value;
+    let e = load_error("phi3", Some("mamba"), |_| {}, "");
+    assert!(matches!(e, ggweb::Error::UnsupportedArch { .. }), "{e}");
+    assert_eq!(e.code(), "bad-model");
+    for a in ["llama", "gemma3", "qwen2", "qwen3", "phi3"] {
+        assert!(e.to_string().contains(a), "{e}");
+    }
+    // qwen2 requires q/k/v biases: the qwen3 fixture (none) renamed to qwen2.
+    let e = load_error("qwen3", Some("qwen2"), |_| {}, "");
+    assert!(e.to_string().contains("blk.0.attn_q.bias"), "{e}");
+    // qwen3 requires its per-head norms.
+    let e = load_error("qwen3", None, |_| {}, "attn_k_norm");
+    assert!(e.to_string().contains("blk.0.attn_k_norm"), "{e}");
+    let e = load_error(
+        "phi3",
+        None,
+        |w| {
+            w.set("phi3.rope.scaling.type", Value::from("yarn"));
+        },
+        "",
+    );
+    assert!(e.to_string().contains("rope scaling 'yarn'"), "{e}");
+    let e = load_error("phi3", None, |_| {}, "blk.1.ffn_up");
+    assert!(e.to_string().contains("blk.1.ffn_up"), "{e}");
+}
