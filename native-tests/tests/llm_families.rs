@@ -264,7 +264,7 @@ fn load_error(
     drop: &str,
 ) -> ggweb::Error {
     use ggweb::gguf::{GgufFile, GgufWriter, Value};
-    let file = GgufFile::open(&data("families").join(format!("{fixture}-random.gguf"))).unwrap();
+    let file = GgufFile::open(data("families").join(format!("{fixture}-random.gguf"))).unwrap();
     let g = file.header();
     let old = g.architecture().unwrap().to_string();
     let mut w = GgufWriter::new();
