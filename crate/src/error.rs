@@ -25,6 +25,8 @@ pub enum Error {
     InvalidArgument(String),
     #[error("model error: {0}")]
     Model(String),
+    #[error("model error: unsupported architecture '{arch}' (supported: {supported})")]
+    UnsupportedArch { arch: String, supported: String },
 }
 
 impl Error {
@@ -43,6 +45,7 @@ impl Error {
             Error::Backend(_) => "backend",
             Error::InvalidArgument(_) => "invalid-argument",
             Error::Model(_) => "bad-model",
+            Error::UnsupportedArch { .. } => "bad-model",
         }
     }
 }

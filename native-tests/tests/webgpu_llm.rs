@@ -284,3 +284,59 @@ fn long_gemma3_long_prompt_webgpu_matches_cpu() {
     // for quantized weights; 1.74 measured); argmax per position and KL are the real bounds.
     parity(devs, path, &prompt, (2.5, 0.01, 3), None);
 }
+
+fn read_f16(p: PathBuf) -> Vec<f32> {
+    let b = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    b.chunks_exact(2)
+        .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+        .collect()
+}
+
+/// The random-weight qwen3 / phi3 / llama-3 fixtures (data/families): per-head q/k norms,
+/// fused attn_qkv and gate+up views, rope frequency factors on WebGPU, against the CPU backend
+/// and llama.cpp (the prompt of their references).
+#[test]
+fn families_random_webgpu_matches_cpu() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/families");
+    let prompt = [5, 17, 300, 42, 99, 7, 250, 128, 3, 64, 200, 11];
+    for name in ["qwen3", "phi3", "llama3"] {
+        parity(
+            devices(),
+            data.join(format!("{name}-random.gguf")),
+            &prompt,
+            (1.0, 0.01, 0),
+            Some(LlamaCpp {
+                last: read_f16(data.join(name).join("logits.last.f16")),
+                max_abs: 1.0,
+                kl: 0.01,
+            }),
+        );
+    }
+}
+
+/// Qwen2.5-Coder-0.5B (q/k/v biases, untied output) on WebGPU against the CPU backend and
+/// llama.cpp (data/qwen2, the prompt of llm_families.rs).
+#[test]
+#[ignore = "long: minutes on lavapipe; scripts/test.sh --full (families_random_webgpu_matches_cpu is the short check)"]
+fn long_qwen2_webgpu_matches_cpu() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/qwen2");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("logits.json")).unwrap()).unwrap();
+    let prompt: Vec<u32> = r["prompt_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect();
+    parity(
+        devices(),
+        model("GGWEB_QWEN2", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+        &prompt,
+        (1.5, 0.01, 0),
+        Some(LlamaCpp {
+            last: read_f16(data.join("logits.last.f16")),
+            max_abs: 1.0,
+            kl: 0.01,
+        }),
+    );
+}

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
-import { SMOLLM2, REFERENCE, PROMPT, PROMPT_IDS, GREEDY_7, compareLogits } from '../test/helpers.mjs';
+import { SMOLLM2, REFERENCE, PROMPT, PROMPT_IDS, GREEDY_7, compareLogits, QWEN2, QWEN2_DATA, readF16 } from '../test/helpers.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const OUT = path.join(ROOT, 'test-output');
@@ -101,6 +101,51 @@ try {
   check(parity.memory.wasmHeap < parity.memory.weights * 1.6 + parity.memory.kvCache + 64 * 2 ** 20,
     `chromium: wasm heap ${(parity.memory.wasmHeap / 2 ** 20).toFixed(1)} MiB for ${(parity.memory.weights / 2 ** 20).toFixed(1)} MiB of weights (one copy)`);
   await page.close();
+
+  // ---- Qwen2.5-Coder-0.5B (qwen2) against llama.cpp (native-tests/data/qwen2), CPU build; then
+  // WebGPU (SwiftShader) vs the CPU on 2 prompt tokens. A 491 MB model: scripts/test.sh --full
+  // (GGWEB_TEST_FULL) or LLM_QWEN2=1 only; Node runs the CPU check by default (www/test-models).
+  if (process.env.GGWEB_TEST_FULL || process.env.LLM_QWEN2 === '1') {
+    const t0 = Date.now();
+    const qref = JSON.parse(fs.readFileSync(path.join(QWEN2_DATA, 'logits.json'), 'utf8'));
+    const qlast = readF16(fs.readFileSync(path.join(QWEN2_DATA, 'logits.last.f16')));
+    const want = [];
+    for (const [id, gap] of qref.greedy) {
+      if (gap < 0.1) break;
+      want.push(id);
+    }
+    page = await browser.newPage();
+    page.on('console', (m) => logs.push(`[${m.type()}] ${m.text()}`));
+    page.on('pageerror', (e) => logs.push(`[pageerror] ${e.message}`));
+    await page.goto(`${base}/demo/`);
+    const q = await page.evaluate(async (url, prompt, n) => {
+      const { LLM } = await import('/dist/index.js');
+      const llm = await LLM.load(url, { nCtx: 128, backend: 'cpu', cache: false });
+      const ids = await llm.tokenize(prompt);
+      const last = Array.from(await llm.logits(ids));
+      llm.reset();
+      const g = await llm.complete(ids, { maxTokens: n, temperature: 0 });
+      llm.reset();
+      const two = Array.from(await llm.logits(ids.slice(0, 2)));
+      llm.free();
+      const gpu = await LLM.load(url, { nCtx: 16, backend: 'webgpu', cache: false });
+      const gtwo = Array.from(await gpu.logits(ids.slice(0, 2)));
+      const r = { ids, last, tokens: g.tokens, text: g.text, two, gtwo, backendInfo: gpu.loadInfo.backendInfo };
+      gpu.free();
+      return r;
+    }, '/models/' + path.basename(QWEN2), qref.prompt, want.length);
+    check(JSON.stringify(q.ids) === JSON.stringify(qref.prompt_ids), `chromium qwen2: prompt ids (${q.ids.length})`);
+    const c = compareLogits(q.last, qlast);
+    check(c.argmaxOurs === c.argmaxRef && c.kl < 0.01,
+      `chromium qwen2: last logits argmax ${c.argmaxOurs}/${c.argmaxRef}, max abs ${c.maxAbs.toFixed(4)}, KL ${c.kl.toExponential(3)}`);
+    check(JSON.stringify(q.tokens) === JSON.stringify(want), `chromium qwen2: greedy ${want.length} equal llama.cpp: "${q.text}"`);
+    const cg = compareLogits(q.gtwo, q.two);
+    check(q.backendInfo.backend === 'webgpu' && cg.argmaxOurs === cg.argmaxRef && cg.maxAbs <= 1.5 && cg.kl <= 0.01,
+      `chromium qwen2: webgpu vs cpu (2 tokens): argmax ${cg.argmaxOurs}/${cg.argmaxRef}, max abs ${cg.maxAbs.toFixed(4)}, KL ${cg.kl.toExponential(3)}`);
+    results.qwen2 = { compare: c, tokens: q.tokens, webgpu: cg, seconds: (Date.now() - t0) / 1000 };
+    console.log(`chromium qwen2 section: ${results.qwen2.seconds.toFixed(0)} s`);
+    await page.close();
+  }
 
   // ---- WebGPU (SwiftShader: CPU-emulated, slow) vs the CPU build, short prompt ----
   if (process.env.LLM_WEBGPU !== '0') {

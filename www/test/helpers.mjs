@@ -34,3 +34,18 @@ export function compareLogits(ours, ref) {
   for (let i = 0; i < ref.length; i++) kl += Math.exp(lp[i]) * (lp[i] - lq[i]);
   return { argmaxOurs: am(ours), argmaxRef: am(ref), maxAbs, kl };
 }
+
+/** Qwen2.5-Coder-0.5B-Instruct Q4_K_M (scripts/fetch-models.sh) and llama.cpp's outputs on it. */
+export const QWEN2 = path.join(MODELS, 'qwen2.5-coder-0.5b-instruct-q4_k_m.gguf');
+export const QWEN2_DATA = path.join(ROOT, 'native-tests', 'data', 'qwen2');
+
+/** An IEEE half (little-endian) file as a Float32Array. */
+export function readF16(bytes) {
+  const out = new Float32Array(bytes.length / 2);
+  for (let i = 0; i < out.length; i++) {
+    const h = bytes[2 * i] | (bytes[2 * i + 1] << 8);
+    const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    out[i] = e === 0 ? s * m * 2 ** -24 : e === 31 ? (m ? NaN : s * Infinity) : s * (1 + m / 1024) * 2 ** (e - 15);
+  }
+  return out;
+}

@@ -1,9 +1,12 @@
-//! Decoder-only transformer language models from GGUF: the llama family (RMSNorm, RoPE, GQA,
-//! SwiGLU, tied or separate output) and gemma3 (extra q/k and post norms, GeGLU, embedding scale,
-//! local/global attention with their own rope bases). Hyper-parameters come from the metadata.
+//! Decoder-only transformer language models from GGUF: one builder for every family in
+//! [`crate::models::arch::ARCHS`] (llama incl. Mistral/SmolLM/Llama-3 `rope_freqs`, gemma3, qwen2,
+//! qwen3, phi3). The families differ by a row of that table (rope layout, activation, gemma's
+//! extra norms) and by which optional tensors the file has (biases, per-head q/k norms, fused
+//! `attn_qkv` and gate+up `ffn_up`, a separate `output`); hyper-parameters come from the metadata.
 //!
-//! The graph follows llama.cpp's builders (`llm_build_llama`, `llm_build_gemma3_iswa`) so results
-//! can be compared with it. The KV cache is f16, one K and one V tensor per layer, rows per token.
+//! The graph follows llama.cpp's builders (`llm_build_llama`, `llm_build_gemma3_iswa`, qwen2/3,
+//! phi3) so results can be compared with it. The KV cache is f16, one K and one V tensor per
+//! layer, rows per token.
 //!
 //! Graphs run through a [`Runner`] (the scheduler over cpu | webgpu | auto): weights live in the
 //! chosen device's memory (a tensor the device cannot hold stays on the CPU), each layer's KV
@@ -15,22 +18,19 @@ use crate::backend::cpu::HostBytes;
 use crate::backend::{Buffer, BufferType, BufferUsage};
 use crate::context::Mark;
 use crate::gguf::Gguf;
+pub use crate::models::arch::Arch;
+use crate::models::arch::{Act, ArchSpec};
 use crate::models::runner::{BackendChoice, Runner};
 use crate::models::weights::Weights;
-use crate::tensor::{RopeMode, RopeParams};
+use crate::tensor::RopeParams;
 use crate::{Context, DType, Error, Graph, Result, TensorId};
-
-/// Supported architectures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Arch {
-    Llama,
-    Gemma3,
-}
 
 /// Hyper-parameters read from the GGUF metadata.
 #[derive(Debug, Clone)]
 pub struct HParams {
     pub arch: Arch,
+    /// The architecture's row of the table.
+    pub spec: &'static ArchSpec,
     pub n_vocab: usize,
     pub n_ctx_train: usize,
     pub n_embd: usize,
@@ -44,11 +44,11 @@ pub struct HParams {
     pub rms_eps: f32,
     pub rope_base: f32,
     pub rope_scale: f32,
-    /// gemma3: rope base of the sliding-window (local) layers.
+    /// Rope base of the sliding-window (local) layers.
     pub rope_base_swa: f32,
-    /// gemma3: window of local layers; 0 = none.
+    /// Window of local layers; 0 = none.
     pub n_swa: usize,
-    /// gemma3: every `swa_pattern`-th layer is global.
+    /// Every `swa_pattern`-th layer is global.
     pub swa_pattern: usize,
 }
 
@@ -57,15 +57,7 @@ impl HParams {
         let arch_name = g
             .architecture()
             .ok_or_else(|| Error::Model("no general.architecture".into()))?;
-        let arch = match arch_name {
-            "llama" => Arch::Llama,
-            "gemma3" => Arch::Gemma3,
-            other => {
-                return Err(Error::Model(format!(
-                    "unsupported architecture '{other}' (supported: llama, gemma3)"
-                )))
-            }
-        };
+        let spec = ArchSpec::lookup(arch_name)?;
         let key = |k: &str| format!("{arch_name}.{k}");
         let req = |k: &str| -> Result<usize> {
             g.get(&key(k))
@@ -105,22 +97,31 @@ impl HParams {
                 .map(|a| a.len())
                 .ok_or_else(|| Error::Model("no vocab size".into()))?,
         };
-        let (n_swa, swa_pattern, rope_base_swa) = match arch {
-            Arch::Gemma3 => (
-                g.get(&key("attention.sliding_window"))
-                    .and_then(|v| v.as_usize())
-                    .unwrap_or(0),
-                6,
-                10_000.0,
-            ),
-            Arch::Llama => (0, 0, 0.0),
+        // Only families with a local/global pattern read the window: phi3 files name one that
+        // llama.cpp ignores.
+        let n_swa = if spec.swa_pattern > 0 {
+            g.get(&key("attention.sliding_window"))
+                .and_then(|v| v.as_usize())
+                .unwrap_or(0)
+        } else {
+            0
         };
+        // Linear scaling is the only kind the builder applies; YaRN or LongRoPE would run
+        // silently wrong, so they are refused.
+        if let Some(t) = g.get(&key("rope.scaling.type")).and_then(|v| v.as_str()) {
+            if !matches!(t, "none" | "linear") {
+                return Err(Error::Model(format!(
+                    "rope scaling '{t}' is not supported (only linear)"
+                )));
+            }
+        }
         let scale = g
             .get(&key("rope.scaling.factor"))
             .and_then(|v| v.as_f32())
             .filter(|&f| f > 0.0);
         Ok(HParams {
-            arch,
+            arch: spec.arch,
+            spec,
             n_vocab,
             n_ctx_train: req("context_length")?,
             n_embd,
@@ -137,34 +138,66 @@ impl HParams {
             rms_eps: opt_f("attention.layer_norm_rms_epsilon", 1e-5),
             rope_base: opt_f("rope.freq_base", 10_000.0),
             rope_scale: scale.map_or(1.0, |f| 1.0 / f),
-            rope_base_swa,
+            rope_base_swa: spec.rope_base_swa,
             n_swa,
-            swa_pattern,
+            swa_pattern: spec.swa_pattern,
         })
     }
 
-    /// gemma3: is layer `il` a local (sliding-window) layer?
+    /// Is layer `il` a local (sliding-window) layer?
     pub fn is_swa(&self, il: usize) -> bool {
         self.n_swa > 0 && self.swa_pattern > 0 && il % self.swa_pattern < self.swa_pattern - 1
     }
 }
 
+/// The q/k/v projections: three matrices, or one fused `attn_qkv` whose rows are q, then k,
+/// then v (phi3); each with an optional bias.
+enum Qkv {
+    Split {
+        wq: TensorId,
+        wk: TensorId,
+        wv: TensorId,
+        bq: Option<TensorId>,
+        bk: Option<TensorId>,
+        bv: Option<TensorId>,
+    },
+    Fused {
+        w: TensorId,
+        b: Option<TensorId>,
+    },
+}
+
+/// The gated FFN's input side: separate gate and up, or one `ffn_up` of 2 * n_ff rows, gate
+/// first (phi3).
+enum FfnIn {
+    Split { gate: TensorId, up: TensorId },
+    Fused { up: TensorId },
+}
+
 struct Layer {
     attn_norm: TensorId,
-    wq: TensorId,
-    wk: TensorId,
-    wv: TensorId,
+    qkv: Qkv,
     wo: TensorId,
+    bo: Option<TensorId>,
     q_norm: Option<TensorId>,
     k_norm: Option<TensorId>,
     post_attn_norm: Option<TensorId>,
     ffn_norm: TensorId,
-    ffn_gate: TensorId,
-    ffn_up: TensorId,
+    ffn_in: FfnIn,
     ffn_down: TensorId,
     post_ffn_norm: Option<TensorId>,
     k_cache: TensorId,
     v_cache: TensorId,
+}
+
+impl Layer {
+    /// The weight whose buffer the layer's KV cache shares.
+    fn attn_weight(&self) -> TensorId {
+        match self.qkv {
+            Qkv::Split { wq, .. } => wq,
+            Qkv::Fused { w, .. } => w,
+        }
+    }
 }
 
 /// A loaded language model with its KV cache and the backends it runs on.
@@ -175,6 +208,9 @@ pub struct LlamaModel {
     tok_embd: TensorId,
     output_norm: TensorId,
     output: TensorId,
+    output_b: Option<TensorId>,
+    /// Llama-3 rope frequency factors (`rope_freqs.weight`, n_rot/2 values).
+    rope_freqs: Option<TensorId>,
     layers: Vec<Layer>,
     mark: Mark,
     runner: Runner,
@@ -185,7 +221,8 @@ pub struct LlamaModel {
     /// Where the last graph ran (GPU runs only: the browser and the CLI report it).
     last_placements: Option<crate::models::runner::Placements>,
     _kv: Vec<Arc<dyn Buffer>>,
-    _bytes: Arc<dyn HostBytes>,
+    /// The file bytes the weights are read from (one per part of a split model).
+    _bytes: Vec<Arc<dyn HostBytes>>,
 }
 
 impl LlamaModel {
@@ -217,20 +254,46 @@ impl LlamaModel {
         n_ctx: usize,
         runner: Runner,
     ) -> Result<LlamaModel> {
+        Self::with_runner_parts(&[(gguf, bytes)], n_ctx, runner)
+    }
+
+    /// Load from the parts of a split GGUF (headers and bytes, in order; the first holds the
+    /// metadata) onto `runner`'s backends. One part is an ordinary file.
+    pub fn with_runner_parts(
+        parts: &[(&Gguf, Arc<dyn HostBytes>)],
+        n_ctx: usize,
+        runner: Runner,
+    ) -> Result<LlamaModel> {
+        let gguf = parts
+            .first()
+            .map(|p| p.0)
+            .ok_or_else(|| Error::InvalidArgument("no model files".into()))?;
         let hp = HParams::from_gguf(gguf)?;
         let n_ctx = n_ctx.clamp(1, hp.n_ctx_train.max(1));
         let mut ctx = Context::new();
-        let w = Weights::load_into(
-            &mut ctx,
-            gguf,
-            bytes.clone(),
-            Some(runner.weights_buffer_type()),
-        )?;
-        let gemma = hp.arch == Arch::Gemma3;
-        let opt = |name: String| w.by_name.get(&name).copied();
+        let w = Weights::load_parts(&mut ctx, parts, Some(runner.weights_buffer_type()))?;
+        let spec = hp.spec;
+        let opt = |name: &str| w.by_name.get(name).copied();
+        // Required when the family says so, else used when present.
+        let need = |name: &str, required: bool| -> Result<Option<TensorId>> {
+            if required {
+                w.get(name).map(Some)
+            } else {
+                Ok(opt(name))
+            }
+        };
         let tok_embd = w.get("token_embd.weight")?;
         let output_norm = w.get("output_norm.weight")?;
-        let output = opt("output.weight".into()).unwrap_or(tok_embd);
+        let output = opt("output.weight").unwrap_or(tok_embd);
+        let output_b = opt("output.bias");
+        let rope_freqs = opt("rope_freqs.weight");
+        if opt("rope_factors_long.weight").is_some()
+            || opt("blk.0.rope_factors_long.weight").is_some()
+        {
+            return Err(Error::Model(
+                "LongRoPE (rope_factors_long/short) is not supported".into(),
+            ));
+        }
         let n_embd_k = hp.head_dim_k * hp.n_head_kv;
         let n_embd_v = hp.head_dim_v * hp.n_head_kv;
         // Not sized by `block_count`: a file that claims 2^40 layers fails at its first missing
@@ -239,41 +302,47 @@ impl LlamaModel {
         let mut kv_ids = Vec::new();
         for il in 0..hp.n_layer {
             let n = |s: &str| format!("blk.{il}.{s}.weight");
+            let b = |s: &str| format!("blk.{il}.{s}.bias");
             let k_cache = ctx.new_tensor_2d(DType::F16, n_embd_k, n_ctx)?;
             let v_cache = ctx.new_tensor_2d(DType::F16, n_embd_v, n_ctx)?;
             ctx.set_name(k_cache, &format!("cache_k_l{il}"))?;
             ctx.set_name(v_cache, &format!("cache_v_l{il}"))?;
             kv_ids.extend([k_cache, v_cache]);
+            let qkv = match opt(&n("attn_qkv")) {
+                Some(w) => Qkv::Fused {
+                    w,
+                    b: opt(&b("attn_qkv")),
+                },
+                None => Qkv::Split {
+                    wq: w.get(&n("attn_q"))?,
+                    wk: w.get(&n("attn_k"))?,
+                    wv: w.get(&n("attn_v"))?,
+                    bq: need(&b("attn_q"), spec.qkv_bias)?,
+                    bk: need(&b("attn_k"), spec.qkv_bias)?,
+                    bv: need(&b("attn_v"), spec.qkv_bias)?,
+                },
+            };
+            let ffn_in = match opt(&n("ffn_gate")) {
+                Some(gate) => FfnIn::Split {
+                    gate,
+                    up: w.get(&n("ffn_up"))?,
+                },
+                None => FfnIn::Fused {
+                    up: w.get(&n("ffn_up"))?,
+                },
+            };
             let layer = Layer {
                 attn_norm: w.get(&n("attn_norm"))?,
-                wq: w.get(&n("attn_q"))?,
-                wk: w.get(&n("attn_k"))?,
-                wv: w.get(&n("attn_v"))?,
+                qkv,
                 wo: w.get(&n("attn_output"))?,
-                q_norm: if gemma {
-                    Some(w.get(&n("attn_q_norm"))?)
-                } else {
-                    None
-                },
-                k_norm: if gemma {
-                    Some(w.get(&n("attn_k_norm"))?)
-                } else {
-                    None
-                },
-                post_attn_norm: if gemma {
-                    Some(w.get(&n("post_attention_norm"))?)
-                } else {
-                    None
-                },
+                bo: opt(&b("attn_output")),
+                q_norm: need(&n("attn_q_norm"), spec.qk_norm)?,
+                k_norm: need(&n("attn_k_norm"), spec.qk_norm)?,
+                post_attn_norm: need(&n("post_attention_norm"), spec.post_norms)?,
                 ffn_norm: w.get(&n("ffn_norm"))?,
-                ffn_gate: w.get(&n("ffn_gate"))?,
-                ffn_up: w.get(&n("ffn_up"))?,
+                ffn_in,
                 ffn_down: w.get(&n("ffn_down"))?,
-                post_ffn_norm: if gemma {
-                    Some(w.get(&n("post_ffw_norm"))?)
-                } else {
-                    None
-                },
+                post_ffn_norm: need(&n("post_ffw_norm"), spec.post_norms)?,
                 k_cache,
                 v_cache,
             };
@@ -289,14 +358,61 @@ impl LlamaModel {
                 }
                 Ok(())
             };
-            expect(layer.wq, hp.n_embd, hp.head_dim_k * hp.n_head)?;
-            expect(layer.wk, hp.n_embd, n_embd_k)?;
-            expect(layer.wv, hp.n_embd, n_embd_v)?;
+            let expect_len = |id: Option<TensorId>, n: usize| -> Result<()> {
+                match id {
+                    Some(id) => expect(id, n, 1),
+                    None => Ok(()),
+                }
+            };
+            let n_embd_q = hp.head_dim_k * hp.n_head;
+            match layer.qkv {
+                Qkv::Split {
+                    wq,
+                    wk,
+                    wv,
+                    bq,
+                    bk,
+                    bv,
+                } => {
+                    expect(wq, hp.n_embd, n_embd_q)?;
+                    expect(wk, hp.n_embd, n_embd_k)?;
+                    expect(wv, hp.n_embd, n_embd_v)?;
+                    expect_len(bq, n_embd_q)?;
+                    expect_len(bk, n_embd_k)?;
+                    expect_len(bv, n_embd_v)?;
+                }
+                Qkv::Fused { w, b } => {
+                    expect(w, hp.n_embd, n_embd_q + n_embd_k + n_embd_v)?;
+                    expect_len(b, n_embd_q + n_embd_k + n_embd_v)?;
+                }
+            }
             expect(layer.wo, hp.head_dim_v * hp.n_head, hp.n_embd)?;
-            expect(layer.ffn_gate, hp.n_embd, hp.n_ff)?;
-            expect(layer.ffn_up, hp.n_embd, hp.n_ff)?;
+            expect_len(layer.bo, hp.n_embd)?;
+            expect_len(layer.q_norm, hp.head_dim_k)?;
+            expect_len(layer.k_norm, hp.head_dim_k)?;
+            match layer.ffn_in {
+                FfnIn::Split { gate, up } => {
+                    expect(gate, hp.n_embd, hp.n_ff)?;
+                    expect(up, hp.n_embd, hp.n_ff)?;
+                }
+                FfnIn::Fused { up } => expect(up, hp.n_embd, 2 * hp.n_ff)?,
+            }
             expect(layer.ffn_down, hp.n_ff, hp.n_embd)?;
             layers.push(layer);
+        }
+        for (what, id, n) in [
+            ("output.bias", output_b, hp.n_vocab),
+            ("rope_freqs", rope_freqs, hp.n_rot / 2),
+        ] {
+            if let Some(id) = id {
+                let t = ctx.tensor(id);
+                if t.ne != [n, 1, 1, 1] || t.dtype != DType::F32 {
+                    return Err(Error::Model(format!(
+                        "{what} has shape {:?} ({}), expected [{n}] f32",
+                        t.ne, t.dtype
+                    )));
+                }
+            }
         }
         // The embedding too: a wrong one gave NaN logits, not an error.
         for (what, id) in [("token_embd", tok_embd), ("output", output)] {
@@ -313,7 +429,7 @@ impl LlamaModel {
         let mut groups: Vec<(Arc<dyn BufferType>, Vec<TensorId>)> = Vec::new();
         for (l, pair) in layers.iter().zip(kv_ids.chunks(2)) {
             let buft = ctx
-                .tensor(l.wq)
+                .tensor(l.attn_weight())
                 .data
                 .as_ref()
                 .map(|d| d.buffer.buffer_type())
@@ -342,6 +458,8 @@ impl LlamaModel {
             tok_embd,
             output_norm,
             output,
+            output_b,
+            rope_freqs,
             layers,
             mark,
             runner,
@@ -349,7 +467,7 @@ impl LlamaModel {
             n_past: 0,
             last_placements: None,
             _kv: kv,
-            _bytes: bytes,
+            _bytes: parts.iter().map(|p| p.1.clone()).collect(),
         })
     }
 
@@ -359,7 +477,8 @@ impl LlamaModel {
         Self::open_with(path, n_ctx, BackendChoice::Cpu, n_threads)
     }
 
-    /// Open a GGUF file (memory-mapped) on the chosen backends.
+    /// Open a GGUF file (memory-mapped) on the chosen backends; the first part of a split
+    /// model (`*-00001-of-0000N.gguf`) opens all its parts.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_with(
         path: &std::path::Path,
@@ -367,8 +486,23 @@ impl LlamaModel {
         backend: BackendChoice,
         n_threads: usize,
     ) -> Result<LlamaModel> {
-        let file = Arc::new(crate::gguf::GgufFile::open(path)?);
-        Self::from_gguf(file.clone(), file.header(), n_ctx, backend, n_threads)
+        let files = crate::models::split::open_parts(path)?;
+        Self::from_files(&files, n_ctx, backend, n_threads)
+    }
+
+    /// Load from opened files (one, or the parts of a split model) on the chosen backends.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn from_files(
+        files: &[Arc<crate::gguf::GgufFile>],
+        n_ctx: usize,
+        backend: BackendChoice,
+        n_threads: usize,
+    ) -> Result<LlamaModel> {
+        let parts: Vec<(&Gguf, Arc<dyn HostBytes>)> = files
+            .iter()
+            .map(|f| (f.header(), f.clone() as Arc<dyn HostBytes>))
+            .collect();
+        Self::with_runner_parts(&parts, n_ctx, Runner::new(backend, n_threads)?)
     }
 
     /// Which backends run the model (the adapter, the f16/f32 path) and where weights are.
@@ -515,7 +649,7 @@ impl LlamaModel {
         let ctx = &mut self.ctx;
         let n_past = self.n_past;
         let n_kv = n_past + n_tokens;
-        let gemma = hp.arch == Arch::Gemma3;
+        let spec = hp.spec;
 
         let tokens = ctx.new_tensor_1d(DType::I32, n_tokens)?;
         ctx.set_name(tokens, "inp_tokens")?;
@@ -526,7 +660,7 @@ impl LlamaModel {
         let mask = ctx.new_tensor_2d(DType::F32, n_kv, n_tokens)?;
         ctx.set_name(mask, "kq_mask")?;
         ctx.set_input(mask);
-        let mask_swa = if gemma && hp.n_swa > 0 {
+        let mask_swa = if hp.n_swa > 0 {
             let m = ctx.new_tensor_2d(DType::F32, n_kv, n_tokens)?;
             ctx.set_name(m, "kq_mask_swa")?;
             ctx.set_input(m);
@@ -537,7 +671,7 @@ impl LlamaModel {
 
         let mut stores = Vec::with_capacity(2 * hp.n_layer);
         let mut x = ctx.get_rows(self.tok_embd, tokens)?;
-        if gemma {
+        if spec.embd_scale {
             x = ctx.scale(x, (hp.n_embd as f32).sqrt())?;
         }
         let (dk, dv) = (hp.head_dim_k, hp.head_dim_v);
@@ -547,33 +681,67 @@ impl LlamaModel {
             let cur = ctx.rms_norm(x, hp.rms_eps)?;
             let cur = ctx.mul(cur, l.attn_norm)?;
 
-            let q = ctx.mul_mat(l.wq, cur)?;
-            let k = ctx.mul_mat(l.wk, cur)?;
-            let v = ctx.mul_mat(l.wv, cur)?;
+            let n_embd_q = dk * hp.n_head;
+            let (n_embd_k, n_embd_v) = (dk * hp.n_head_kv, dv * hp.n_head_kv);
+            let with_bias = |ctx: &mut Context, y: TensorId, b: Option<TensorId>| match b {
+                Some(b) => ctx.add(y, b),
+                None => Ok(y),
+            };
+            let (q, k, v) = match l.qkv {
+                Qkv::Split {
+                    wq,
+                    wk,
+                    wv,
+                    bq,
+                    bk,
+                    bv,
+                } => {
+                    let q = ctx.mul_mat(wq, cur)?;
+                    let q = with_bias(ctx, q, bq)?;
+                    let k = ctx.mul_mat(wk, cur)?;
+                    let k = with_bias(ctx, k, bk)?;
+                    let v = ctx.mul_mat(wv, cur)?;
+                    let v = with_bias(ctx, v, bv)?;
+                    (q, k, v)
+                }
+                Qkv::Fused { w, b } => {
+                    let qkv = ctx.mul_mat(w, cur)?;
+                    let qkv = with_bias(ctx, qkv, b)?;
+                    // Row slices, made contiguous so every later op sees plain rows.
+                    let row = ctx.tensor(qkv).nb[1];
+                    let f = DType::F32.type_size();
+                    let q = ctx.view(qkv, &[n_embd_q, n_tokens], &[row], 0)?;
+                    let k = ctx.view(qkv, &[n_embd_k, n_tokens], &[row], n_embd_q * f)?;
+                    let v = ctx.view(
+                        qkv,
+                        &[n_embd_v, n_tokens],
+                        &[row],
+                        (n_embd_q + n_embd_k) * f,
+                    )?;
+                    (ctx.cont(q)?, ctx.cont(k)?, ctx.cont(v)?)
+                }
+            };
             let mut q = ctx.reshape(q, &[dk, hp.n_head, n_tokens])?;
             let mut k = ctx.reshape(k, &[dk, hp.n_head_kv, n_tokens])?;
-            if let (Some(qn), Some(kn)) = (l.q_norm, l.k_norm) {
+            if let Some(qn) = l.q_norm {
                 q = ctx.rms_norm(q, hp.rms_eps)?;
                 q = ctx.mul(q, qn)?;
+            }
+            if let Some(kn) = l.k_norm {
                 k = ctx.rms_norm(k, hp.rms_eps)?;
                 k = ctx.mul(k, kn)?;
             }
-            let (mode, base) = match hp.arch {
-                Arch::Llama => (RopeMode::Normal, hp.rope_base),
-                Arch::Gemma3 if hp.is_swa(il) => (RopeMode::Neox, hp.rope_base_swa),
-                Arch::Gemma3 => (RopeMode::Neox, hp.rope_base),
-            };
-            let mut rp = RopeParams::new(hp.n_rot, mode, base);
+            let swa = hp.is_swa(il);
+            let base = if swa { hp.rope_base_swa } else { hp.rope_base };
+            let mut rp = RopeParams::new(hp.n_rot, spec.rope, base);
             rp.n_ctx_orig = hp.n_ctx_train;
-            if !(gemma && hp.is_swa(il)) {
+            if !swa {
                 rp.freq_scale = hp.rope_scale;
             }
-            let q = ctx.rope_ext(q, pos, None, rp)?;
-            let k = ctx.rope_ext(k, pos, None, rp)?;
+            let q = ctx.rope_ext(q, pos, self.rope_freqs, rp)?;
+            let k = ctx.rope_ext(k, pos, self.rope_freqs, rp)?;
 
             // Store the new K and V rows in the cache (f16), at positions n_past..n_kv.
-            let n_embd_k = dk * hp.n_head_kv;
-            let n_embd_v = dv * hp.n_head_kv;
             let k_row = 2 * n_embd_k;
             let v_row = 2 * n_embd_v;
             let k_dst = ctx.view(l.k_cache, &[n_embd_k, n_tokens], &[k_row], n_past * k_row)?;
@@ -589,11 +757,7 @@ impl LlamaModel {
             let vc = ctx.view(l.v_cache, &[dv, n_kv, hp.n_head_kv], &[v_row, 2 * dv], 0)?;
             let qp = ctx.permute(q, [0, 2, 1, 3])?; // [dk, n_tokens, n_head]
             let kq = ctx.mul_mat(kc, qp)?; // [n_kv, n_tokens, n_head]
-            let m = if gemma && hp.is_swa(il) {
-                mask_swa.unwrap_or(mask)
-            } else {
-                mask
-            };
+            let m = if swa { mask_swa.unwrap_or(mask) } else { mask };
             // gemma3 scales q by 1/sqrt(head_dim) before attention: the same as scaling here.
             let kq = ctx.soft_max_ext(kq, Some(m), kq_scale, 0.0)?;
             let vt = ctx.transpose(vc)?; // [n_kv, dv, n_head_kv]
@@ -603,7 +767,8 @@ impl LlamaModel {
             let kqv = ctx.permute(kqv, [0, 2, 1, 3])?; // [dv, n_head, n_tokens]
             let kqv = ctx.cont(kqv)?;
             let kqv = ctx.reshape(kqv, &[dv * hp.n_head, n_tokens])?;
-            let mut cur = ctx.mul_mat(l.wo, kqv)?;
+            let cur = ctx.mul_mat(l.wo, kqv)?;
+            let mut cur = with_bias(ctx, cur, l.bo)?;
             if let Some(pn) = l.post_attn_norm {
                 cur = ctx.rms_norm(cur, hp.rms_eps)?;
                 cur = ctx.mul(cur, pn)?;
@@ -612,12 +777,20 @@ impl LlamaModel {
 
             let cur = ctx.rms_norm(sa, hp.rms_eps)?;
             let cur = ctx.mul(cur, l.ffn_norm)?;
-            let gate = ctx.mul_mat(l.ffn_gate, cur)?;
-            let up = ctx.mul_mat(l.ffn_up, cur)?;
-            let act = if gemma {
-                ctx.gelu(gate)?
-            } else {
-                ctx.silu(gate)?
+            let (gate, up) = match l.ffn_in {
+                FfnIn::Split { gate, up } => (ctx.mul_mat(gate, cur)?, ctx.mul_mat(up, cur)?),
+                FfnIn::Fused { up } => {
+                    let y = ctx.mul_mat(up, cur)?;
+                    let row = ctx.tensor(y).nb[1];
+                    let half = hp.n_ff * DType::F32.type_size();
+                    let g = ctx.view(y, &[hp.n_ff, n_tokens], &[row], 0)?;
+                    let u = ctx.view(y, &[hp.n_ff, n_tokens], &[row], half)?;
+                    (ctx.cont(g)?, ctx.cont(u)?)
+                }
+            };
+            let act = match spec.act {
+                Act::Gelu => ctx.gelu(gate)?,
+                Act::Silu => ctx.silu(gate)?,
             };
             let h = ctx.mul(act, up)?;
             let mut cur = ctx.mul_mat(l.ffn_down, h)?;
@@ -634,6 +807,10 @@ impl LlamaModel {
         let x = ctx.rms_norm(x, hp.rms_eps)?;
         let x = ctx.mul(x, self.output_norm)?;
         let logits = ctx.mul_mat(self.output, x)?;
+        let logits = match self.output_b {
+            Some(b) => ctx.add(logits, b)?,
+            None => logits,
+        };
         ctx.set_name(logits, "logits")?;
         ctx.set_output(logits);
         Ok(Built {

@@ -39,6 +39,15 @@ impl Llm {
         let chat = ChatFormat::from_gguf(gguf);
         let architecture = gguf.architecture().unwrap_or("").to_string();
         let model = LlamaModel::from_gguf(bytes, gguf, n_ctx, backend, n_threads)?;
+        Self::assemble(model, tokenizer, chat, architecture)
+    }
+
+    fn assemble(
+        model: LlamaModel,
+        tokenizer: Tokenizer,
+        chat: ChatFormat,
+        architecture: String,
+    ) -> Result<Llm> {
         if tokenizer.n_tokens() < model.hp.n_vocab {
             return Err(Error::Model(format!(
                 "tokenizer has {} tokens, the model {}",
@@ -69,8 +78,13 @@ impl Llm {
         backend: BackendChoice,
         n_threads: usize,
     ) -> Result<Llm> {
-        let file = Arc::new(crate::gguf::GgufFile::open(path)?);
-        Self::from_gguf(file.clone(), file.header(), n_ctx, backend, n_threads)
+        let files = crate::models::split::open_parts(path)?;
+        let gguf = files[0].header();
+        let tokenizer = Tokenizer::from_gguf(gguf)?;
+        let chat = ChatFormat::from_gguf(gguf);
+        let architecture = gguf.architecture().unwrap_or("").to_string();
+        let model = LlamaModel::from_files(&files, n_ctx, backend, n_threads)?;
+        Self::assemble(model, tokenizer, chat, architecture)
     }
 
     /// Token ids of `text`; `add_special` adds BOS/EOS as the model's metadata says.

@@ -1,4 +1,5 @@
 //! Models built on the core: MNIST, and the weights loader they share.
+pub mod arch;
 pub mod chat;
 pub mod generate;
 pub mod llama;
@@ -6,5 +7,6 @@ pub mod llm;
 pub mod mnist;
 pub mod runner;
 pub mod sampler;
+pub mod split;
 pub mod tokenizer;
 pub mod weights;

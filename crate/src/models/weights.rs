@@ -98,6 +98,35 @@ impl Weights {
         })
     }
 
+    /// [`Weights::load_into`] over the files of a split GGUF (`*-00001-of-0000N.gguf`): each
+    /// part's tensors are backed by that part's bytes (or uploaded from them); a tensor name in
+    /// two parts is an error.
+    pub fn load_parts(
+        ctx: &mut Context,
+        parts: &[(&Gguf, Arc<dyn HostBytes>)],
+        buft: Option<&Arc<dyn crate::backend::BufferType>>,
+    ) -> Result<Weights> {
+        let mut all: Option<Weights> = None;
+        for (gguf, bytes) in parts {
+            let w = Self::load_into(ctx, gguf, bytes.clone(), buft)?;
+            match all.as_mut() {
+                None => all = Some(w),
+                Some(a) => {
+                    for (name, id) in w.by_name {
+                        if a.by_name.insert(name.clone(), id).is_some() {
+                            return Err(Error::Gguf(format!(
+                                "tensor '{name}' is in two parts of the split model"
+                            )));
+                        }
+                    }
+                    a.buffers.extend(w.buffers);
+                    a.on_host.extend(w.on_host);
+                }
+            }
+        }
+        all.ok_or_else(|| Error::InvalidArgument("no model files".into()))
+    }
+
     /// Place each weight where the ops that use it will run (ggml's choice of a weight's buffer
     /// type by `supports_op` of its op): `users` builds, in `ctx`, the graph the model runs
     /// (e.g. its largest batch) from the weights and returns its outputs; a weight goes to a
