@@ -1,4 +1,5 @@
 //! Models built on the core: MNIST, and the weights loader they share.
+pub mod bert;
 pub mod chat;
 pub mod generate;
 pub mod llama;
