@@ -57,3 +57,11 @@ export {
   type ChatMessage,
   type TokenizeOptions,
 } from './llm.js';
+export {
+  Embedder,
+  EmbeddingModel,
+  cosineSimilarity,
+  rankBySimilarity,
+  type EmbedderLoadOptions,
+  type EmbedderInfo,
+} from './embed.js';
