@@ -51,6 +51,11 @@ export class Embedder {
     this.info = info;
   }
 
+  /** Load in a dedicated Web Worker (browsers): see {@link WorkerEmbedder}. */
+  static loadInWorker(source: Source, opts: Omit<EmbedderLoadOptions, 'signal'> & { worker?: Worker } = {}): Promise<WorkerEmbedder> {
+    return WorkerEmbedder.load(source, opts);
+  }
+
   /** Load a BERT GGUF from a URL, a path (Node), a File/Blob, or bytes. */
   static async load(source: Source, opts: EmbedderLoadOptions = {}): Promise<Embedder> {
     const m = await engine();
@@ -120,6 +125,75 @@ export class Embedder {
   dispose(): void {
     this.#core?.free();
     this.#core = null;
+  }
+}
+
+/**
+ * The {@link Embedder} API in a dedicated Web Worker (browsers): the same calls, answered as
+ * Promises, so loading and embedding never block the page. Errors keep their `code`.
+ */
+export class WorkerEmbedder {
+  readonly worker: Worker;
+  info!: EmbedderInfo;
+  #next = 1;
+  #pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void; onProgress?: (p: LLMProgress) => void }>();
+
+  private constructor(worker: Worker) {
+    this.worker = worker;
+    worker.onmessage = (ev) => {
+      const m = ev.data;
+      const p = this.#pending.get(m.id);
+      if (!p) return;
+      if ('error' in m) {
+        this.#pending.delete(m.id);
+        p.reject(Object.assign(new Error(m.error.message), { code: m.error.code }));
+      } else if ('value' in m) {
+        this.#pending.delete(m.id);
+        p.resolve(m.value);
+      } else if (m.progress) p.onProgress?.(m.progress);
+    };
+    worker.onerror = (ev) => {
+      const err = Object.assign(new Error(`embedding worker error: ${ev.message || 'failed to start'}`), { code: 'internal' });
+      for (const p of this.#pending.values()) p.reject(err);
+      this.#pending.clear();
+    };
+  }
+
+  #send(op: string, args: unknown[], onProgress?: (p: LLMProgress) => void): Promise<any> {
+    const id = this.#next++;
+    const done = new Promise<any>((resolve, reject) => this.#pending.set(id, { resolve, reject, onProgress }));
+    this.worker.postMessage({ id, op, args });
+    return done;
+  }
+
+  /** Start a worker and load the model there (`signal` is not supported across the worker). */
+  static async load(source: Source, opts: Omit<EmbedderLoadOptions, 'signal'> & { worker?: Worker } = {}): Promise<WorkerEmbedder> {
+    const worker = opts.worker ?? new Worker(new URL('./embed-worker.js', import.meta.url), { type: 'module' });
+    const w = new WorkerEmbedder(worker);
+    let src: unknown = source;
+    if (typeof source === 'string' || source instanceof URL) {
+      src = new URL(String(source), typeof location !== 'undefined' ? location.href : undefined).href;
+    }
+    const { onProgress, worker: _w, ...rest } = opts as EmbedderLoadOptions & { worker?: Worker };
+    try {
+      w.info = await w.#send('load', [src, { ...rest, signal: undefined }], onProgress);
+      return w;
+    } catch (e) {
+      worker.terminate();
+      throw e;
+    }
+  }
+
+  tokenize(text: string): Promise<number[]> {
+    return this.#send('tokenize', [text]);
+  }
+  embed(texts: string | readonly string[]): Promise<Float32Array[]> {
+    return this.#send('embed', [typeof texts === 'string' ? [texts] : [...texts]]);
+  }
+  /** Free the model and stop the worker. */
+  async dispose(): Promise<void> {
+    await this.#send('dispose', []).catch(() => {});
+    this.worker.terminate();
   }
 }
 

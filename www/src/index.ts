@@ -60,6 +60,7 @@ export {
 export {
   Embedder,
   EmbeddingModel,
+  WorkerEmbedder,
   cosineSimilarity,
   rankBySimilarity,
   type EmbedderLoadOptions,

@@ -218,14 +218,16 @@ try {
     const r = await page.evaluate(() => window.__search);
     const top = r.results?.[0]?.text ?? '';
     check(!r.error && /horse/.test(top) && r.results.length === 10, `search: "${top}" ranks first ${r.error ?? ''}`);
-    const foodBread = await page.evaluate(async () => {
+    const w = await page.evaluate(async () => {
       const { Embedder, cosineSimilarity } = await import('../dist/index.js');
-      const m = await Embedder.load('/models/all-MiniLM-L6-v2.f16.gguf');
+      const m = await Embedder.loadInWorker('/models/all-MiniLM-L6-v2.f16.gguf');
       const [a, b] = await m.embed(['A man is eating food.', 'A man is eating a piece of bread.']);
-      m.dispose();
-      return cosineSimilarity(a, b);
+      const code = await m.embed(['word '.repeat(600)]).then(() => null, (e) => e.code);
+      await m.dispose();
+      return { sim: cosineSimilarity(a, b), n: a.length, code };
     });
-    check(Math.abs(foodBread - 0.755) < 0.005, `embeddings in Chromium: food/bread similarity ${foodBread.toFixed(4)}`);
+    check(Math.abs(w.sim - 0.755) < 0.005 && w.n === 384 && w.code === 'invalid-argument',
+      `embeddings in a worker: food/bread similarity ${w.sim.toFixed(4)}, too long a text rejects with ${w.code}`);
     await page.screenshot({ path: path.join(OUT, 'search.png'), fullPage: true });
   } else {
     console.log('search page skipped: all-MiniLM-L6-v2.f16.gguf missing (scripts/fetch-models.sh)');
