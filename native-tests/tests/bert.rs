@@ -72,3 +72,53 @@ fn bad_inputs_are_errors() {
     let toks = e.token_embeddings("two words").expect("tokens");
     assert_eq!(toks.len(), e.tokenize("two words").len());
 }
+
+fn vectors(v: &serde_json::Value) -> Vec<Vec<f32>> {
+    v.as_array()
+        .expect("vectors")
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .expect("vector")
+                .iter()
+                .map(|x| x.as_f64().expect("f") as f32)
+                .collect()
+        })
+        .collect()
+}
+
+/// CLS, last-token and no pooling (one vector per token) against llama-embedding's `--pooling`.
+#[test]
+fn pooling_overrides_match_llama_embedding() {
+    let mut e = Embedder::open(&minilm()).expect("open");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/minilm-embeddings.json");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("json");
+    let texts: Vec<&str> = v["texts"].as_array().expect("texts")[..2]
+        .iter()
+        .map(|t| t.as_str().expect("text"))
+        .collect();
+    let refs = &v["pooling_overrides"];
+    for name in ["cls", "last"] {
+        e.set_pooling(name.parse().expect("pooling"));
+        let got = e.embed(&texts).expect("embed");
+        for (g, w) in got.iter().zip(vectors(&refs[name])) {
+            let c = cosine(g, &w);
+            println!("{name}: cosine {c:.6}");
+            assert!(c >= 0.999, "{name}: cosine {c}");
+        }
+    }
+    e.set_pooling(Pooling::None);
+    assert!(
+        e.embed(&texts).is_err(),
+        "no pooling: one vector per token only"
+    );
+    let got = e.token_embeddings(texts[0]).expect("tokens");
+    let want = vectors(&refs["none"]);
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        let c = cosine(g, w);
+        assert!(c >= 0.999, "none: cosine {c}");
+    }
+    assert!("max".parse::<Pooling>().is_err());
+}

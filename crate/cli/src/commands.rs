@@ -72,6 +72,9 @@ enum Cmd {
         /// cpu, webgpu or auto (WebGPU when an adapter exists).
         #[arg(long, default_value = "cpu")]
         backend: String,
+        /// mean, cls or last (default: the file's bert.pooling_type).
+        #[arg(long)]
+        pooling: Option<String>,
         /// `{"embeddings": [[…]…], "n_embd": N}` instead of one line of numbers per text.
         #[arg(long)]
         json: bool,
@@ -225,9 +228,10 @@ pub fn run() -> Result<()> {
             model,
             threads,
             backend,
+            pooling,
             json,
             texts,
-        } => embed(&model, threads, &backend, json, &texts),
+        } => embed(&model, threads, &backend, pooling.as_deref(), json, &texts),
         Cmd::Generate {
             model,
             prompt,
@@ -759,12 +763,16 @@ fn embed(
     model: &Path,
     threads: Option<usize>,
     backend: &str,
+    pooling: Option<&str>,
     json: bool,
     texts: &[String],
 ) -> Result<()> {
     let n_threads =
         threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut e = ggweb::models::bert::Embedder::open_with(model, backend.parse()?, n_threads)?;
+    if let Some(p) = pooling {
+        e.set_pooling(p.parse()?);
+    }
     eprintln!(
         "backend: {}; pooling {}",
         e.backend_report(),

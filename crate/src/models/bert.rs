@@ -52,6 +52,23 @@ impl Pooling {
     }
 }
 
+impl std::str::FromStr for Pooling {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Pooling> {
+        Ok(match s {
+            "none" => Pooling::None,
+            "mean" => Pooling::Mean,
+            "cls" => Pooling::Cls,
+            "last" => Pooling::Last,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown pooling '{other}' (none, mean, cls or last)"
+                )))
+            }
+        })
+    }
+}
+
 /// Hyper-parameters read from the `bert.*` keys.
 #[derive(Clone, Debug)]
 pub struct BertParams {
@@ -280,6 +297,11 @@ impl Embedder {
     /// Which backends run, and why.
     pub fn backend_report(&self) -> &str {
         &self.runner.report
+    }
+
+    /// Pool differently from the file's `bert.pooling_type` (llama-embedding's `--pooling`).
+    pub fn set_pooling(&mut self, p: Pooling) {
+        self.hp.pooling = p;
     }
 
     /// Embedding size.
