@@ -1032,6 +1032,13 @@ mod tests {
         let mut s = spm_spec();
         s.model = "gpt2".into();
         assert!(Tokenizer::from_spec(s).is_err(), "BPE needs merges");
+        // An unknown pre-tokenizer is refused (as llama.cpp does), not replaced by the default.
+        let mut s = spm_spec();
+        s.model = "gpt2".into();
+        s.merges = Some(Vec::new());
+        s.pre = Some("no-such-pre".into());
+        let err = Tokenizer::from_spec(s).err().expect("unknown pre");
+        assert!(err.to_string().contains("no-such-pre"), "{err}");
     }
 
     #[test]
