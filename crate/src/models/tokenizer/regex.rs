@@ -800,6 +800,14 @@ mod tests {
     }
 
     #[test]
+    fn catastrophic_backtracking_stops_at_the_budget() {
+        let re = Regex::new("(a*)*b").unwrap();
+        let text: Vec<char> = "a".repeat(40).chars().collect();
+        let mut cuts = Vec::new();
+        assert!(re.split_points(&re.prepare(&text), &mut cuts).is_err());
+    }
+
+    #[test]
     fn unsupported_is_an_error() {
         for re in [
             r"(?<=a)b",
