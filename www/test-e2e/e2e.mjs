@@ -228,6 +228,19 @@ try {
     });
     check(Math.abs(w.sim - 0.755) < 0.005 && w.n === 384 && w.code === 'invalid-argument',
       `embeddings in a worker: food/bread similarity ${w.sim.toFixed(4)}, too long a text rejects with ${w.code}`);
+    // WebGPU (SwiftShader here) against the CPU build on the same texts.
+    const g = await page.evaluate(async () => {
+      const { Embedder, cosineSimilarity } = await import('../dist/index.js');
+      const t = ['A man is eating food.', 'A man is eating a piece of bread.'];
+      const cpu = await Embedder.load('/models/all-MiniLM-L6-v2.f16.gguf');
+      const gpu = await Embedder.load('/models/all-MiniLM-L6-v2.f16.gguf', { backend: 'webgpu' });
+      const [a, b] = [await cpu.embed(t), await gpu.embed(t)];
+      const r = { report: gpu.info.backendReport, agree: Math.min(...a.map((v, i) => cosineSimilarity(v, b[i]))) };
+      cpu.dispose();
+      gpu.dispose();
+      return r;
+    });
+    check(/WebGPU/.test(g.report) && g.agree >= 0.999, `embeddings on WebGPU vs CPU: cosine ${g.agree.toFixed(6)} (${g.report})`);
     await page.screenshot({ path: path.join(OUT, 'search.png'), fullPage: true });
   } else {
     console.log('search page skipped: all-MiniLM-L6-v2.f16.gguf missing (scripts/fetch-models.sh)');
