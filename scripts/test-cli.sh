@@ -58,6 +58,27 @@ else
   echo "LLM checks skipped: $smol or $gemma missing (scripts/fetch-models.sh)"
 fi
 
+# Sentence embeddings: one normalised vector per text, sentence-transformers' ≈0.755 for this pair.
+minilm=$models/all-MiniLM-L6-v2.f16.gguf
+if [ -f "$minilm" ]; then
+  out=$($bin embed -m "$minilm" --json --threads 2 "A man is eating food." "A man is eating a piece of bread." 2>/dev/null)
+  python3 -c "
+import json,math,sys; d=json.loads(sys.argv[1]); a,b=d['embeddings']
+assert d['n_embd']==384 and len(a)==len(b)==384, d['n_embd']
+assert abs(math.fsum(x*x for x in a)-1)<1e-3
+s=math.fsum(x*y for x,y in zip(a,b)); assert abs(s-0.755)<0.005, s
+" "$out" || fail "embed --json (all-MiniLM-L6-v2)"
+  gpu=$($bin embed -m "$minilm" --json --backend webgpu "A man is eating food." "A man is eating a piece of bread." 2>/dev/null)
+  python3 -c "
+import json,math,sys; c=json.loads(sys.argv[1])['embeddings']; g=json.loads(sys.argv[2])['embeddings']
+for a,b in zip(c,g):
+    cos=math.fsum(x*y for x,y in zip(a,b)); assert cos>=0.999, cos
+" "$out" "$gpu" || fail "embed --backend webgpu equals the CPU (cosine >= 0.999)"
+  pass=$((pass+1))
+else
+  echo "embed check skipped: $minilm missing (scripts/fetch-models.sh)"
+fi
+
 out=$($bin info crate/assets/mnist-cnn-f32.gguf --json)
 python3 -c "
 import json,sys; d=json.loads(sys.argv[1])

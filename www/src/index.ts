@@ -57,3 +57,12 @@ export {
   type ChatMessage,
   type TokenizeOptions,
 } from './llm.js';
+export {
+  Embedder,
+  EmbeddingModel,
+  WorkerEmbedder,
+  cosineSimilarity,
+  rankBySimilarity,
+  type EmbedderLoadOptions,
+  type EmbedderInfo,
+} from './embed.js';

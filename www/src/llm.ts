@@ -235,8 +235,8 @@ function isUrlSource(s: Source): s is string | URL {
   return isNode ? /^https?:/i.test(s) : true;
 }
 
-/** Open a model source; URLs go through the Cache API when it exists. */
-async function openModel(
+/** Open a model source; URLs go through the Cache API when it exists (also used by embed.ts). */
+export async function openModel(
   source: Source,
   opts: LLMLoadOptions,
 ): Promise<OpenSource & { fromCache: boolean; cached?: Promise<void> }> {

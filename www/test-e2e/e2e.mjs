@@ -2,7 +2,8 @@
 // downloaded browser). Paints real t10k digits onto the MNIST canvas with mouse events, checks the
 // live predictions, runs the test-set evaluation in the Web Worker (SIMD and scalar builds, fc and
 // cnn: accuracy and images/s) on the CPU and on WebGPU (SwiftShader: a CPU emulation of a GPU,
-// f32 path), measures mul_mat on both, and loads GGUFs in the inspector. Screenshots and
+// f32 path), measures mul_mat on both, loads GGUFs in the inspector and runs the semantic-search
+// page (all-MiniLM-L6-v2 embeddings) when its model is fetched. Screenshots and
 // e2e-results.json go to test-output/. Exit code 0 on success.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -10,6 +11,7 @@ import zlib from 'node:zlib';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
+import { MODELS } from '../test/helpers.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const OUT = path.join(ROOT, 'test-output');
@@ -208,6 +210,41 @@ try {
   await page.waitForFunction(() => window.__inspector.error, { timeout: 30000 });
   const msg = await page.evaluate(() => window.__inspector.error);
   check(/GGUF/i.test(msg), `inspector error: ${msg}`);
+
+  // ---- semantic search (all-MiniLM-L6-v2 from scripts/fetch-models.sh, served at /models/) ----
+  if (fs.existsSync(path.join(MODELS, 'all-MiniLM-L6-v2.f16.gguf'))) {
+    await page.goto(`${base}/demo/search.html?autoload`);
+    await page.waitForFunction(() => window.__search.results || window.__search.error, { timeout: 120000 });
+    const r = await page.evaluate(() => window.__search);
+    const top = r.results?.[0]?.text ?? '';
+    check(!r.error && /horse/.test(top) && r.results.length === 10, `search: "${top}" ranks first ${r.error ?? ''}`);
+    const w = await page.evaluate(async () => {
+      const { Embedder, cosineSimilarity } = await import('../dist/index.js');
+      const m = await Embedder.loadInWorker('/models/all-MiniLM-L6-v2.f16.gguf');
+      const [a, b] = await m.embed(['A man is eating food.', 'A man is eating a piece of bread.']);
+      const code = await m.embed(['word '.repeat(600)]).then(() => null, (e) => e.code);
+      await m.dispose();
+      return { sim: cosineSimilarity(a, b), n: a.length, code };
+    });
+    check(Math.abs(w.sim - 0.755) < 0.005 && w.n === 384 && w.code === 'invalid-argument',
+      `embeddings in a worker: food/bread similarity ${w.sim.toFixed(4)}, too long a text rejects with ${w.code}`);
+    // WebGPU (SwiftShader here) against the CPU build on the same texts.
+    const g = await page.evaluate(async () => {
+      const { Embedder, cosineSimilarity } = await import('../dist/index.js');
+      const t = ['A man is eating food.', 'A man is eating a piece of bread.'];
+      const cpu = await Embedder.load('/models/all-MiniLM-L6-v2.f16.gguf');
+      const gpu = await Embedder.load('/models/all-MiniLM-L6-v2.f16.gguf', { backend: 'webgpu' });
+      const [a, b] = [await cpu.embed(t), await gpu.embed(t)];
+      const r = { report: gpu.info.backendReport, agree: Math.min(...a.map((v, i) => cosineSimilarity(v, b[i]))) };
+      cpu.dispose();
+      gpu.dispose();
+      return r;
+    });
+    check(/WebGPU/.test(g.report) && g.agree >= 0.999, `embeddings on WebGPU vs CPU: cosine ${g.agree.toFixed(6)} (${g.report})`);
+    await page.screenshot({ path: path.join(OUT, 'search.png'), fullPage: true });
+  } else {
+    console.log('search page skipped: all-MiniLM-L6-v2.f16.gguf missing (scripts/fetch-models.sh)');
+  }
 
   // ---- home page ----
   await page.goto(`${base}/demo/`);

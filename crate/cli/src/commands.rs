@@ -63,6 +63,24 @@ enum Cmd {
         no_parse_special: bool,
         text: String,
     },
+    /// Sentence embeddings of each TEXT with a BERT GGUF (pooled and L2-normalised).
+    Embed {
+        #[arg(short = 'm', long)]
+        model: PathBuf,
+        #[arg(long)]
+        threads: Option<usize>,
+        /// cpu, webgpu or auto (WebGPU when an adapter exists).
+        #[arg(long, default_value = "cpu")]
+        backend: String,
+        /// mean, cls or last (default: the file's bert.pooling_type).
+        #[arg(long)]
+        pooling: Option<String>,
+        /// `{"embeddings": [[…]…], "n_embd": N}` instead of one line of numbers per text.
+        #[arg(long)]
+        json: bool,
+        #[arg(required = true)]
+        texts: Vec<String>,
+    },
     /// Generate text after a prompt.
     Generate {
         #[arg(short = 'm', long)]
@@ -206,6 +224,14 @@ pub fn run() -> Result<()> {
             );
             Ok(())
         }
+        Cmd::Embed {
+            model,
+            threads,
+            backend,
+            pooling,
+            json,
+            texts,
+        } => embed(&model, threads, &backend, pooling.as_deref(), json, &texts),
         Cmd::Generate {
             model,
             prompt,
@@ -731,4 +757,36 @@ fn webgpu_bench(dt: DType, size: usize, n: usize, seconds: f64) -> Result<f64> {
 #[cfg(not(feature = "webgpu"))]
 fn webgpu_bench(_: DType, _: usize, _: usize, _: f64) -> Result<f64> {
     Err(Error::Backend("built without the webgpu feature".into()))
+}
+
+fn embed(
+    model: &Path,
+    threads: Option<usize>,
+    backend: &str,
+    pooling: Option<&str>,
+    json: bool,
+    texts: &[String],
+) -> Result<()> {
+    let n_threads =
+        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let mut e = ggweb::models::bert::Embedder::open_with(model, backend.parse()?, n_threads)?;
+    if let Some(p) = pooling {
+        e.set_pooling(p.parse()?);
+    }
+    eprintln!(
+        "backend: {}; pooling {}",
+        e.backend_report(),
+        e.hp.pooling.name()
+    );
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let out = e.embed(&refs)?;
+    if json {
+        println!("{}", json!({"embeddings": out, "n_embd": e.n_embd()}));
+    } else {
+        for v in &out {
+            let line: Vec<String> = v.iter().map(|x| format!("{x:.6}")).collect();
+            println!("{}", line.join(" "));
+        }
+    }
+    Ok(())
 }

@@ -1,5 +1,6 @@
 //! Models built on the core: MNIST, and the weights loader they share.
 pub mod arch;
+pub mod bert;
 pub mod chat;
 pub mod generate;
 pub mod llama;

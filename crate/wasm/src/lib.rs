@@ -12,6 +12,7 @@
 use wasm_bindgen::prelude::*;
 
 mod bench;
+mod embed;
 mod gguf;
 mod graph;
 mod js;
@@ -21,6 +22,7 @@ mod mnist;
 mod webgpu;
 
 pub use bench::MulMatBench;
+pub use embed::EmbedderCore;
 pub use gguf::GgufStream;
 pub use graph::GraphCore;
 pub use llm::{LlmCore, ModelStream};

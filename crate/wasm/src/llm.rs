@@ -72,6 +72,18 @@ impl ModelStream {
     }
 }
 
+impl ModelStream {
+    /// The parsed header and the file's bytes (for the other model types' `load`).
+    pub(crate) fn take_file(
+        &mut self,
+    ) -> ggweb::Result<(
+        ggweb::gguf::Gguf,
+        Arc<ggweb::backend::cpu::buffer::AlignedBytes>,
+    )> {
+        self.file.take_file()
+    }
+}
+
 /// The model and its session state (shared with the futures of the async calls).
 struct Inner {
     llm: Llm,

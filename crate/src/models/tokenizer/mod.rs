@@ -8,6 +8,8 @@
 mod bpe;
 mod fxhash;
 mod gguf;
+mod pretok;
+mod regex;
 mod spm;
 pub mod unicode;
 mod wpm;
@@ -15,6 +17,7 @@ mod wpm;
 use std::collections::BTreeSet;
 
 use fxhash::FxHashMap;
+pub use pretok::PRE_NAMES;
 
 use crate::{Error, Result};
 
@@ -244,7 +247,7 @@ impl Tokenizer {
         }
         let vocab_type = match spec.model.as_str() {
             "llama" => VocabType::Spm,
-            "gpt2" => VocabType::Bpe,
+            "gpt2" | "gemma4" => VocabType::Bpe,
             "bert" => VocabType::Wpm,
             other => {
                 return Err(Error::Model(format!(
@@ -271,6 +274,7 @@ impl Tokenizer {
         let (mut add_space_prefix, mut add_bos, mut add_eos, mut add_sep, mut clean_spaces) =
             (false, false, false, false, false);
         let mut bpe_state = None;
+        let mut force_add_bos = false;
         match vocab_type {
             VocabType::Spm => {
                 special.bos = Some(1);
@@ -290,12 +294,28 @@ impl Tokenizer {
                 add_sep = true;
             }
             VocabType::Bpe => {
-                special.bos = Some(11);
-                special.eos = Some(11);
-                let merges = spec.merges.as_deref().ok_or_else(|| {
-                    Error::Model("BPE tokenizer without tokenizer.ggml.merges".into())
-                })?;
-                let cfg = bpe::pre_config(spec.pre.as_deref());
+                // A `gemma4` tokenizer is BPE with its own pre-tokenizer and no default ids.
+                let gemma4 = spec.model == "gemma4";
+                if !gemma4 {
+                    special.bos = Some(11);
+                    special.eos = Some(11);
+                }
+                let pre = if gemma4 {
+                    Some("gemma4")
+                } else {
+                    spec.pre.as_deref()
+                };
+                let cfg = pretok::pre_config(pre)?;
+                let merges = match spec.merges.as_deref() {
+                    Some(m) => m,
+                    None if cfg.merges_optional => &[],
+                    None => {
+                        return Err(Error::Model(
+                            "BPE tokenizer without tokenizer.ggml.merges".into(),
+                        ))
+                    }
+                };
+                force_add_bos = cfg.force_add_bos;
                 clean_spaces = cfg.clean_spaces;
                 if let Some(b) = cfg.add_bos {
                     add_bos = b;
@@ -370,6 +390,8 @@ impl Tokenizer {
         if let Some(v) = spec.add_bos {
             add_bos = v;
         }
+        // llama.cpp overrides a false add_bos for Gemma 4.
+        add_bos |= force_add_bos;
         if let Some(v) = spec.add_eos {
             add_eos = v;
         }
@@ -735,11 +757,20 @@ impl Tokenizer {
 
     fn bpe_tokenize(&self, text: &str, out: &mut Vec<u32>) {
         let Some(bpe) = &self.bpe else { return };
+        let escaped;
+        let text = if bpe.escape_whitespaces {
+            escaped = text.replace(' ', "\u{2581}");
+            escaped.as_str()
+        } else {
+            text
+        };
         let mut word = String::new();
         let mut spans = Vec::new();
         for chunk in bpe.pre_tokenize(text) {
-            bpe::encode_word(chunk, &mut word);
-            if bpe.ignore_merges {
+            bpe::encode_word(chunk, bpe.byte_encode, &mut word);
+            let whole = bpe.ignore_merges
+                || (bpe.newline_words && !word.is_empty() && word.bytes().all(|b| b == b'\n'));
+            if whole {
                 if let Some(id) = self.token_id(&word) {
                     out.push(id);
                     continue;
@@ -752,13 +783,19 @@ impl Tokenizer {
                 match self.token_id(piece) {
                     Some(id) => out.push(id),
                     None => {
-                        // llama.cpp falls back to single-byte tokens of the encoded text.
+                        // llama.cpp falls back to single-byte tokens of the piece: the byte
+                        // itself (byte-level BPE; only ASCII can be a one-byte token) or `<0xXX>`.
                         for &b in piece.as_bytes() {
-                            if b < 0x80 {
-                                if let Some(id) = self.token_id(&(b as char).to_string()) {
-                                    out.push(id);
+                            let id = if bpe.byte_encode {
+                                if b < 0x80 {
+                                    self.token_id(&(b as char).to_string())
+                                } else {
+                                    None
                                 }
-                            }
+                            } else {
+                                self.token_id(&format!("<0x{b:02X}>"))
+                            };
+                            out.extend(id);
                         }
                     }
                 }
@@ -776,6 +813,9 @@ impl Tokenizer {
         if t.attr & attr::NORMAL != 0 {
             return match self.vocab_type {
                 VocabType::Spm | VocabType::Wpm => t.text.replace('\u{2581}', " ").into_bytes(),
+                VocabType::Bpe if self.bpe.as_ref().is_some_and(|b| b.escape_whitespaces) => {
+                    t.text.replace('\u{2581}', " ").into_bytes()
+                }
                 VocabType::Bpe => {
                     let mut out = Vec::with_capacity(t.text.len());
                     for c in t.text.chars() {
@@ -992,6 +1032,13 @@ mod tests {
         let mut s = spm_spec();
         s.model = "gpt2".into();
         assert!(Tokenizer::from_spec(s).is_err(), "BPE needs merges");
+        // An unknown pre-tokenizer is refused (as llama.cpp does), not replaced by the default.
+        let mut s = spm_spec();
+        s.model = "gpt2".into();
+        s.merges = Some(Vec::new());
+        s.pre = Some("no-such-pre".into());
+        let err = Tokenizer::from_spec(s).err().expect("unknown pre");
+        assert!(err.to_string().contains("no-such-pre"), "{err}");
     }
 
     #[test]

@@ -127,6 +127,17 @@ pub fn flags(c: char) -> Flags {
     }
 }
 
+/// Han (CJK ideograph) blocks, as Kimi-K2's pre-tokenizer in llama.cpp counts them.
+pub fn is_han(c: char) -> bool {
+    matches!(c as u32,
+        0x4E00..=0x9FFF
+        | 0x3400..=0x4DBF
+        | 0x20000..=0x2A6DF
+        | 0x2A700..=0x2EBEF
+        | 0xF900..=0xFAFF
+        | 0x2F800..=0x2FA1F)
+}
+
 /// First code point of the canonical decomposition (llama.cpp's simplified NFD).
 pub fn nfd_first(c: char) -> char {
     let mut first = None;
