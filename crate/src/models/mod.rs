@@ -7,4 +7,5 @@ pub mod mnist;
 pub mod runner;
 pub mod sampler;
 pub mod tokenizer;
+pub mod train;
 pub mod weights;
