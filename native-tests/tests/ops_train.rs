@@ -193,7 +193,9 @@ fn view_back_and_get_rows_back() {
 
 #[test]
 fn im2col_back() {
-    let cases: [([usize; 4], [usize; 4], [usize; 6], bool); 4] = [
+    /// Input shape, kernel shape, [s0, s1, p0, p1, d0, d1], 2D.
+    type Case = ([usize; 4], [usize; 4], [usize; 6], bool);
+    let cases: [Case; 4] = [
         ([6, 5, 2, 2], [3, 3, 2, 4], [1, 1, 1, 1, 1, 1], true),
         ([9, 7, 3, 1], [2, 3, 3, 1], [2, 1, 0, 1, 1, 2], true),
         ([11, 2, 3, 1], [3, 2, 1, 1], [2, 0, 1, 0, 2, 0], false),

@@ -40,7 +40,7 @@ impl Context {
     pub fn repeat_back_to(&mut self, a: TensorId, ne: [usize; MAX_DIMS]) -> Result<TensorId> {
         need_f32(self, "REPEAT_BACK", &[a])?;
         let ane = self.tensor(a).ne;
-        if (0..MAX_DIMS).any(|i| ne[i] == 0 || ane[i] % ne[i] != 0) {
+        if (0..MAX_DIMS).any(|i| ne[i] == 0 || !ane[i].is_multiple_of(ne[i])) {
             return Err(Error::Shape(format!(
                 "REPEAT_BACK: {ane:?} is not a tiling of {ne:?}"
             )));
