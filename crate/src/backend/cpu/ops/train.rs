@@ -302,6 +302,16 @@ fn windows_covering(
     on: usize,
     mut f: impl FnMut(usize, usize),
 ) {
+    if dil == 1 {
+        // Without dilation the covering windows are a range: o*s in [i+pad-(ks-1), i+pad].
+        let hi = i + pad;
+        let o_lo = hi.saturating_sub(ks - 1).div_ceil(s);
+        let o_end = (hi / s + 1).min(on);
+        for o in (o_lo..o_end).rev() {
+            f(o, hi - o * s);
+        }
+        return;
+    }
     for k in 0..ks {
         let Some(num) = (i + pad).checked_sub(k * dil) else {
             break;
@@ -372,47 +382,52 @@ fn pool_2d_back(
 ) {
     let (d, g, x) = (&node.dst, node.src0(), node.src1());
     let area = (k[0] * k[1]) as f32;
+    let mut row = vec![0f32; d.ne[0]];
+    // Each thread owns whole input rows: the windows of every output row covering the input
+    // row add their gradient into it (max: at the window's pick, if it lies in this row).
     for ir in thread_range(d.nrows(), p.ith, p.nth) {
         let (iy, i2, i3) = row_index(ir, &d.ne);
-        for ix in 0..d.ne[0] {
-            let mut acc = 0f32;
-            windows_covering(iy, k[1], s[1], pd[1], 1, g.ne[1], |oy, _| {
-                windows_covering(ix, k[0], s[0], pd[0], 1, g.ne[0], |ox, _| {
-                    // SAFETY: (ox, oy) inside the pooled gradient.
-                    let gv = unsafe { rd(g, ox, oy, i2, i3) };
-                    match op {
-                        PoolOp::Avg => acc += gv / area,
-                        PoolOp::Max => {
-                            // The forward's pick: the first strict maximum in scan order.
-                            let (y0, x0) = (oy * s[1], ox * s[0]);
-                            let mut best = (-f32::MAX, usize::MAX, usize::MAX);
-                            for wy in 0..k[1] {
-                                let Some(y) = (y0 + wy).checked_sub(pd[1]).filter(|&y| y < x.ne[1])
-                                else {
-                                    continue;
-                                };
-                                for wx in 0..k[0] {
-                                    let Some(xx) =
-                                        (x0 + wx).checked_sub(pd[0]).filter(|&v| v < x.ne[0])
-                                    else {
-                                        continue;
-                                    };
-                                    // SAFETY: (xx, y) inside the input.
-                                    let v = unsafe { rd(x, xx, y, i2, i3) };
-                                    if v > best.0 {
-                                        best = (v, xx, y);
-                                    }
-                                }
-                            }
-                            if best.1 == ix && best.2 == iy {
-                                acc += gv;
-                            }
+        row.fill(0.0);
+        windows_covering(iy, k[1], s[1], pd[1], 1, g.ne[1], |oy, _| {
+            let y0 = (oy * s[1]) as isize - pd[1] as isize;
+            for ox in 0..g.ne[0] {
+                // SAFETY: (ox, oy) inside the pooled gradient.
+                let gv = unsafe { rd(g, ox, oy, i2, i3) };
+                let x0 = (ox * s[0]) as isize - pd[0] as isize;
+                let cols =
+                    (x0.max(0) as usize)..((x0 + k[0] as isize).min(x.ne[0] as isize) as usize);
+                match op {
+                    PoolOp::Avg => {
+                        for c in cols {
+                            row[c] += gv / area;
                         }
                     }
-                });
-            });
+                    PoolOp::Max => {
+                        // The forward's pick: the first strict maximum in scan order.
+                        let mut best = (-f32::MAX, usize::MAX, usize::MAX);
+                        for wy in 0..k[1] as isize {
+                            let y = y0 + wy;
+                            if y < 0 || y as usize >= x.ne[1] {
+                                continue;
+                            }
+                            for c in cols.clone() {
+                                // SAFETY: (c, y) inside the input.
+                                let v = unsafe { rd(x, c, y as usize, i2, i3) };
+                                if v > best.0 {
+                                    best = (v, c, y as usize);
+                                }
+                            }
+                        }
+                        if best.2 == iy {
+                            row[best.1] += gv;
+                        }
+                    }
+                }
+            }
+        });
+        for (ix, &v) in row.iter().enumerate() {
             // SAFETY: inside dst; this thread's row.
-            unsafe { wr(d, ix, iy, i2, i3, acc) };
+            unsafe { wr(d, ix, iy, i2, i3, v) };
         }
     }
 }
