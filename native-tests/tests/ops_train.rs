@@ -7,7 +7,7 @@ use ggweb::alloc::GraphAllocator;
 use ggweb::backend::cpu::reference::basic::Dense;
 use ggweb::backend::cpu::reference::train as reference;
 use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
-use ggweb::tensor::{Op, PoolOp, UnaryOp};
+use ggweb::tensor::{Op, PoolOp, RopeMode, RopeParams, UnaryOp};
 use ggweb::{Context, DType, Graph, TensorId};
 use ggweb_testing::Rng;
 
@@ -245,6 +245,30 @@ fn pool_2d_back() {
         check(
             &mut h,
             &format!("pool_2d_back {op:?} k{kk} s{s} p{p}"),
+            out,
+            &want,
+            1e-5,
+        );
+    }
+}
+
+#[test]
+fn rope_back() {
+    for (k, mode) in [RopeMode::Normal, RopeMode::Neox].into_iter().enumerate() {
+        let mut h = H::new(70 + k as u64);
+        let (g, gd) = h.input([10, 3, 4, 1], -1.0, 1.0);
+        let pos = vec![0, 5, 17, 1000];
+        let p = h.ints(&[4], pos.clone());
+        let (ff, ffd) = h.input([4, 1, 1, 1], 0.5, 2.0);
+        let mut params = RopeParams::new(8, mode, 10000.0);
+        params.freq_scale = 0.5;
+        params.ext_factor = 1.0;
+        params.n_ctx_orig = 64;
+        let out = h.ctx.rope_back(g, p, Some(ff), params).unwrap();
+        let want = reference::rope_back(&gd, &pos, Some(&ffd.data), &params);
+        check(
+            &mut h,
+            &format!("rope_back {mode:?} (YaRN)"),
             out,
             &want,
             1e-5,

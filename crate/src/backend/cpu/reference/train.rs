@@ -230,3 +230,34 @@ pub fn sgd(w: &[f32], g: &[f32], alpha: f32, wd: f32) -> Vec<f32> {
         .map(|(&w, &g)| (w as f64 * (1.0 - a * wd) - a * g as f64) as f32)
         .collect()
 }
+
+/// The gradient of rope: each rotated pair of `g` turned back by its angle (the transpose of
+/// the rotation: `[c s; -s c]`), dims past n_dims passed through. `pos` per index i2,
+/// `freq` the optional frequency factors.
+pub fn rope_back(
+    g: &Dense,
+    pos: &[i32],
+    freq: Option<&[f32]>,
+    p: &crate::tensor::RopeParams,
+) -> Dense {
+    use crate::tensor::RopeMode;
+    let mut out = g.clone();
+    let half = p.n_dims / 2;
+    each([1, g.ne[1], g.ne[2], g.ne[3]], |r| {
+        for k in 0..half {
+            let ff = freq.map_or(1.0, |f| f[k] as f64);
+            let (c, s) = super::basic::rope_angle(p, pos[r[2]] as f64, k, ff);
+            let (j0, j1) = match p.mode {
+                RopeMode::Normal => (2 * k, 2 * k + 1),
+                RopeMode::Neox => (k, k + half),
+            };
+            let (a, b) = (
+                g.get([j0, r[1], r[2], r[3]]) as f64,
+                g.get([j1, r[1], r[2], r[3]]) as f64,
+            );
+            out.set([j0, r[1], r[2], r[3]], (a * c + b * s) as f32);
+            out.set([j1, r[1], r[2], r[3]], (-a * s + b * c) as f32);
+        }
+    });
+    out
+}
