@@ -91,12 +91,25 @@ $bin info crate/assets/mnist-fc-f32.gguf | grep -q 'fc1.weight' || fail "info te
 pass=$((pass+1))
 
 head -c 100 crate/assets/mnist-fc-f32.gguf > "$tmp/trunc.gguf"
-for args in "info $tmp/trunc.gguf" "info $tmp/missing.gguf" "mnist --model $tmp/trunc.gguf" "bench --types q9_9" "generate -m $tmp/missing.gguf -p x --backend nosuch" "nosuchcommand"; do
+for args in "info $tmp/trunc.gguf" "info $tmp/missing.gguf" "mnist --model $tmp/trunc.gguf" "bench --types q9_9" "generate -m $tmp/missing.gguf -p x --backend nosuch" "train mnist --data $tmp --out $tmp/x.gguf --backend webgpu" "train mnist --data $tmp --out $tmp/x.gguf" "nosuchcommand"; do
   set +e; err=$($bin $args 2>&1 >/dev/null); rc=$?; set -e
   [ $rc -eq 1 ] || fail "'ggweb $args' exited $rc, expected 1"
   [ "$(echo "$err" | wc -l)" -eq 1 ] && [[ "$err" == error:* ]] || fail "'ggweb $args' printed '$err'"
   pass=$((pass+1))
 done
+# Training: fc one epoch on 6,000 training images, saved, then evaluated by `ggweb mnist`.
+data=../shared/fixtures/mnist
+if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
+  out=$($bin train mnist --model fc --data "$data" --epochs 1 --limit 6000 --batch 32 --lr 2e-3 --threads 2 --out "$tmp/fc.gguf" --json | tail -1); echo "$out"
+  ev=$($bin mnist --model "$tmp/fc.gguf" --json --threads 2)
+  python3 -c "
+import json,sys; t=json.loads(sys.argv[1]); e=json.loads(sys.argv[2])
+assert t['test_accuracy']>=0.90 and abs(t['test_accuracy']-e['accuracy'])<1e-9, (t, e)
+" "$out" "$ev" || fail "train mnist fc -> mnist round trip"
+  pass=$((pass+1))
+else
+  echo "train check skipped: $data missing"
+fi
 out=$($bin bench --json --types q4_0 --threads 1 --n 1 --size 256 --seconds 0.05)
 python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d[0]['op']=='mul_mat' and d[0]['type']=='q4_0' and d[0]['gflops']>0, d" "$out" || fail "bench --json"
 pass=$((pass+1))

@@ -11,6 +11,11 @@ pub struct Graph {
     pub leafs: Vec<TensorId>,
     /// Visited set indexed by tensor id (ggml's visited hash set).
     visited: Vec<bool>,
+    /// After [`Graph::build_backward`]: the gradient of the loss with respect to each tensor,
+    /// indexed by tensor id (ggml's `grads` beside `nodes`).
+    pub(crate) grads: Vec<Option<TensorId>>,
+    /// The input holding d(loss)/d(loss), set by the caller (1, or 1/k for k accumulated batches).
+    pub(crate) loss_grad: Option<TensorId>,
 }
 
 impl Graph {
@@ -63,6 +68,17 @@ impl Graph {
                 self.nodes.push(id);
             }
         }
+    }
+
+    /// The gradient of the loss with respect to `t`, once [`Graph::build_backward`] made one
+    /// (None where the loss does not depend on `t` through differentiable ops).
+    pub fn grad(&self, t: TensorId) -> Option<TensorId> {
+        self.grads.get(t.index()).copied().flatten()
+    }
+
+    /// The input to set to d(loss)/d(loss) before computing the backward pass.
+    pub fn loss_grad(&self) -> Option<TensorId> {
+        self.loss_grad
     }
 
     pub fn contains(&self, t: TensorId) -> bool {

@@ -6,6 +6,7 @@
 
 pub mod alloc;
 pub mod backend;
+mod backward;
 pub mod bench;
 pub mod context;
 pub mod dtype;

@@ -245,6 +245,59 @@ pub enum Op {
     },
     /// Mean over the batch of -sum(softmax-log(src0) * src1) along rows → 1 element.
     CrossEntropyLoss,
+    // Ops of the backward pass and the optimizers (`crate::backward`, `ops/train.rs`).
+    /// src0 summed over the tiles of a repeat down to the result's shape (ggml_repeat_back).
+    RepeatBack,
+    /// src0 (the gradient of `unary(src1)`) times the derivative of the function at src1.
+    UnaryBack(UnaryOp),
+    /// Gradient of norm (`rms: false`) or rms_norm over rows: src0 the result's gradient, src1
+    /// the input.
+    NormBack {
+        eps: f32,
+        rms: bool,
+    },
+    /// Zeros of the result's (contiguous) shape with src0 added at the elements a view with
+    /// byte strides `nb` at byte `offset` selects (the gradient of a view into its source).
+    ViewBack {
+        offset: usize,
+        nb: [usize; 4],
+    },
+    /// Rows of src0 added into zeros of the result's shape at the i32 indices in src1
+    /// (the gradient of get_rows).
+    GetRowsBack,
+    /// The gradient of im2col: src0 the columns' gradient, src1 the kernel (for its shape);
+    /// the result has the input's shape.
+    Im2ColBack {
+        s0: usize,
+        s1: usize,
+        p0: usize,
+        p1: usize,
+        d0: usize,
+        d1: usize,
+        is_2d: bool,
+    },
+    /// The gradient of pool_2d: src0 the result's gradient, src1 the pooled input.
+    Pool2dBack {
+        op: PoolOp,
+        k0: usize,
+        k1: usize,
+        s0: usize,
+        s1: usize,
+        p0: usize,
+        p1: usize,
+    },
+    /// The gradient of rope: rope by the negated angles (src0 the result's gradient, src1 the
+    /// positions, src2 the optional frequency factors).
+    RopeBack(RopeParams),
+    /// One AdamW step in place (ggml's OPT_STEP_ADAMW): src0 the parameter, src1 its gradient,
+    /// src2 the optimizer state f32 [n, 2] (row 0 the first moment, row 1 the second, n the
+    /// parameter's element count; updated in place), src3 the hyper-parameters f32 [alpha,
+    /// beta1, beta2, eps, wd, 1/(1-beta1^t), 1/(1-beta2^t)], a tensor so that one static graph
+    /// serves every step. The result is a view of the parameter.
+    OptStepAdamW,
+    /// One SGD step in place: src0 the parameter, src1 its gradient, src2 f32 [alpha, wd].
+    /// The result is a view of the parameter.
+    OptStepSgd,
 }
 
 impl Op {
@@ -291,6 +344,16 @@ impl Op {
             Op::Im2Col { .. } => "IM2COL",
             Op::Pool2d { .. } => "POOL_2D",
             Op::CrossEntropyLoss => "CROSS_ENTROPY_LOSS",
+            Op::RepeatBack => "REPEAT_BACK",
+            Op::UnaryBack(_) => "UNARY_BACK",
+            Op::NormBack { .. } => "NORM_BACK",
+            Op::ViewBack { .. } => "VIEW_BACK",
+            Op::GetRowsBack => "GET_ROWS_BACK",
+            Op::Im2ColBack { .. } => "IM2COL_BACK",
+            Op::Pool2dBack { .. } => "POOL_2D_BACK",
+            Op::RopeBack(_) => "ROPE_BACK",
+            Op::OptStepAdamW => "OPT_STEP_ADAMW",
+            Op::OptStepSgd => "OPT_STEP_SGD",
         }
     }
 

@@ -12,6 +12,7 @@ use ggweb::models::llm::Llm;
 use ggweb::models::mnist::{self, Mnist};
 use ggweb::models::runner::BackendChoice;
 use ggweb::models::sampler::SamplerOptions;
+use ggweb::models::train::{Optimizer, TrainConfig, Trainer};
 use ggweb::{DType, Error, Result};
 use serde_json::json;
 
@@ -48,6 +49,53 @@ enum Cmd {
         /// cpu, webgpu or auto (WebGPU when an adapter exists).
         #[arg(long, default_value = "cpu")]
         backend: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Train a model from random initialisation (or resume one) and save it as GGUF.
+    Train {
+        /// What to train: `mnist`.
+        what: String,
+        /// `fc` or `cnn`.
+        #[arg(long, default_value = "fc")]
+        model: String,
+        /// Directory with train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz] (and
+        /// t10k-* for the final test; default for those: embedded).
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long, default_value_t = 30)]
+        epochs: usize,
+        /// Images per optimizer step (logical batch).
+        #[arg(long, default_value_t = 1000)]
+        batch: usize,
+        /// Images per graph evaluation (default: the largest divisor of --batch up to 500).
+        #[arg(long)]
+        physical_batch: Option<usize>,
+        /// AdamW learning rate.
+        #[arg(long, default_value_t = 1e-3)]
+        lr: f32,
+        /// Train with SGD (this learning rate) instead of AdamW.
+        #[arg(long)]
+        sgd: bool,
+        /// Fraction of the training images held out for validation.
+        #[arg(long, default_value_t = 0.05)]
+        val_split: f64,
+        /// Use only the first N training images.
+        #[arg(long)]
+        limit: Option<usize>,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        #[arg(long)]
+        threads: Option<usize>,
+        /// cpu, webgpu or auto (training runs on the CPU; WebGPU has no backward kernels yet).
+        #[arg(long, default_value = "cpu")]
+        backend: String,
+        /// Continue from this GGUF model (weights only; the optimizer starts fresh).
+        #[arg(long)]
+        resume: Option<PathBuf>,
+        /// Where to save the trained model (GGUF, ggml's MNIST layout).
+        #[arg(long)]
+        out: PathBuf,
         #[arg(long)]
         json: bool,
     },
@@ -200,6 +248,60 @@ pub fn run() -> Result<()> {
             backend,
             json,
         } => mnist_cmd(&model, data.as_deref(), threads, &backend, json),
+        Cmd::Train {
+            what,
+            model,
+            data,
+            epochs,
+            batch,
+            physical_batch,
+            lr,
+            sgd,
+            val_split,
+            limit,
+            seed,
+            threads,
+            backend,
+            resume,
+            out,
+            json,
+        } => {
+            if what != "mnist" {
+                return Err(Error::InvalidArgument(format!(
+                    "can train 'mnist', not '{what}'"
+                )));
+            }
+            let physical = physical_batch.unwrap_or_else(|| {
+                (1..=batch.min(500))
+                    .rev()
+                    .find(|d| batch % d == 0)
+                    .unwrap_or(1)
+            });
+            let optimizer = if sgd {
+                Optimizer::Sgd { lr, wd: 0.0 }
+            } else {
+                Optimizer::adamw(lr)
+            };
+            let cfg = TrainConfig {
+                epochs,
+                batch_logical: batch,
+                batch_physical: physical,
+                optimizer,
+                val_split,
+                seed,
+                n_threads: cpu_threads(threads),
+            };
+            let run = TrainRun {
+                model,
+                data,
+                limit,
+                backend,
+                resume,
+                out,
+                json,
+            };
+            train_mnist(&run, cfg)
+        }
         Cmd::Bench {
             json,
             backend,
@@ -504,6 +606,157 @@ fn mnist_cmd(
             accuracy * 100.0,
             ips,
             secs
+        );
+    }
+    Ok(())
+}
+
+/// `ggweb train mnist`'s options besides the training configuration.
+struct TrainRun {
+    model: String,
+    data: PathBuf,
+    limit: Option<usize>,
+    backend: String,
+    resume: Option<PathBuf>,
+    out: PathBuf,
+    json: bool,
+}
+
+fn train_mnist(run: &TrainRun, cfg: TrainConfig) -> Result<()> {
+    let kind = match run.model.as_str() {
+        "fc" => mnist::MnistKind::Fc,
+        "cnn" => mnist::MnistKind::Cnn,
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "--model is fc or cnn, not '{other}'"
+            )))
+        }
+    };
+    match run.backend.parse::<BackendChoice>()? {
+        BackendChoice::Cpu => {}
+        BackendChoice::Auto => {
+            if !run.json {
+                eprintln!("note: training runs on the CPU (WebGPU has no backward kernels yet)");
+            }
+        }
+        _ => return Err(Error::UnsupportedOp(
+            "training on WebGPU (no backward or optimizer kernels there yet); use --backend cpu"
+                .into(),
+        )),
+    }
+    let (_, mut images) =
+        mnist::idx::parse_images(&read_data_file(&run.data, "train-images-idx3-ubyte")?)?;
+    let mut labels =
+        mnist::idx::parse_labels(&read_data_file(&run.data, "train-labels-idx1-ubyte")?)?;
+    if images.len() != labels.len() * mnist::IMAGE_PIXELS {
+        return Err(Error::InvalidArgument(
+            "training images and labels differ in count".into(),
+        ));
+    }
+    if let Some(n) = run.limit {
+        labels.truncate(n);
+        images.truncate(labels.len() * mnist::IMAGE_PIXELS);
+    }
+    let mut trainer = match &run.resume {
+        Some(path) => {
+            let t = Trainer::from_gguf(&std::fs::read(path)?, cfg)?;
+            if t.kind() != kind {
+                return Err(Error::InvalidArgument(format!(
+                    "--resume {} holds {}, not {}",
+                    path.display(),
+                    t.kind().name(),
+                    kind.name()
+                )));
+            }
+            t
+        }
+        None => Trainer::new(kind, cfg)?,
+    };
+    if !run.json {
+        eprintln!(
+            "{}: {} images ({} % validation), batch {} ({} per graph), {} epochs, {} threads; \
+             training graph {} nodes, {:.1} MiB",
+            kind.name(),
+            labels.len(),
+            cfg.val_split * 100.0,
+            cfg.batch_logical,
+            cfg.batch_physical,
+            cfg.epochs,
+            cfg.n_threads,
+            trainer.graph_nodes(),
+            trainer.graph_bytes() as f64 / (1 << 20) as f64
+        );
+    }
+    let json = run.json;
+    let t0 = Instant::now();
+    let epochs = trainer.fit(
+        &images,
+        &labels,
+        |s| {
+            if !json {
+                progress(
+                    s.step + 1,
+                    s.steps_per_epoch,
+                    &format!("epoch {} loss {:.4}", s.epoch + 1, s.loss),
+                );
+            }
+            true
+        },
+        |e| {
+            if json {
+                println!(
+                    "{}",
+                    json!({"epoch": e.epoch + 1, "train_loss": e.train.loss, "train_accuracy": e.train.accuracy,
+                           "val_loss": e.validation.loss, "val_accuracy": e.validation.accuracy, "seconds": e.seconds})
+                );
+            } else {
+                println!(
+                    "epoch {:>3}: train loss {:.4} accuracy {:.2} %, validation loss {:.4} accuracy {:.2} %, {:.2} s",
+                    e.epoch + 1,
+                    e.train.loss,
+                    e.train.accuracy * 100.0,
+                    e.validation.loss,
+                    e.validation.accuracy * 100.0,
+                    e.seconds
+                );
+            }
+            true
+        },
+    )?;
+    let train_secs = t0.elapsed().as_secs_f64();
+    let bytes = trainer.to_gguf()?;
+    std::fs::write(&run.out, &bytes)?;
+    let (test_images, test_labels) = match (
+        read_data_file(&run.data, "t10k-images-idx3-ubyte"),
+        read_data_file(&run.data, "t10k-labels-idx1-ubyte"),
+    ) {
+        (Ok(i), Ok(l)) => (i, l),
+        _ => (
+            mnist::embedded::T10K_IMAGES_GZ.to_vec(),
+            mnist::embedded::T10K_LABELS_GZ.to_vec(),
+        ),
+    };
+    let (_, test_images) = mnist::idx::parse_images(&test_images)?;
+    let test_labels = mnist::idx::parse_labels(&test_labels)?;
+    let test = trainer.evaluate(&test_images, &test_labels)?;
+    let per_epoch = train_secs / epochs.len().max(1) as f64;
+    if json {
+        println!(
+            "{}",
+            json!({"model": kind.name(), "epochs": epochs.len(), "seconds": train_secs, "seconds_per_epoch": per_epoch,
+                   "test_loss": test.loss, "test_accuracy": test.accuracy, "threads": cfg.n_threads,
+                   "graph_bytes": trainer.graph_bytes(), "out": run.out.display().to_string()})
+        );
+    } else {
+        println!(
+            "{}: {} epochs in {:.1} s ({:.2} s/epoch); test accuracy {:.2} % (loss {:.4}); saved {}",
+            kind.name(),
+            epochs.len(),
+            train_secs,
+            per_epoch,
+            test.accuracy * 100.0,
+            test.loss,
+            run.out.display()
         );
     }
     Ok(())

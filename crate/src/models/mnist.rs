@@ -42,7 +42,8 @@ impl MnistKind {
     }
 }
 
-enum Params {
+/// The parameter tensors of one model (shared with the trainer, `models/train.rs`).
+pub(crate) enum Params {
     Fc {
         fc1_w: TensorId,
         fc1_b: TensorId,
@@ -346,7 +347,11 @@ impl Mnist {
 }
 
 /// The forward graph for `n` images in `ctx`; returns (input [784, n], logits [10, n]).
-fn forward(ctx: &mut Context, params: &Params, n: usize) -> Result<(TensorId, TensorId)> {
+pub(crate) fn forward(
+    ctx: &mut Context,
+    params: &Params,
+    n: usize,
+) -> Result<(TensorId, TensorId)> {
     let images = ctx.new_tensor_2d(DType::F32, IMAGE_PIXELS, n)?;
     ctx.set_name(images, "images")?;
     ctx.set_input(images);

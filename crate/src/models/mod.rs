@@ -10,4 +10,5 @@ pub mod runner;
 pub mod sampler;
 pub mod split;
 pub mod tokenizer;
+pub mod train;
 pub mod weights;

@@ -8,6 +8,7 @@ use crate::tensor::{Op, RopeParams, UnaryOp};
 use crate::{Context, DType, Error, Result, TensorId};
 
 mod nn;
+mod train;
 
 impl Context {
     /// True when `b` can be broadcast (repeated) to `a`'s shape (ggml_can_repeat).

@@ -51,7 +51,7 @@ pub fn supported(node: &NodeRef) -> bool {
                 && d == DType::F32
                 && matches!(s1, None | Some(DType::F32) | Some(DType::F16))
         }
-        Op::Rope(p) => {
+        Op::Rope(p) | Op::RopeBack(p) => {
             matches!(s0, DType::F32 | DType::F16)
                 && d == s0
                 && s1 == Some(DType::I32)
@@ -114,7 +114,8 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
         Op::Norm { eps } => norm(p, node, eps, false),
         Op::RmsNorm { eps } => norm(p, node, eps, true),
         Op::SoftMax { scale, max_bias } => soft_max(p, node, scale, max_bias),
-        Op::Rope(params) => rope(p, node, &params),
+        Op::Rope(params) => rope(p, node, &params, 1.0),
+        Op::RopeBack(params) => rope(p, node, &params, -1.0),
         Op::GetRows => get_rows(p, node),
         Op::Dup | Op::Cont | Op::Cpy => copy(p, node),
         _ => unreachable!("checked by supported"),
@@ -315,7 +316,7 @@ fn gelu_erf(x: f32) -> f32 {
 }
 
 /// erf(x) with absolute error below 1.2e-7 (Numerical Recipes' Chebyshev fit of erfc).
-fn erf(x: f64) -> f64 {
+pub(crate) fn erf(x: f64) -> f64 {
     let z = x.abs();
     let t = 1.0 / (1.0 + 0.5 * z);
     let poly = -z * z - 1.265_512_23
@@ -509,7 +510,8 @@ fn rope_cache(p: &RopeParams, pos: f32, freq: Option<&TensorRef>, cache: &mut [f
     }
 }
 
-fn rope(p: &ComputeParams, node: &NodeRef, params: &RopeParams) {
+/// `sin_sign` -1 rotates by the negated angles (the gradient of rope, ggml's rope_back).
+fn rope(p: &ComputeParams, node: &NodeRef, params: &RopeParams, sin_sign: f32) {
     let (d, a, pos) = (&node.dst, node.src0(), node.src1());
     let freq = node.src[2].as_ref();
     let n = a.ne[0];
@@ -529,7 +531,7 @@ fn rope(p: &ComputeParams, node: &NodeRef, params: &RopeParams) {
         unsafe { load_row(a, i1, i2, i3, &mut buf) };
         let half = nd / 2;
         for k in 0..half {
-            let (c, s) = (cache[2 * k], cache[2 * k + 1]);
+            let (c, s) = (cache[2 * k], sin_sign * cache[2 * k + 1]);
             let (j0, j1) = match params.mode {
                 RopeMode::Normal => (2 * k, 2 * k + 1),
                 RopeMode::Neox => (k, k + half),

@@ -6,6 +6,7 @@ use crate::{Context, Error, Result, TensorId};
 
 pub mod basic;
 pub mod matmul;
+pub mod train;
 
 /// Name of the SIMD path in use.
 pub fn simd_name() -> &'static str {
@@ -43,6 +44,8 @@ fn is_matmul_family(op: &Op) -> bool {
 pub fn check_supported(node: &NodeRef) -> Result<()> {
     let ok = if is_matmul_family(&node.op) {
         matmul::supported(node)
+    } else if train::is_train_op(&node.op) {
+        train::supported(node)
     } else {
         basic::supported(node)
     };
@@ -77,6 +80,8 @@ pub fn work_size(node: &NodeRef, nth: usize) -> usize {
 pub fn forward(p: &ComputeParams, node: &NodeRef) {
     if is_matmul_family(&node.op) {
         matmul::forward(p, node)
+    } else if train::is_train_op(&node.op) {
+        train::forward(p, node)
     } else {
         basic::forward(p, node)
     }
