@@ -226,3 +226,34 @@ fn mnist_gzip_bombs_are_errors() {
     let labels = include_bytes!("../../crate/assets/t10k-labels-idx1-ubyte.gz");
     assert_eq!(idx::parse_labels(labels).unwrap().len(), 10_000);
 }
+
+/// Found by fuzzing (graph target with the backward pass): pool_2d's backward indexed past its
+/// row when the padding was wider than the kernel (a window ending before column 0).
+#[test]
+fn pool_backward_with_padding_wider_than_the_kernel() {
+    use ggweb::alloc::GraphAllocator;
+    use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
+    use ggweb::Graph;
+    for op in [PoolOp::Avg, PoolOp::Max] {
+        let mut ctx = Context::new();
+        let x = ctx.new_tensor(DType::F32, &[5, 5, 1, 1]).unwrap();
+        ctx.set_input(x);
+        ctx.set_param(x);
+        let p = ctx.pool_2d(x, op, 2, 2, 1, 1, 3, 3).unwrap();
+        let loss = ctx.sum(p).unwrap();
+        ctx.set_output(loss);
+        let mut g = Graph::build(&ctx, &[loss]);
+        g.build_backward(&mut ctx, loss).unwrap();
+        GraphAllocator::new(cpu_buffer_type())
+            .alloc_graph(&mut ctx, &g)
+            .unwrap();
+        ctx.set_f32(x, &(0..25).map(|i| i as f32).collect::<Vec<_>>())
+            .unwrap();
+        ctx.set_f32(g.loss_grad().unwrap(), &[1.0]).unwrap();
+        CpuBackend::with_threads_forced(2)
+            .compute(&ctx, &g)
+            .unwrap();
+        let dx = ctx.get_f32(g.grad(x).unwrap()).unwrap();
+        assert!(dx.iter().all(|v| v.is_finite()), "{op:?}: {dx:?}");
+    }
+}

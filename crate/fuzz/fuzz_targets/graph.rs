@@ -1,5 +1,5 @@
 //! The graph builder driven by random op sequences and shapes (the surface the JS Graph API
-//! exposes): building is a `Result`, the allocator's placement check holds, and computing on the
+//! exposes), sometimes with the backward pass: building is a `Result`, the allocator's placement check holds, and computing on the
 //! CPU (1 or 2 threads) never panics or writes out of bounds — shape faults are errors.
 #![no_main]
 use ggweb::alloc::{check_graph_allocation, GraphAllocator};
@@ -188,9 +188,27 @@ fuzz_target!(|data: &[u8]| {
             pool.push(r);
         }
     }
-    let out = *pool.last().expect("not empty");
+    let mut out = *pool.last().expect("not empty");
+    // Sometimes train: the f32 leaves become parameters and the backward pass of sum(out) is
+    // built (an op without a backward is an error, never a panic).
+    let train = data.len() % 3 == 0;
+    if train {
+        for &t in &pool {
+            let tt = ctx.tensor(t);
+            if tt.is_input() && tt.dtype == DType::F32 {
+                ctx.set_param(t);
+            }
+        }
+        match ctx.sum(out) {
+            Ok(l) => out = l,
+            Err(_) => return,
+        }
+    }
     ctx.set_output(out);
-    let g = Graph::build(&ctx, &[out]);
+    let mut g = Graph::build(&ctx, &[out]);
+    if train && g.build_backward(&mut ctx, out).is_err() {
+        return;
+    }
     // Size check before allocating: the sum of every tensor's bytes bounds the plan, and the
     // element count bounds the time (quantizing inputs is slow under instrumentation).
     let sum = |f: &dyn Fn(&ggweb::tensor::Tensor) -> usize| {
@@ -224,6 +242,9 @@ fuzz_target!(|data: &[u8]| {
                     .collect::<Vec<_>>(),
             ),
         };
+    }
+    if let Some(lg) = g.loss_grad() {
+        let _ = ctx.set_f32(lg, &[1.0]);
     }
     let nth = 1 + (data.len() & 1);
     let _ = CpuBackend::with_threads_forced(nth).compute(&ctx, &g);

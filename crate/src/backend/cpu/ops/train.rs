@@ -394,8 +394,10 @@ fn pool_2d_back(
                 // SAFETY: (ox, oy) inside the pooled gradient.
                 let gv = unsafe { rd(g, ox, oy, i2, i3) };
                 let x0 = (ox * s[0]) as isize - pd[0] as isize;
-                let cols =
-                    (x0.max(0) as usize)..((x0 + k[0] as isize).min(x.ne[0] as isize) as usize);
+                // Clamped at both ends: with padding wider than the kernel a window can end
+                // before column 0.
+                let cols = (x0.max(0) as usize)
+                    ..((x0 + k[0] as isize).clamp(0, x.ne[0] as isize) as usize);
                 match op {
                     PoolOp::Avg => {
                         for c in cols {
