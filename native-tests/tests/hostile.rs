@@ -181,11 +181,16 @@ fn empty_tensors_with_huge_dims_compute_at_once() {
         .unwrap();
     ctx.set_input(b);
     assert_eq!(ctx.tensor(b).nrows(), 0);
+    // Empty results of sources with a 2^32 ne0: no row buffer sized by it (was a 16 GB malloc).
+    let wide = ctx.new_tensor(DType::F32, &[1 << 32, 0]).unwrap();
+    ctx.set_input(wide);
+    let sr = ctx.sum_rows(wide).unwrap();
+    let sw = ctx.sum(wide).unwrap();
     let n = ctx.rms_norm(a, 1e-5).unwrap();
     let s = ctx.sum(b).unwrap();
     let out = ctx.add(s, s).unwrap();
     let n2 = ctx.scale(n, 2.0).unwrap();
-    let g = Graph::build(&ctx, &[n2, out]);
+    let g = Graph::build(&ctx, &[n2, out, sr, sw]);
     let mut ga = GraphAllocator::new(cpu_buffer_type());
     ga.alloc_graph(&mut ctx, &g).unwrap();
     let t = std::time::Instant::now();
@@ -195,6 +200,7 @@ fn empty_tensors_with_huge_dims_compute_at_once() {
     // Not a timing assertion on the kernels: before the fix this took hours.
     assert!(t.elapsed().as_secs() < 60);
     assert_eq!(ctx.get_f32(out).unwrap(), vec![0.0]);
+    assert_eq!(ctx.get_f32(sw).unwrap(), vec![0.0]);
 }
 
 /// Found by fuzzing (graph target): a view's trailing strides were multiplied unchecked.

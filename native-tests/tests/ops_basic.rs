@@ -369,7 +369,8 @@ fn get_rows_out_of_range_is_an_error_not_panic() {
     // at a barrier), then compute returns a typed error naming the id, and works again after.
     let e = h.compute(g, 2).unwrap_err();
     assert!(
-        matches!(&e, Error::InvalidArgument(m) if m.contains("row id 3")),
+        // Either bad id may be reported: the first thread to reach its row wins.
+        matches!(&e, Error::InvalidArgument(m) if m.contains("row id 3") || m.contains("row id -1")),
         "{e}"
     );
     let out = h.ctx.get_f32(g).unwrap();

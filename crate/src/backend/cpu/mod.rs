@@ -269,6 +269,11 @@ impl CpuBackend {
                 Error::UnsupportedOp(m) => Error::UnsupportedOp(format!("{m} (node '{}')", t.name)),
                 other => other,
             })?;
+            // An empty result has nothing to write (ggml skips these too); its sources may
+            // still claim huge dims that a kernel would size row buffers by.
+            if node.dst.nelements() == 0 {
+                continue;
+            }
             wsize = wsize.max(ops::work_size(&node, nth));
             nodes.push(node);
         }

@@ -344,7 +344,8 @@ fn sum(p: &ComputeParams, node: &NodeRef) {
         return;
     }
     let (d, a) = (&node.dst, node.src0());
-    let mut buf = vec![0f32; a.ne[0]];
+    // An empty source sums to 0 (its ne0 alone may be huge: no buffer sized by it).
+    let mut buf = vec![0f32; if a.nelements() == 0 { 0 } else { a.ne[0] }];
     let mut acc = 0f64;
     for ir in 0..a.nrows() {
         let (i1, i2, i3) = row_index(ir, &a.ne);
