@@ -372,14 +372,16 @@ pub(crate) fn check_block(dtype: DType, ne0: usize) -> Result<()> {
 /// checked when it is created, so `Tensor::nbytes` and the strides cannot wrap afterwards.
 pub(crate) fn checked_contiguous_bytes(dtype: DType, ne: &[usize; MAX_DIMS]) -> Result<usize> {
     let dims = [ne[0] / dtype.block_size(), ne[1], ne[2], ne[3]];
+    // Zeros count as 1 here: an empty tensor's other dims must still fit, or the strides of a
+    // permutation of it (zero dim last) would overflow.
     let mut bytes = dtype.type_size() as u64;
     for n in dims {
         bytes = bytes
-            .checked_mul(n as u64)
+            .checked_mul(n.max(1) as u64)
             .filter(|&b| b <= isize::MAX as u64)
             .ok_or_else(|| Error::Overflow(format!("byte size of a {dtype} tensor {ne:?}")))?;
     }
-    Ok(bytes as usize)
+    Ok(if dims.contains(&0) { 0 } else { bytes as usize })
 }
 
 /// Bytes spanned by a tensor with strides `nb` (`Tensor::nbytes`' formula), or None when that

@@ -22,6 +22,12 @@ fn byte_sizes_that_wrap_are_rejected() {
     let b = ctx.new_tensor(DType::F32, &[1, 1 << 31]).unwrap();
     let e = ctx.mul_mat(a, b).unwrap_err();
     assert!(matches!(e, Error::Overflow(_)), "{e}");
+    // Found by fuzzing: an empty tensor whose other dims overflow made the strides of its
+    // permutation (zero dim last) overflow.
+    let e = ctx
+        .new_tensor(DType::F32, &[0, 1 << 30, 1 << 30, 1 << 30])
+        .unwrap_err();
+    assert!(matches!(e, Error::Overflow(_)), "{e}");
     let ok = ctx.new_tensor(DType::F32, &[1024, 1024]).unwrap();
     assert_eq!(ctx.tensor(ok).nbytes(), 4 << 20);
 }

@@ -63,6 +63,11 @@ const UNARY: &[UnaryOp] = &[
 ];
 
 /// Budget of bytes a case may allocate: beyond it the case only builds and plans.
+/// `GGWEB_FUZZ_TRACE=1`: print each op built (to triage a crash input).
+fn trace() -> bool {
+    std::env::var_os("GGWEB_FUZZ_TRACE").is_some()
+}
+
 const MAX_BYTES: u64 = 64 << 20;
 const MAX_ELEMENTS: u64 = 1 << 20;
 
@@ -184,6 +189,13 @@ fuzz_target!(|data: &[u8]| {
                 _ => ctx.dup(a),
             },
         };
+        if trace() {
+            let desc = r.as_ref().map(|&r| {
+                let t = ctx.tensor(r);
+                format!("{:?} {:?} ne {:?} nb {:?} offs {}", t.op, t.dtype, t.ne, t.nb, t.view_offs)
+            });
+            eprintln!("op {} on {a:?}, {c:?} -> {desc:?}", op % 30);
+        }
         if let Ok(r) = r {
             pool.push(r);
         }
