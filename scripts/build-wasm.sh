@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Build the wasm engine of the npm package `ggweb` in three variants and write them into www/wasm/:
+# Build the wasm engine of the npm package `ggweb` in four variants and write them into www/wasm/:
+#   www/wasm/threads/ relaxed, plus shared memory and atomics: the CPU backend on Web Workers
+#                     (CPU only; the loader's default where the page is cross-origin isolated).
+#                     Built with the pinned nightly (scripts/lib.sh) and -Z build-std.
 #   www/wasm/simd/    -C target-feature=+simd128 (SIMD128 kernels) and the WebGPU backend (wgpu)
 #   www/wasm/relaxed/ as simd, plus +relaxed-simd (i8 x i7 dots in the 4/5-bit quantized tiles, bit
 #                     for bit the simd build's results; fused multiply-add in the f32 tile); the
@@ -48,10 +51,15 @@ for v in $VARIANTS; do
   ggweb_variant "$v"
   FLAGS="$VARIANT_RUSTFLAGS"; OPT_FEATURES="$VARIANT_OPT_FLAGS"; FEATS="${WASM_FEATURES-$VARIANT_FEATURES}"
   TD="$TARGET_BASE/wasm-$v"
-  log "cargo build ($v, $PROFILE, features: ${FEATS:-none})"
+  TOOLCHAIN=(); BUILD_STD=()
+  if [ -n "$VARIANT_NIGHTLY" ]; then
+    TOOLCHAIN=("+$(ggweb_nightly)"); BUILD_STD=(-Z build-std=std,panic_abort)
+  fi
+  log "cargo ${TOOLCHAIN[*]} build ($v, $PROFILE, features: ${FEATS:-none})"
   if [ "$PROFILE" = release ]; then PFLAG=--release; PDIR=release; else PFLAG=; PDIR=debug; fi
-  RUSTFLAGS="$FLAGS ${EXTRA_RUSTFLAGS:-}" CARGO_TARGET_DIR="$TD" \
-    cargo build -p ggweb-wasm --lib --target wasm32-unknown-unknown $PFLAG \
+  # shellcheck disable=SC2086 # FLAGS is a list of flags
+  RUSTFLAGS="$(echo $FLAGS) ${EXTRA_RUSTFLAGS:-}" CARGO_TARGET_DIR="$TD" \
+    cargo "${TOOLCHAIN[@]}" build "${BUILD_STD[@]}" -p ggweb-wasm --lib --target wasm32-unknown-unknown $PFLAG \
     --no-default-features ${FEATS:+--features "$FEATS"}
   OUT="www/wasm/$v"
   rm -rf "$OUT"; mkdir -p "$OUT"
