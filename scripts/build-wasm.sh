@@ -65,7 +65,13 @@ for v in $VARIANTS; do
   rm -rf "$OUT"; mkdir -p "$OUT"
   "$WB" --target web --out-dir "$OUT" --out-name ggweb \
     "$TD/wasm32-unknown-unknown/$PDIR/ggweb_wasm.wasm"
-  if [ -z "${NO_OPT:-}" ]; then
+  OPT_BASE="--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
+    --enable-mutable-globals --enable-reference-types --enable-multivalue $OPT_FEATURES"
+  if [ -z "${NO_OPT:-}" ] && [ "$VARIANT_WASM_OPT" = strip ]; then
+    # shellcheck disable=SC2086 # OPT_BASE is a list of flags
+    "$WASM_OPT" --strip-debug --strip-producers $OPT_BASE "$OUT/ggweb_bg.wasm" -o "$OUT/ggweb_bg.wasm.opt"
+    mv "$OUT/ggweb_bg.wasm.opt" "$OUT/ggweb_bg.wasm"
+  elif [ -z "${NO_OPT:-}" ]; then
     # Keep every feature rustc emits (bulk memory, sign-ext, non-trapping f2i, mutable globals,
     # reference types, multivalue) and SIMD for the SIMD build; -O3 for speed. The CPU kernels
     # stay separate functions (--no-inline, before -O3): -O3 would inline every op into one
@@ -75,8 +81,7 @@ for v in $VARIANTS; do
     # working: first check it against the name section (there until --strip-debug). wasm-opt's
     # only wildcard is `*` (a regex `.*` here; the rest of the pattern is letters and `::`).
     NO_INLINE='ggweb::backend::cpu::*'
-    OPT_FLAGS="--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
-      --enable-mutable-globals --enable-reference-types --enable-multivalue $OPT_FEATURES"
+    OPT_FLAGS="$OPT_BASE"
     # shellcheck disable=SC2086 # OPT_FLAGS is a list of flags
     FUNCS="$("$WASM_OPT" $OPT_FLAGS --print-function-map "$OUT/ggweb_bg.wasm" | cut -d: -f2-)"
     count() { grep -cE -e "$1" <<<"$FUNCS" || true; }
