@@ -104,7 +104,7 @@ let wasmMemory: WebAssembly.Memory | null = null;
 /** Whether the threads build can run here, and if not why. */
 export function threadsSupport(): { ok: boolean; reason: string } {
   const g = globalThis as { crossOriginIsolated?: boolean; Worker?: unknown };
-  if (typeof SharedArrayBuffer !== 'function') return { ok: false, reason: 'no SharedArrayBuffer' };
+  // Browsers define SharedArrayBuffer only on isolated pages: name the cause first.
   if (!isNode && g.crossOriginIsolated !== true) {
     return {
       ok: false,
@@ -112,6 +112,7 @@ export function threadsSupport(): { ok: boolean; reason: string } {
         'the page is not cross-origin isolated (serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)',
     };
   }
+  if (typeof SharedArrayBuffer !== 'function') return { ok: false, reason: 'no SharedArrayBuffer' };
   if (!isNode && typeof g.Worker !== 'function') return { ok: false, reason: 'no Web Workers here' };
   if (!relaxedSimdSupported()) return { ok: false, reason: 'no WebAssembly relaxed SIMD' };
   return { ok: true, reason: isNode ? 'Node (worker_threads)' : 'cross-origin isolated, SharedArrayBuffer' };
