@@ -190,6 +190,8 @@ async function loadThreads(opts: InitOptions, n: number, reason: string): Promis
   const module = await compile(await wasmInput(opts.wasm ?? new URL('../wasm/threads/ggweb_bg.wasm', import.meta.url)));
   const exports = (await m.default({ module_or_path: module })) as unknown as { memory: WebAssembly.Memory };
   wasmMemory = exports.memory;
+  // Atomics.wait traps on a page's main thread: there the caller spins at barriers instead.
+  m.setCallerMayWait(isNode || typeof (globalThis as { document?: unknown }).document === 'undefined');
   await startWorkers(m, module, exports.memory, n - 1);
   loadedSimd = true;
   loadedRelaxed = true;

@@ -69,6 +69,14 @@ pub fn set_threads(n: usize) {
     ggweb::backend::cpu::threadpool::set_default_n_threads(n);
 }
 
+/// Threads build: whether the calling thread may block at a barrier (`Atomics.wait`): false on a
+/// browser's main thread (it spins there), true in Node and in workers.
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = setCallerMayWait)]
+pub fn set_caller_may_wait(yes: bool) {
+    ggweb::backend::cpu::threadpool::set_caller_may_wait(yes);
+}
+
 /// Threads build: Web Workers that entered [`threads_worker_main`] so far.
 #[cfg(target_feature = "atomics")]
 #[wasm_bindgen(js_name = threadsWorkers)]

@@ -26,7 +26,7 @@ use crate::{Error, Result};
 #[path = "webpool.rs"]
 mod webpool;
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
-pub use webpool::{set_default_n_threads, worker_main, workers, ThreadPool};
+pub use webpool::{set_caller_may_wait, set_default_n_threads, worker_main, workers, ThreadPool};
 
 /// A reusable sense-reversing barrier for `n` threads that can be poisoned: once poisoned, every
 /// waiter unwinds (without running the panic hook) instead of waiting for a thread that is gone.
@@ -63,6 +63,8 @@ impl Barrier {
         if self.count.fetch_add(1, Ordering::AcqRel) == self.n - 1 {
             self.count.store(0, Ordering::Relaxed);
             self.phase.fetch_add(1, Ordering::Release);
+            #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+            webpool::wake(&self.phase);
         } else {
             let mut spins = 0u32;
             while self.phase.load(Ordering::Acquire) == phase {
@@ -71,6 +73,11 @@ impl Barrier {
                 if spins < 2000 {
                     std::hint::spin_loop();
                 } else {
+                    // wasm has no yield: a thread that may block waits for the phase to move
+                    // (a thread spinning on an oversubscribed core starved the others 20x).
+                    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+                    webpool::wait_while(&self.phase, phase);
+                    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
                     std::thread::yield_now();
                 }
             }

@@ -8,9 +8,11 @@
 //! one JavaScript thread calls into an engine, and a second concurrent run is an error).
 //!
 //! Idle workers sleep in `std::thread::park` (`memory.atomic.wait32`; no spinning between
-//! graphs) and the caller unparks the ones a run needs (`memory.atomic.notify`).
-//! The caller, thread 0, may be a browser's main thread, where waiting traps: it never waits,
-//! it only spins at the barrier and for the workers to leave the job, which they do right after
+//! graphs) and the caller unparks the ones a run needs (`memory.atomic.notify`). At a barrier a
+//! thread spins briefly, then blocks on the barrier's phase where it may (workers; the caller in
+//! Node or a worker), since wasm has no `yield`.
+//! The caller, thread 0, may be a browser's main thread, where waiting traps: there it never
+//! waits, it only spins at the barrier and for the workers to leave the job, which they do right after
 //! the last barrier. There is no unwinding on wasm32 (panics abort): a panic on any thread
 //! poisons the run's barrier from the panic hook, so the others trap too instead of waiting for
 //! a thread that is gone, and the JavaScript call fails with a `RuntimeError`.
@@ -81,6 +83,43 @@ static BUSY: AtomicBool = AtomicBool::new(false);
 /// The number of threads new backends use (0: all, the workers + the caller).
 static WANTED: AtomicUsize = AtomicUsize::new(0);
 static HOOK: Once = Once::new();
+/// The calling thread (thread 0) may block in `memory.atomic.wait32`: not on a browser's main
+/// thread, where it traps (set by JavaScript: true in Node and in workers).
+static CALLER_MAY_WAIT: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Set in [`worker_main`]: workers may always block.
+    static IS_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread can block (see [`CALLER_MAY_WAIT`]).
+pub fn set_caller_may_wait(yes: bool) {
+    CALLER_MAY_WAIT.store(yes, Ordering::Release);
+}
+
+/// A barrier waiter past its spins: block until `word` is no longer `seen` (or 1 ms passed, so
+/// a poisoned barrier is still seen) where this thread may block, else spin on.
+pub(super) fn wait_while(word: &AtomicUsize, seen: usize) {
+    if IS_WORKER.with(|w| w.get()) || CALLER_MAY_WAIT.load(Ordering::Relaxed) {
+        // SAFETY: `word` is a live, aligned atomic (usize is 32 bits on wasm32); this thread
+        // may block. The wait returns at once if the value already differs.
+        unsafe {
+            core::arch::wasm32::memory_atomic_wait32(
+                word.as_ptr() as *mut i32,
+                seen as i32,
+                1_000_000,
+            )
+        };
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
+/// Wake the threads blocked in [`wait_while`] on `word`.
+pub(super) fn wake(word: &AtomicUsize) {
+    // SAFETY: `word` is a live, aligned atomic; notifying is allowed on every thread.
+    unsafe { core::arch::wasm32::memory_atomic_notify(word.as_ptr() as *mut i32, u32::MAX) };
+}
 
 /// Chain a panic hook that poisons the current run's barrier, so that no thread waits for one
 /// that has trapped.
@@ -104,6 +143,7 @@ fn current() -> Option<Arc<Run>> {
 /// engine's jobs forever. The worker's index is the order of entry.
 pub fn worker_main() -> ! {
     install_hook();
+    IS_WORKER.with(|w| w.set(true));
     // Read before announcing this worker, so that no run it is counted for can be missed.
     let mut seen = RUNS.load(Ordering::Acquire);
     let ith = THREADS.with(|t| {
