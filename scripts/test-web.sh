@@ -8,7 +8,7 @@
 #      scalar builds;
 #   3. the browser end-to-end test (puppeteer-core driving /usr/bin/chromium) of the demo,
 #      screenshots in test-output/; MNIST on WebGPU (SwiftShader) through the npm package;
-#   4. the threads build in headless Chromium (www/test-e2e/threads-e2e.mjs, ~3 min): results on
+#   4. the threads build in headless Chromium (www/test-e2e/threads-e2e.mjs, ~15 s): results on
 #      1, 2, 3 threads = the single-thread build's, MNIST and SmolLM2 through the package, a page
 #      without cross-origin isolation falling back;
 #   5. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
