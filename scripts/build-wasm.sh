@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Build the wasm engine of the npm package `ggweb` in three variants and write them into www/wasm/:
+# Build the wasm engine of the npm package `ggweb` in four variants and write them into www/wasm/:
+#   www/wasm/threads/ relaxed, plus shared memory and atomics: the CPU backend on Web Workers
+#                     (CPU only; the loader's default where the page is cross-origin isolated).
+#                     Built with the pinned nightly (scripts/lib.sh) and -Z build-std.
 #   www/wasm/simd/    -C target-feature=+simd128 (SIMD128 kernels) and the WebGPU backend (wgpu)
 #   www/wasm/relaxed/ as simd, plus +relaxed-simd (i8 x i7 dots in the 4/5-bit quantized tiles, bit
 #                     for bit the simd build's results; fused multiply-add in the f32 tile); the
@@ -48,16 +51,27 @@ for v in $VARIANTS; do
   ggweb_variant "$v"
   FLAGS="$VARIANT_RUSTFLAGS"; OPT_FEATURES="$VARIANT_OPT_FLAGS"; FEATS="${WASM_FEATURES-$VARIANT_FEATURES}"
   TD="$TARGET_BASE/wasm-$v"
-  log "cargo build ($v, $PROFILE, features: ${FEATS:-none})"
+  TOOLCHAIN=(); BUILD_STD=()
+  if [ -n "$VARIANT_NIGHTLY" ]; then
+    TOOLCHAIN=("+$(ggweb_nightly)"); BUILD_STD=(-Z build-std=std,panic_abort)
+  fi
+  log "cargo ${TOOLCHAIN[*]} build ($v, $PROFILE, features: ${FEATS:-none})"
   if [ "$PROFILE" = release ]; then PFLAG=--release; PDIR=release; else PFLAG=; PDIR=debug; fi
-  RUSTFLAGS="$FLAGS ${EXTRA_RUSTFLAGS:-}" CARGO_TARGET_DIR="$TD" \
-    cargo build -p ggweb-wasm --lib --target wasm32-unknown-unknown $PFLAG \
+  # shellcheck disable=SC2086 # FLAGS is a list of flags
+  RUSTFLAGS="$(echo $FLAGS) ${EXTRA_RUSTFLAGS:-}" CARGO_TARGET_DIR="$TD" \
+    cargo "${TOOLCHAIN[@]}" build "${BUILD_STD[@]}" -p ggweb-wasm --lib --target wasm32-unknown-unknown $PFLAG \
     --no-default-features ${FEATS:+--features "$FEATS"}
   OUT="www/wasm/$v"
   rm -rf "$OUT"; mkdir -p "$OUT"
   "$WB" --target web --out-dir "$OUT" --out-name ggweb \
     "$TD/wasm32-unknown-unknown/$PDIR/ggweb_wasm.wasm"
-  if [ -z "${NO_OPT:-}" ]; then
+  OPT_BASE="--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
+    --enable-mutable-globals --enable-reference-types --enable-multivalue $OPT_FEATURES"
+  if [ -z "${NO_OPT:-}" ] && [ "$VARIANT_WASM_OPT" = strip ]; then
+    # shellcheck disable=SC2086 # OPT_BASE is a list of flags
+    "$WASM_OPT" --strip-debug --strip-producers $OPT_BASE "$OUT/ggweb_bg.wasm" -o "$OUT/ggweb_bg.wasm.opt"
+    mv "$OUT/ggweb_bg.wasm.opt" "$OUT/ggweb_bg.wasm"
+  elif [ -z "${NO_OPT:-}" ]; then
     # Keep every feature rustc emits (bulk memory, sign-ext, non-trapping f2i, mutable globals,
     # reference types, multivalue) and SIMD for the SIMD build; -O3 for speed. The CPU kernels
     # stay separate functions (--no-inline, before -O3): -O3 would inline every op into one
@@ -67,8 +81,7 @@ for v in $VARIANTS; do
     # working: first check it against the name section (there until --strip-debug). wasm-opt's
     # only wildcard is `*` (a regex `.*` here; the rest of the pattern is letters and `::`).
     NO_INLINE='ggweb::backend::cpu::*'
-    OPT_FLAGS="--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
-      --enable-mutable-globals --enable-reference-types --enable-multivalue $OPT_FEATURES"
+    OPT_FLAGS="$OPT_BASE"
     # shellcheck disable=SC2086 # OPT_FLAGS is a list of flags
     FUNCS="$("$WASM_OPT" $OPT_FLAGS --print-function-map "$OUT/ggweb_bg.wasm" | cut -d: -f2-)"
     count() { grep -cE -e "$1" <<<"$FUNCS" || true; }

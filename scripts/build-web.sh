@@ -15,4 +15,4 @@ for f in mnist-fc-f32.gguf mnist-cnn-f32.gguf t10k-images-idx3-ubyte.gz t10k-lab
     echo "[build-web] warning: crate/assets/$f is missing; the demo will not find it" >&2
   fi
 done
-echo "[build-web] done: www/dist (JS + .d.ts), www/wasm/{simd,scalar}, www/demo/assets" >&2
+echo "[build-web] done: www/dist (JS + .d.ts), www/wasm/{threads,relaxed,simd,scalar}, www/demo/assets" >&2

@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // A tiny static server for the ggweb demo: serves www/ on http://localhost:$PORT (default 8080)
 // with correct MIME types (application/wasm for streaming compilation) and COOP/COEP headers
-// (cross-origin isolation), no caching. `/` redirects to the demo. Usage: node scripts/serve.mjs
+// (cross-origin isolation: SharedArrayBuffer, so ggweb loads its threads build), no caching. A
+// page asked for with `?coi=0` comes without them (not isolated: the single-thread builds, and
+// WebGPU, which the threads build lacks). `/` redirects to the demo. Usage: node scripts/serve.mjs
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -51,12 +53,12 @@ const server = http.createServer((req, res) => {
     if (fs.statSync(target).isDirectory()) target = path.join(target, 'index.html');
     const st = fs.statSync(target);
     const ext = target.endsWith('.d.ts') ? '.d.ts' : path.extname(target);
+    const isolate = url.searchParams.get('coi') !== '0';
     res.writeHead(200, {
       'Content-Type': TYPES[ext] || 'application/octet-stream',
       'Content-Length': st.size,
       'Cache-Control': 'no-store',
-      'Cross-Origin-Opener-Policy': 'same-origin',
-      'Cross-Origin-Embedder-Policy': 'require-corp',
+      ...(isolate ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } : {}),
       'Cross-Origin-Resource-Policy': 'same-origin',
     });
     if (req.method === 'HEAD') return res.end();

@@ -8,7 +8,10 @@
 #      scalar builds; www/test-models/ (Qwen2.5-Coder-0.5B vs llama.cpp) once;
 #   3. the browser end-to-end test (puppeteer-core driving /usr/bin/chromium) of the demo,
 #      screenshots in test-output/; MNIST on WebGPU (SwiftShader) through the npm package;
-#   4. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
+#   4. the threads build in headless Chromium (www/test-e2e/threads-e2e.mjs, ~15 s): results on
+#      1, 2, 3 threads = the single-thread build's, MNIST and SmolLM2 through the package, a page
+#      without cross-origin isolation falling back;
+#   5. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
 #      package, SmolLM2 on WebGPU (SwiftShader) vs the CPU build (~2-3 min: SwiftShader is a CPU
 #      emulation), the chat page end to end (screenshots test-output/chat*.png), Cache API reload.
 #   The graph API on WebGPU: wasm-tests/tests/webgpu_graph.rs, after the WebGPU suite.
@@ -57,6 +60,8 @@ if [ -z "${SKIP_WASM_TESTS:-}" ]; then
   fi
   for v in $GGWEB_VARIANTS; do
     ggweb_variant "$v"; FLAGS="$VARIANT_RUSTFLAGS"
+    # The threads build's suites are the npm package's (below): wasm-bindgen-test runs one thread.
+    [ -z "$VARIANT_NIGHTLY" ] || continue
     step "wasm-bindgen-test ($v) in node"
     (cd wasm-tests && RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
       cargo test --target wasm32-unknown-unknown --no-fail-fast)
@@ -75,6 +80,8 @@ if [ -z "${SKIP_WASM_TESTS:-}" ]; then
     cargo test --target wasm32-unknown-unknown --features webgpu --test webgpu_graph)
 fi
 
+# (With relaxed SIMD, test/threads.test.mjs also runs the threads build on 1, 2 and 3 worker_threads
+# against the single-thread build; the others skip it. GGWEB_THREADS=2 runs every test on it.)
 step "npm package tests (node --test), relaxed-SIMD build (the default where supported)"
 (cd www && GGWEB_SIMD=1 GGWEB_RELAXED=1 node --experimental-wasm-relaxed-simd --test test/)
 step "npm package tests (node --test), SIMD128 build"
@@ -90,6 +97,8 @@ if [ -z "${SKIP_E2E:-}" ]; then
   node www/test-e2e/e2e.mjs
   step "hostile inputs in headless Chromium (lying server, claims, bad calls)"
   node www/test-e2e/hostile-e2e.mjs
+  step "threads build in headless Chromium: 1/2/3 threads vs single-thread, MNIST, SmolLM2, fallback"
+  node www/test-e2e/threads-e2e.mjs
   step "LLM in headless Chromium: parity, chat page, Cache API"
   LLM_BENCH="${LLM_BENCH:-0}" node www/test-e2e/llm-e2e.mjs
 fi

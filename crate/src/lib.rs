@@ -3,6 +3,11 @@
 //! Data flow: GGUF bytes → [`gguf`] (validated) → weights described in a [`Context`] and placed in
 //! backend buffers → model code builds a [`Graph`] with op constructors → [`alloc`] plans memory →
 //! a backend (or the scheduler) computes it → outputs are read back.
+// The wasm threads build (nightly, -Z build-std) blocks at barriers with memory.atomic.wait32.
+#![cfg_attr(
+    all(target_arch = "wasm32", target_feature = "atomics"),
+    feature(stdarch_wasm_atomic_wait)
+)]
 
 pub mod alloc;
 pub mod backend;

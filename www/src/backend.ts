@@ -3,7 +3,7 @@
  * WebGPU does not run or tensors larger than one storage binding) or `auto` (WebGPU when an
  * adapter exists, else the CPU). The choice and its reasons are kept in a {@link BackendInfo}.
  */
-import { engine } from './wasm.js';
+import { engine, threadsLoaded } from './wasm.js';
 import { toError } from './env.js';
 
 export type Backend = 'cpu' | 'webgpu' | 'auto';
@@ -40,8 +40,13 @@ export interface BackendInfo {
   adapter: WebGPUInfo | null;
   /** Kernels use `shader-f16`. */
   f16: boolean;
-  /** Why this backend (e.g. why the CPU was chosen). */
+  /** Why this backend (e.g. why the CPU was chosen; `init()` says why this build). */
   reason: string;
+  /**
+   * Threads of the CPU backend (1 except in the threads build: see `init().threads`); set where the
+   * backend was chosen by {@link chooseBackend} (models, `Graph.create`).
+   */
+  cpuThreads?: number;
   /**
    * After a computation on WebGPU: nodes per backend of the last graph, and each node that ran on
    * the CPU with the reason (an op WebGPU lacks, a tensor over max_storage_buffer_binding_size).
@@ -60,7 +65,12 @@ export async function webgpuDevice(): Promise<{ device: WebGPUInfo | null; reaso
   if (!probing) {
     probing = (async () => {
       const m = await engine();
-      if (!m.webgpuCompiled()) return { device: null, reason: 'this build of the ggweb engine has no WebGPU backend' };
+      if (!m.webgpuCompiled()) {
+        const why = threadsLoaded()
+          ? 'the threads build of the ggweb engine has no WebGPU backend (init({ threads: false }) loads one that has)'
+          : 'this build of the ggweb engine has no WebGPU backend';
+        return { device: null, reason: why };
+      }
       try {
         const device = (await m.webgpuInit()) as WebGPUInfo;
         return { device, reason: `WebGPU adapter '${device.name}' (${device.f16 ? 'f16' : 'f32'} path)` };
@@ -78,9 +88,12 @@ export async function chooseBackend(requested: Backend | undefined): Promise<Bac
   if (req !== 'cpu' && req !== 'webgpu' && req !== 'auto') {
     throw new Error(`invalid argument: backend must be 'cpu', 'webgpu' or 'auto', got '${String(req)}'`);
   }
-  if (req === 'cpu') return { requested: req, backend: 'cpu', adapter: null, f16: false, reason: 'the CPU was requested' };
+  const cpuThreads = (await engine()).cpuThreads();
+  if (req === 'cpu') {
+    return { requested: req, backend: 'cpu', adapter: null, f16: false, reason: 'the CPU was requested', cpuThreads };
+  }
   const { device, reason } = await webgpuDevice();
-  if (device) return { requested: req, backend: 'webgpu', adapter: device, f16: device.f16, reason };
+  if (device) return { requested: req, backend: 'webgpu', adapter: device, f16: device.f16, reason, cpuThreads };
   if (req === 'webgpu') throw new Error(`backend 'webgpu' requested but WebGPU is unavailable: ${reason}`);
-  return { requested: req, backend: 'cpu', adapter: null, f16: false, reason: `auto: no WebGPU (${reason}), so the CPU` };
+  return { requested: req, backend: 'cpu', adapter: null, f16: false, reason: `auto: no WebGPU (${reason}), so the CPU`, cpuThreads };
 }

@@ -7,7 +7,16 @@
  * ```
  */
 export { type ErrorCode, type GgwebError } from './env.js';
-export { init, simdSupported, relaxedSimdSupported, wasmMemoryBytes, type InitOptions, type EngineInfo } from './wasm.js';
+export {
+  init,
+  simdSupported,
+  relaxedSimdSupported,
+  threadsSupport,
+  setThreads,
+  wasmMemoryBytes,
+  type InitOptions,
+  type EngineInfo,
+} from './wasm.js';
 export { type Source, type Progress, type LoadOptions, readAll, gunzip } from './source.js';
 export {
   GGUF,

@@ -12,6 +12,7 @@ import {
   type TokenizeOptions,
 } from './llm.js';
 import type { Source } from './source.js';
+import type { InitOptions } from './wasm.js';
 
 interface Pending {
   resolve: (v: any) => void;
@@ -61,7 +62,7 @@ export class WorkerLLM {
     return { id, done };
   }
 
-  static async load(source: Source, opts: LLMLoadOptions & { worker?: Worker } = {}): Promise<WorkerLLM> {
+  static async load(source: Source, opts: LLMLoadOptions & { worker?: Worker; engine?: InitOptions } = {}): Promise<WorkerLLM> {
     const worker = opts.worker ?? new Worker(new URL('./llm-worker.js', import.meta.url), { type: 'module' });
     const w = new WorkerLLM(worker);
     let src: unknown = source;

@@ -4,6 +4,7 @@
  * handled between generation steps.
  */
 import { LLM, type Generation } from './llm.js';
+import { init } from './wasm.js';
 
 interface Req {
   id: number;
@@ -23,9 +24,11 @@ async function handle(req: Req): Promise<void> {
   try {
     switch (op) {
       case 'load': {
-        const [source, opts] = args;
+        const [source, { engine, ...opts }] = args;
         loadAbort = new AbortController();
         llm?.free();
+        // The worker's engine: `init` options (e.g. nThreads), before anything loads it.
+        if (engine) await init(engine);
         llm = await LLM.load(source, {
           ...opts,
           signal: loadAbort.signal,

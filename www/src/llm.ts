@@ -335,8 +335,15 @@ export class LLM {
     }
   }
 
-  /** Load in a dedicated Web Worker: the same API, nothing blocks the calling thread. */
-  static async loadInWorker(source: Source, opts: LLMLoadOptions & { worker?: Worker } = {}): Promise<WorkerLLM> {
+  /**
+   * Load in a dedicated Web Worker: the same API, nothing blocks the calling thread. `engine`: the
+   * worker's `init` options (e.g. `{ nThreads: 4 }`; the threads build runs where the page is
+   * cross-origin isolated).
+   */
+  static async loadInWorker(
+    source: Source,
+    opts: LLMLoadOptions & { worker?: Worker; engine?: import('./wasm.js').InitOptions } = {},
+  ): Promise<WorkerLLM> {
     const { WorkerLLM } = await import('./llm-client.js');
     return WorkerLLM.load(source, opts);
   }

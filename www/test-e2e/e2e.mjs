@@ -50,11 +50,13 @@ try {
   page.on('pageerror', (e) => logs.push(`[pageerror] ${e.message}`));
 
   // ---- MNIST: draw digits ----
-  await page.goto(`${base}/demo/mnist.html`);
+  // Not cross-origin isolated (?coi=0): the single-thread builds, which have WebGPU (the threads
+  // build, on isolated pages, does not; www/test-e2e/threads-e2e.mjs tests it).
+  await page.goto(`${base}/demo/mnist.html?coi=0`);
   await page.waitForFunction(() => window.__mnist?.ready || window.__mnist?.error, { timeout: 60000 });
   const err = await page.evaluate(() => window.__mnist.error);
   assert.equal(err, null, `models failed to load: ${err}`);
-  check(await page.evaluate(() => self.crossOriginIsolated), 'page is cross-origin isolated (COOP/COEP)');
+  check(await page.evaluate(() => !self.crossOriginIsolated), 'page is not cross-origin isolated (?coi=0: no COOP/COEP)');
   // The demo defaults to backend 'auto': WebGPU on Chromium's SwiftShader adapter (f32 path).
   const bi = await page.evaluate(() => window.__mnist.backendInfo);
   results.backendInfo = bi;

@@ -153,7 +153,8 @@ try {
     page = await browser.newPage();
     page.on('console', (m) => logs.push(`[${m.type()}] ${m.text()}`));
     page.on('pageerror', (e) => logs.push(`[pageerror] ${e.message}`));
-    await page.goto(`${base}/demo/`);
+    // Not cross-origin isolated: the single-thread build, which has WebGPU (the threads build has not).
+    await page.goto(`${base}/demo/?coi=0`);
     // 4 prompt tokens ("Once upon a time"), 2 generated: SwiftShader runs a 135M model at well
     // under 1 token/s (n > 1 slower still).
     const ids = PROMPT_IDS.slice(0, 4);
@@ -259,10 +260,11 @@ try {
   results.chat.reloadInfo = st.loadInfo;
   await page.close();
 
-  // ---- benchmark: single thread (the wasm build has no threads), in a worker ----
+  // ---- benchmark: the single-thread build (a page without isolation), in a worker ----
+  // (threads: THREADS_BENCH=1 node www/test-e2e/threads-e2e.mjs)
   if (BENCH) {
     page = await browser.newPage();
-    await page.goto(`${base}/demo/`);
+    await page.goto(`${base}/demo/?coi=0`);
     const bench = await page.evaluate(async (url, prompt) => {
       const { LLM, clearModelCache } = await import('/dist/index.js');
       await clearModelCache();

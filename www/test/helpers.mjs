@@ -5,8 +5,13 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 export const ASSETS = path.join(ROOT, 'crate', 'assets');
 export const asset = (name) => path.join(ASSETS, name);
 export const GOLDEN = path.join(ROOT, 'native-tests', 'data', 'mnist_logits_first16.json');
-/** Set GGWEB_SIMD=0 to test the scalar build, 1 for SIMD, GGWEB_RELAXED=0/1 for SIMD128/relaxed SIMD (default: auto). */
+/**
+ * Set GGWEB_SIMD=0 to test the scalar build, 1 for SIMD, GGWEB_RELAXED=0/1 for SIMD128/relaxed SIMD
+ * (default: auto); GGWEB_THREADS=n for the threads build with n threads (default: a single-thread build).
+ */
+export const THREADS = process.env.GGWEB_THREADS === undefined ? 0 : Number(process.env.GGWEB_THREADS);
 export const initOptions = {
+  ...(THREADS ? { threads: true, nThreads: THREADS } : { threads: false }),
   ...(process.env.GGWEB_SIMD === undefined ? {} : { simd: process.env.GGWEB_SIMD === '1' }),
   ...(process.env.GGWEB_RELAXED === undefined ? {} : { relaxed: process.env.GGWEB_RELAXED === '1' }),
 };

@@ -36,7 +36,10 @@ fn build(backend: &str, dtype: &str, m: usize, n: usize, k: usize) -> Result<Mul
         )));
     }
     let (buft, engine): (std::sync::Arc<dyn BufferType>, Engine) = match backend {
-        "cpu" => (cpu_buffer_type(), Engine::Cpu(CpuBackend::new(1))),
+        "cpu" => (
+            cpu_buffer_type(),
+            Engine::Cpu(CpuBackend::new(crate::cpu_threads())),
+        ),
         #[cfg(feature = "webgpu")]
         "webgpu" => {
             let dev = ggweb::backend::webgpu::default_device().ok_or_else(|| {

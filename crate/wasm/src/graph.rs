@@ -291,7 +291,10 @@ impl GraphInner {
         }
         // A fresh scheduler: its buffers are new, so results of earlier computes that are not
         // part of this graph keep theirs.
-        let mut runner = ggweb::models::runner::Runner::with_webgpu_device(gpu.dev.clone(), 1)?;
+        let mut runner = ggweb::models::runner::Runner::with_webgpu_device(
+            gpu.dev.clone(),
+            crate::cpu_threads(),
+        )?;
         runner.alloc(&mut sctx, &graph)?;
         runner.compute_async(&sctx).await?;
         gpu.last_placements = Some(runner.placements(&sctx));
@@ -401,7 +404,7 @@ impl GraphCore {
         GraphCore {
             inner: Rc::new(RefCell::new(GraphInner {
                 ctx: Context::new(),
-                backend: CpuBackend::new(1),
+                backend: CpuBackend::new(crate::cpu_threads()),
                 last_nodes: 0,
                 #[cfg(feature = "webgpu")]
                 gpu: None,
@@ -428,8 +431,11 @@ impl GraphCore {
         }
         #[cfg(feature = "webgpu")]
         if let Some(dev) = ggweb::backend::webgpu::default_device() {
-            let runner = ggweb::models::runner::Runner::with_webgpu_device(dev.clone(), 1)
-                .map_err(js_err)?;
+            let runner = ggweb::models::runner::Runner::with_webgpu_device(
+                dev.clone(),
+                crate::cpu_threads(),
+            )
+            .map_err(js_err)?;
             core.bm()?.gpu = Some(GpuState {
                 dev,
                 report: runner.report,

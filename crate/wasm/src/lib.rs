@@ -51,6 +51,49 @@ pub fn webgpu_compiled() -> bool {
     cfg!(feature = "webgpu")
 }
 
+/// True in the threads build (shared memory + atomics: the CPU backend runs on Web Workers).
+#[wasm_bindgen(js_name = threadsEnabled)]
+pub fn threads_enabled() -> bool {
+    cfg!(target_feature = "atomics")
+}
+
+/// The threads the CPU backend of models and graphs created from now on uses: 1, or in the threads
+/// build the Web Workers started so far + the calling thread (fewer after `setThreads`).
+#[wasm_bindgen(js_name = cpuThreads)]
+pub fn cpu_threads() -> usize {
+    ggweb::backend::cpu::threadpool::default_n_threads()
+}
+
+/// Threads build: use `n` threads (1 ..= workers + 1; 0: all) in what is created from now on.
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = setThreads)]
+pub fn set_threads(n: usize) {
+    ggweb::backend::cpu::threadpool::set_default_n_threads(n);
+}
+
+/// Threads build: whether the calling thread may block at a barrier (`Atomics.wait`): false on a
+/// browser's main thread (it spins there), true in Node and in workers.
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = setCallerMayWait)]
+pub fn set_caller_may_wait(yes: bool) {
+    ggweb::backend::cpu::threadpool::set_caller_may_wait(yes);
+}
+
+/// Threads build: Web Workers that entered [`threads_worker_main`] so far.
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = threadsWorkers)]
+pub fn threads_workers() -> usize {
+    ggweb::backend::cpu::threadpool::workers()
+}
+
+/// Threads build: called by each engine worker (www/src/engine-worker.ts) once it instantiated
+/// this module on the shared memory; runs CPU jobs for the engine and never returns.
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = threadsWorkerMain)]
+pub fn threads_worker_main() {
+    ggweb::backend::cpu::threadpool::worker_main()
+}
+
 /// The CPU kernels in use ("wasm32 simd128 + relaxed-simd", "wasm32 simd128" or "scalar").
 #[wasm_bindgen(js_name = cpuFeatures)]
 pub fn cpu_features() -> String {

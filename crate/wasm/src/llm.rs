@@ -241,8 +241,14 @@ impl LlmCore {
         // An unsupported architecture is named before anything else is read.
         ggweb::models::llama::HParams::from_gguf(&header).map_err(js_err)?;
         let owner: Arc<dyn HostBytes> = bytes;
-        let llm =
-            Llm::from_gguf(owner, &header, n_ctx.max(1) as usize, choice, 1).map_err(js_err)?;
+        let llm = Llm::from_gguf(
+            owner,
+            &header,
+            n_ctx.max(1) as usize,
+            choice,
+            crate::cpu_threads(),
+        )
+        .map_err(js_err)?;
         Ok(LlmCore {
             inner: Rc::new(RefCell::new(Inner {
                 llm,

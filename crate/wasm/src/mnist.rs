@@ -37,7 +37,8 @@ fn busy() -> JsError {
 
 impl MnistCore {
     fn new(owner: Arc<dyn HostBytes>, backend: Option<String>) -> Result<MnistCore, JsError> {
-        let model = Mnist::with_backend(owner, choice(backend)?, 1).map_err(js_err)?;
+        let model =
+            Mnist::with_backend(owner, choice(backend)?, crate::cpu_threads()).map_err(js_err)?;
         Ok(MnistCore {
             model: Rc::new(RefCell::new(model)),
         })

@@ -4,14 +4,29 @@
 //! caller is thread 0. Inside a graph the barrier spins briefly, then yields, because these
 //! machines are small and shared. A panic on any thread poisons the barrier, so the others stop
 //! waiting, and comes back to the caller as an error; the pool stays usable.
+//!
+//! The wasm threads build (wasm32 with `atomics`) has no `std::thread`: there the pool is
+//! `webpool.rs`, the same executor on Web Workers started from JavaScript.
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 use std::any::Any;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::panic::resume_unwind;
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 use std::thread::JoinHandle;
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 use crate::{Error, Result};
+
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+#[path = "webpool.rs"]
+mod webpool;
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+pub use webpool::{set_caller_may_wait, set_default_n_threads, worker_main, workers, ThreadPool};
 
 /// A reusable sense-reversing barrier for `n` threads that can be poisoned: once poisoned, every
 /// waiter unwinds (without running the panic hook) instead of waiting for a thread that is gone.
@@ -48,6 +63,8 @@ impl Barrier {
         if self.count.fetch_add(1, Ordering::AcqRel) == self.n - 1 {
             self.count.store(0, Ordering::Relaxed);
             self.phase.fetch_add(1, Ordering::Release);
+            #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+            webpool::wake(&self.phase);
         } else {
             let mut spins = 0u32;
             while self.phase.load(Ordering::Acquire) == phase {
@@ -56,6 +73,11 @@ impl Barrier {
                 if spins < 2000 {
                     std::hint::spin_loop();
                 } else {
+                    // wasm has no yield: a thread that may block waits for the phase to move
+                    // (a thread spinning on an oversubscribed core starved the others 20x).
+                    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+                    webpool::wait_while(&self.phase, phase);
+                    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
                     std::thread::yield_now();
                 }
             }
@@ -73,15 +95,18 @@ impl Barrier {
     }
 
     /// Back to the initial state; only while no thread is inside `wait`.
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
     fn reset(&self) {
         self.count.store(0, Ordering::Relaxed);
         self.poisoned.store(false, Ordering::Release);
     }
 }
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 /// The work of one [`ThreadPool::run`]: called as `f(ith, nth, barrier)` on every thread.
 type Job = Arc<dyn Fn(usize, usize, &Barrier) + Send + Sync>;
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 /// What the caller and the workers share, behind one lock.
 struct State {
     job: Option<Job>,
@@ -94,6 +119,7 @@ struct State {
     shutdown: bool,
 }
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 struct Shared {
     state: Mutex<State>,
     /// Workers wait here for a job (or shutdown).
@@ -103,6 +129,7 @@ struct Shared {
     barrier: Barrier,
 }
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 impl Shared {
     fn new(n: usize) -> Arc<Self> {
         Arc::new(Shared {
@@ -135,6 +162,7 @@ impl Shared {
     }
 }
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 fn panic_message(payload: Box<dyn Any + Send>) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
@@ -145,27 +173,32 @@ fn panic_message(payload: Box<dyn Any + Send>) -> String {
     }
 }
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 fn panic_error(ith: usize, nth: usize, msg: &str) -> Error {
     Error::Backend(format!(
         "a CPU kernel panicked on thread {ith} of {nth}: {msg}"
     ))
 }
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 /// Starts a named worker thread; injectable so tests can make a spawn fail (and so a platform
 /// without `std::thread`, such as the browser, can bring its own).
 type Spawner<'a> =
     &'a mut dyn FnMut(String, Box<dyn FnOnce() + Send>) -> std::io::Result<JoinHandle<()>>;
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 fn std_spawn(name: String, f: Box<dyn FnOnce() + Send>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(name).spawn(f)
 }
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 /// A persistent pool of `n_threads - 1` workers plus the caller.
 pub struct ThreadPool {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
 }
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 impl Default for ThreadPool {
     /// The caller alone: no workers.
     fn default() -> Self {
@@ -176,6 +209,7 @@ impl Default for ThreadPool {
     }
 }
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 impl ThreadPool {
     /// A pool of `n_threads` (at least 1); the error says which thread could not be started.
     pub fn new(n_threads: usize) -> Result<Self> {
@@ -272,12 +306,14 @@ impl ThreadPool {
     }
 }
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 impl Drop for ThreadPool {
     fn drop(&mut self) {
         self.stop();
     }
 }
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 /// A worker: sleep until a new epoch (or shutdown), run the job, report, repeat.
 fn worker(shared: &Shared, ith: usize, nth: usize) {
     let mut seen = 0u64;
@@ -306,9 +342,14 @@ fn worker(shared: &Shared, ith: usize, nth: usize) {
     }
 }
 
-/// Number of threads to use by default: the machine's parallelism, 1 in wasm.
+/// Number of threads to use by default: the machine's parallelism; in wasm 1, or in the threads
+/// build the engine's Web Workers + the caller (unless `set_default_n_threads` set fewer).
 pub fn default_n_threads() -> usize {
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    {
+        webpool::default_n_threads()
+    }
+    #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
     {
         1
     }
@@ -320,11 +361,20 @@ pub fn default_n_threads() -> usize {
     }
 }
 
-/// `n` capped to the machine's parallelism (more threads than cores only slow the barrier).
+/// `n` capped to the machine's parallelism (more threads than cores only slow the barrier); in
+/// the threads build, to the Web Workers + the caller.
 pub fn capped_n_threads(n: usize) -> usize {
-    n.clamp(1, default_n_threads())
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    {
+        n.clamp(1, webpool::workers() + 1)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+    {
+        n.clamp(1, default_n_threads())
+    }
 }
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 #[cfg(test)]
 mod tests {
     use super::*;
