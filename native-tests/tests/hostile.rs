@@ -269,3 +269,42 @@ fn pool_backward_with_padding_wider_than_the_kernel() {
         assert!(dx.iter().all(|v| v.is_finite()), "{op:?}: {dx:?}");
     }
 }
+
+/// Found by fuzzing (model_meta target): hyper-parameters whose products overflow, and unusable
+/// floats, are `bad-model` errors at load, not wrapped sizes or NaN logits.
+#[test]
+fn hyper_parameters_beyond_reason_are_errors() {
+    use ggweb::gguf::{Gguf, GgufWriter, Value};
+    use ggweb::models::llama::HParams;
+    let base = |k: &str, v: Value| {
+        let mut w = GgufWriter::new();
+        w.set("general.architecture", "llama");
+        for (key, n) in [
+            ("context_length", 32u32),
+            ("embedding_length", 8),
+            ("block_count", 1),
+            ("feed_forward_length", 16),
+            ("attention.head_count", 2),
+            ("attention.head_count_kv", 1),
+            ("vocab_size", 10),
+        ] {
+            w.set(format!("llama.{key}"), Value::U32(n));
+        }
+        w.set(format!("llama.{k}"), v);
+        Gguf::parse(&w.to_bytes().unwrap()).unwrap()
+    };
+    assert!(HParams::from_gguf(&base("context_length", Value::U32(64))).is_ok());
+    for (k, v) in [
+        ("attention.value_length", Value::U64(1 << 40)),
+        ("attention.key_length", Value::U64(1 << 24)),
+        ("feed_forward_length", Value::U64(1 << 62)),
+        ("rope.freq_base", Value::F32(f32::NAN)),
+        (
+            "attention.layer_norm_rms_epsilon",
+            Value::F32(f32::INFINITY),
+        ),
+    ] {
+        let e = HParams::from_gguf(&base(k, v)).unwrap_err();
+        assert_eq!(e.code(), "bad-model", "{k}: {e}");
+    }
+}

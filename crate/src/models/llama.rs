@@ -119,7 +119,7 @@ impl HParams {
             .get(&key("rope.scaling.factor"))
             .and_then(|v| v.as_f32())
             .filter(|&f| f > 0.0);
-        Ok(HParams {
+        let hp = HParams {
             arch: spec.arch,
             spec,
             n_vocab,
@@ -141,7 +141,51 @@ impl HParams {
             rope_base_swa: spec.rope_base_swa,
             n_swa,
             swa_pattern: spec.swa_pattern,
-        })
+        };
+        hp.validate()?;
+        Ok(hp)
+    }
+
+    /// Sizes the graph is built from stay far inside the address space (their products are
+    /// taken unchecked later: head_dim × heads, rows × columns), and the floats are usable:
+    /// metadata is outside data (found by fuzzing: head_dim_v × n_head_kv overflowed).
+    fn validate(&self) -> Result<()> {
+        const MAX_DIM: usize = 1 << 24;
+        let dims = [
+            ("embedding_length", self.n_embd),
+            ("feed_forward_length", self.n_ff),
+            ("vocab size", self.n_vocab),
+            ("attention.head_count", self.n_head),
+            ("attention.head_count_kv", self.n_head_kv),
+            ("attention.key_length", self.head_dim_k),
+            ("attention.value_length", self.head_dim_v),
+            ("rope.dimension_count", self.n_rot),
+            (
+                "attention.head_count × key_length",
+                self.n_head.saturating_mul(self.head_dim_k),
+            ),
+            (
+                "attention.head_count × value_length",
+                self.n_head.saturating_mul(self.head_dim_v),
+            ),
+        ];
+        for (what, n) in dims {
+            if n > MAX_DIM {
+                return Err(Error::Model(format!("{what} = {n} is beyond {MAX_DIM}")));
+            }
+        }
+        if !(self.rms_eps.is_finite() && self.rms_eps >= 0.0) {
+            return Err(Error::Model(format!("bad norm epsilon {}", self.rms_eps)));
+        }
+        for (what, x) in [
+            ("rope.freq_base", self.rope_base),
+            ("rope scale", self.rope_scale),
+        ] {
+            if !(x.is_finite() && x > 0.0) {
+                return Err(Error::Model(format!("bad {what} {x}")));
+            }
+        }
+        Ok(())
     }
 
     /// Is layer `il` a local (sliding-window) layer?
