@@ -332,6 +332,18 @@ impl Context {
             Some(v) => (v, tb.view_offs),
             None => (b, 0),
         };
+        // A destination sharing bytes with its source would read what it already overwrote
+        // (a permuted copy onto itself; found by fuzzing): rejected, as no order makes it right.
+        let (src_base, src_offs) = ta.view_src.map_or((a, 0), |v| (v, ta.view_offs));
+        if src_base == base
+            && ta.nelements() > 0
+            && src_offs < offs + tb.nbytes()
+            && offs < src_offs + ta.nbytes()
+        {
+            return Err(Error::InvalidArgument(
+                "cpy: the destination overlaps the source's memory".into(),
+            ));
+        }
         let mut t = Tensor::contiguous(dtype, ne);
         t.nb = nb;
         t.op = Op::Cpy;

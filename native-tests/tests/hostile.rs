@@ -308,3 +308,21 @@ fn hyper_parameters_beyond_reason_are_errors() {
         assert_eq!(e.code(), "bad-model", "{k}: {e}");
     }
 }
+
+/// Found by fuzzing (graph target): `cpy(x, permute(x))` copied a tensor onto a permutation of
+/// itself: overlapping `copy_nonoverlapping` (undefined behaviour) and values read after being
+/// overwritten. An overlapping destination is an error; disjoint views of one tensor are fine.
+#[test]
+fn cpy_onto_its_own_memory_is_an_error() {
+    let mut ctx = Context::new();
+    let x = ctx.new_tensor(DType::F32, &[3, 6, 5]).unwrap();
+    let p = ctx.permute(x, [2, 0, 1, 3]).unwrap();
+    let e = ctx.cpy(x, p).unwrap_err();
+    assert_eq!(e.code(), "invalid-argument", "{e}");
+    let e = ctx.cpy(p, x).unwrap_err();
+    assert_eq!(e.code(), "invalid-argument", "{e}");
+    let y = ctx.new_tensor(DType::F32, &[8]).unwrap();
+    let lo = ctx.view(y, &[4], &[], 0).unwrap();
+    let hi = ctx.view(y, &[4], &[], 16).unwrap();
+    assert!(ctx.cpy(lo, hi).is_ok());
+}
