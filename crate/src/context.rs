@@ -180,10 +180,11 @@ impl Context {
         // The view must stay inside its base (checked: offsets and strides may come from JS).
         let span = checked_span(dtype, &ne, &nb).ok_or_else(overflow)?;
         let base_bytes = self.tensor(base).nbytes();
-        if span > 0
-            && base_offs
-                .checked_add(span)
-                .is_none_or(|end| end > base_bytes)
+        // An empty view too: its offset still makes a pointer into the base (found by fuzzing:
+        // an empty view at offset 2^63 - 1).
+        if base_offs
+            .checked_add(span)
+            .is_none_or(|end| end > base_bytes)
         {
             return Err(Error::Shape(format!(
                 "view of {span} bytes at offset {base_offs} exceeds its source of {base_bytes} bytes"
