@@ -117,3 +117,16 @@ fn lying_lengths_are_errors() {
     let e = feed(&mut s, &longer).unwrap_err();
     assert!(e.to_string().contains("longer than expected"), "{e}");
 }
+
+#[test]
+fn a_length_the_header_agrees_with_is_allocated_once() {
+    let g = Gguf::parse(FC).unwrap();
+    let header_end = g.data_offset as usize;
+    let mut s = FileStream::new(true, Some(FC.len() as u64)).unwrap();
+    s.push(&FC[..header_end]).unwrap();
+    assert!(s.header().is_some());
+    // Two claims agree (Content-Length and the validated tensor table): one allocation now.
+    assert_eq!(s.allocated(), FC.len());
+    s.push(&FC[header_end..]).unwrap();
+    assert_eq!(&s.take_file().unwrap().1[..], FC);
+}

@@ -3,11 +3,12 @@
 //! [`AlignedBytes`] allocation that models then use in place as weights (tensor data is copied
 //! once, chunk → heap, and never assembled twice).
 //!
-//! Memory follows the bytes that arrived, not what anyone claims: the allocation grows
+//! Memory follows the bytes that arrived, not what one claim says: the allocation grows
 //! geometrically (at most 2× what was received, never past the expected size) instead of being
 //! sized up front from a Content-Length or a header's tensor extents, so a lying server or a
-//! 128-byte header that claims gigabytes costs nothing until the bytes exist. Claims above the
-//! memory budget are an error at once.
+//! 128-byte header that claims gigabytes costs nothing until the bytes exist. Only when both
+//! agree (a known length that the parsed, validated header's tensors fill up to the padding) is
+//! the file allocated at once. Claims above the memory budget are an error at once.
 
 use crate::backend::cpu::buffer::AlignedBytes;
 use crate::gguf::{Gguf, HeaderParse};
@@ -168,8 +169,25 @@ impl FileStream {
                         return Err(over_budget("a file (by its header)", claim, self.budget));
                     }
                 }
+                // A known length that the header's tensor table accounts for (up to ggml's
+                // padding) is two claims that agree: allocate it once now, so an honest file
+                // costs one allocation of its size instead of a growth sequence (in wasm, freed
+                // smaller blocks rarely serve the next doubling: the heap would peak at ~1.6×).
+                let agreed = self.file_len.filter(|&n| {
+                    let end = padded_len(&g);
+                    end <= n && n - end <= g.alignment.max(1) as u64
+                });
                 self.head = Vec::new();
                 self.header = Some(g);
+                if let (true, Some(n)) = (self.keep_data, agreed) {
+                    let n =
+                        usize::try_from(n).map_err(|_| over_budget("a file", n, self.budget))?;
+                    if let Some(d) = self.data.as_mut() {
+                        d.reserve_total(n).map_err(|_| {
+                            Error::OutOfMemory(format!("cannot hold a file of {n} bytes in memory"))
+                        })?;
+                    }
+                }
             }
             HeaderParse::NeedMore(n) => self.needed = n.max(have.len() as u64 + 1),
         }
