@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Sourced by the other scripts: makes sure the Rust targets and cached tools exist (idempotent).
-if ! rustup target list --installed 2>/dev/null | grep -q wasm32-unknown-unknown; then
-  rustup target add wasm32-unknown-unknown
-fi
+# wasm32 for the web build; aarch64-apple-darwin for the type check of the Metal path (test.sh).
+for target in wasm32-unknown-unknown aarch64-apple-darwin; do
+  if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+    rustup target add "$target"
+  fi
+done
 # The pinned nightly + rust-src of the wasm threads build (scripts/lib.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ggweb_nightly >/dev/null

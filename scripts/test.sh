@@ -42,6 +42,10 @@ ggweb_variant relaxed
 RUSTFLAGS="$VARIANT_RUSTFLAGS" CARGO_TARGET_DIR="$root/target/clippy-wasm-relaxed-simd" \
   cargo clippy -q --target wasm32-unknown-unknown -p ggweb -p ggweb-wasm --no-default-features -- -D warnings
 
+step "macOS type check (the Metal path: wgpu's Metal backend; no Apple SDK needed to check)"
+CARGO_TARGET_DIR="$root/target/check-apple" \
+  cargo check -q --target aarch64-apple-darwin -p ggweb -p ggweb-cli
+
 step "GPU driver for the WebGPU tests (lavapipe)"
 source scripts/setup-gpu.sh
 

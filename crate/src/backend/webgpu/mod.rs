@@ -36,6 +36,9 @@ pub use buffer::{WebGpuBuffer, WebGpuBufferType};
 #[cfg(not(target_arch = "wasm32"))]
 pub use compute::bench_mul_mat_on;
 pub use compute::bench_mul_mat_webgpu;
+/// For the shader checks of native-tests (`metal_msl.rs`).
+#[doc(hidden)]
+pub use plan::{kernel_variants, KernelVariant};
 #[cfg(not(target_arch = "wasm32"))]
 pub use util::block_on;
 

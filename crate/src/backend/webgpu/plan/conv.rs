@@ -3,7 +3,7 @@
 use super::{Kernel, Planner, WG};
 use crate::backend::webgpu::shader::{elem, plain, shader, tname, writer, IM2COL, POOL_2D};
 use crate::tensor::PoolOp;
-use crate::Result;
+use crate::{DType, Result};
 
 /// `conv`: strides, paddings and dilations (s0, s1, p0, p1, d0, d1).
 pub(super) fn im2col<'a>(p: &mut Planner<'a>, conv: [usize; 6], is_2d: bool) -> Result<Kernel<'a>> {
@@ -36,14 +36,19 @@ pub(super) fn im2col<'a>(p: &mut Planner<'a>, conv: [usize; 6], is_2d: bool) -> 
         key: format!("im2col_{}", tname(d)),
         entry: "main",
         groups: p.grid(n, WG),
-        make_src: Box::new(move |f16| {
-            shader(
-                f16,
-                &[("dst", elem(d, f16)), ("src1", "u32")],
-                &writer(d, f16),
-                IM2COL,
-            )
-        }),
+        make_src: im2col_src(d),
+    })
+}
+
+/// im2col writing a `d` (f32, or f16 on the f16 path) destination.
+pub(super) fn im2col_src(d: DType) -> Box<dyn Fn(bool) -> String> {
+    Box::new(move |f16| {
+        shader(
+            f16,
+            &[("dst", elem(d, f16)), ("src1", "u32")],
+            &writer(d, f16),
+            IM2COL,
+        )
     })
 }
 
@@ -64,6 +69,10 @@ pub(super) fn pool_2d<'a>(
         key: "pool_2d".into(),
         entry: "main",
         groups: p.grid(n, WG),
-        make_src: plain(&["dst", "src0"], String::new(), POOL_2D),
+        make_src: pool_2d_src(),
     })
+}
+
+pub(super) fn pool_2d_src() -> Box<dyn Fn(bool) -> String> {
+    plain(&["dst", "src0"], String::new(), POOL_2D)
 }

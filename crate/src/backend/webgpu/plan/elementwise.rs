@@ -49,8 +49,12 @@ pub(super) fn binary<'a>(p: &mut Planner<'a>) -> Result<Kernel<'a>> {
         key: "binary".into(),
         entry: "main",
         groups: p.grid(n, WG),
-        make_src: plain(&["dst", "src0", "src1"], BinaryFn::wgsl(), BINARY),
+        make_src: binary_src(),
     })
+}
+
+pub(super) fn binary_src() -> Box<dyn Fn(bool) -> String> {
+    plain(&["dst", "src0", "src1"], BinaryFn::wgsl(), BINARY)
 }
 
 pub(super) fn unary<'a>(p: &mut Planner<'a>) -> Result<Kernel<'a>> {
@@ -87,8 +91,12 @@ pub(super) fn unary<'a>(p: &mut Planner<'a>) -> Result<Kernel<'a>> {
         key: "unary".into(),
         entry: "main",
         groups: p.grid(n, WG),
-        make_src: plain(&["dst", "src0"], UnaryFn::wgsl(), UNARY),
+        make_src: unary_src(),
     })
+}
+
+pub(super) fn unary_src() -> Box<dyn Fn(bool) -> String> {
+    plain(&["dst", "src0"], UnaryFn::wgsl(), UNARY)
 }
 
 /// dup, cont and cpy: f32/f16 to f32/f16. On the f32 path an f16 destination is written in
@@ -107,23 +115,40 @@ pub(super) fn cpy<'a>(p: &mut Planner<'a>) -> Result<Kernel<'a>> {
         )));
     }
     Ok(Kernel {
-        key: format!(
-            "cpy_{}_{}{}",
-            tname(s0),
-            tname(d),
-            if pairs { "_pairs" } else { "" }
-        ),
-        entry: if pairs { "main_pairs" } else { "main" },
+        key: cpy_key(s0, d, pairs),
+        entry: cpy_entry(pairs),
         groups: p.grid(if pairs { n.div_ceil(2) } else { n }, WG),
-        make_src: Box::new(move |f16| {
-            let (single, pairs_src) = CPY.split_once("// @@PAIRS@@\n").unwrap_or((CPY, ""));
-            shader(
-                f16,
-                &[("dst", elem(d, f16)), ("src0", elem(s0, f16))],
-                &[reader("read_src", "src0", s0, f16), writer(d, f16)].concat(),
-                if pairs { pairs_src } else { single },
-            )
-        }),
+        make_src: cpy_src(s0, d, pairs),
+    })
+}
+
+pub(super) fn cpy_key(s0: DType, d: DType, pairs: bool) -> String {
+    format!(
+        "cpy_{}_{}{}",
+        tname(s0),
+        tname(d),
+        if pairs { "_pairs" } else { "" }
+    )
+}
+
+pub(super) fn cpy_entry(pairs: bool) -> &'static str {
+    if pairs {
+        "main_pairs"
+    } else {
+        "main"
+    }
+}
+
+/// The copy from `s0` to `d`; `pairs`: the f32 path's f16 destination, two halves per word.
+pub(super) fn cpy_src(s0: DType, d: DType, pairs: bool) -> Box<dyn Fn(bool) -> String> {
+    Box::new(move |f16| {
+        let (single, pairs_src) = CPY.split_once("// @@PAIRS@@\n").unwrap_or((CPY, ""));
+        shader(
+            f16,
+            &[("dst", elem(d, f16)), ("src0", elem(s0, f16))],
+            &[reader("read_src", "src0", s0, f16), writer(d, f16)].concat(),
+            if pairs { pairs_src } else { single },
+        )
     })
 }
 
@@ -136,6 +161,10 @@ pub(super) fn concat<'a>(p: &mut Planner<'a>, dim: usize) -> Result<Kernel<'a>> 
         key: "concat".into(),
         entry: "main",
         groups: p.grid(n, WG),
-        make_src: plain(&["dst", "src0", "src1"], String::new(), CONCAT),
+        make_src: concat_src(),
     })
+}
+
+pub(super) fn concat_src() -> Box<dyn Fn(bool) -> String> {
+    plain(&["dst", "src0", "src1"], String::new(), CONCAT)
 }

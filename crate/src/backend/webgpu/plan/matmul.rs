@@ -4,7 +4,7 @@
 
 use super::{Kernel, Part, Planner, WG};
 use crate::backend::webgpu::shader::{elem, load_a, shader, tname, GET_ROWS, MUL_MAT};
-use crate::{Error, Result};
+use crate::{DType, Error, Result};
 
 /// Output tile of the tiled mul_mat.
 const TILE: usize = 64;
@@ -60,15 +60,15 @@ pub(super) fn mul_mat<'a>(p: &mut Planner<'a>, part: Option<Part>) -> Result<Ker
     }
     Ok(Kernel {
         key: format!("mul_mat_{}", tname(s0)),
-        entry: if rows {
-            "mat_vec_rows"
+        entry: MUL_MAT_ENTRIES[if rows {
+            2
         } else if vec {
-            "mat_vec"
+            1
         } else {
-            "mat_mat"
-        },
+            0
+        }],
         groups,
-        make_src: weight_kernel(s0, MUL_MAT),
+        make_src: mul_mat_src(s0),
     })
 }
 
@@ -89,12 +89,23 @@ pub(super) fn get_rows<'a>(p: &mut Planner<'a>, part: Option<Part>) -> Result<Ke
         key: format!("get_rows_{}", tname(a.dtype)),
         entry: "main",
         groups: p.grid(n, WG),
-        make_src: weight_kernel(a.dtype, GET_ROWS),
+        make_src: get_rows_src(a.dtype),
     })
 }
 
+/// The entry points of `mul_mat.wgsl`: tiled, one column, one column with a row per invocation.
+pub(super) const MUL_MAT_ENTRIES: [&str; 3] = ["mat_mat", "mat_vec", "mat_vec_rows"];
+
+pub(super) fn mul_mat_src(s0: DType) -> Box<dyn Fn(bool) -> String> {
+    weight_kernel(s0, MUL_MAT)
+}
+
+pub(super) fn get_rows_src(s0: DType) -> Box<dyn Fn(bool) -> String> {
+    weight_kernel(s0, GET_ROWS)
+}
+
 /// The source of a kernel reading a weight of type `s0` (dst, src0 = the weight, src1).
-fn weight_kernel(s0: crate::DType, body: &'static str) -> Box<dyn Fn(bool) -> String> {
+fn weight_kernel(s0: DType, body: &'static str) -> Box<dyn Fn(bool) -> String> {
     Box::new(move |f16| {
         shader(
             f16,

@@ -20,6 +20,7 @@ mod reduce;
 mod rope;
 
 use super::buffer::WebGpuBuffer;
+use super::shader::tname;
 use super::split::{parts, span_bytes, split_of, Part};
 use super::support::{check, unit};
 use super::Shared;
@@ -267,4 +268,77 @@ fn plan_part<'a>(
         params: p.params,
         groups: k.groups,
     })
+}
+
+/// One WGSL kernel the backend can build: its pipeline key, the entry points it is dispatched
+/// with, whether it is the `shader-f16` path's source, and the source.
+#[doc(hidden)]
+pub struct KernelVariant {
+    pub key: String,
+    pub entries: Vec<&'static str>,
+    pub f16: bool,
+    pub source: String,
+}
+
+/// Every kernel variant the planners above can choose (op family × types × f16/f32 path), built
+/// by the same source builders, so that a shader check (the MSL translation test) covers exactly
+/// what the backend compiles.
+pub fn kernel_variants() -> Vec<KernelVariant> {
+    use crate::DType::{F16, F32};
+    type Src = Box<dyn Fn(bool) -> String>;
+    let mut out = Vec::new();
+    for f16 in [false, true] {
+        let mut v: Vec<(String, Vec<&'static str>, Src)> = vec![
+            ("binary".into(), vec!["main"], elementwise::binary_src()),
+            ("unary".into(), vec!["main"], elementwise::unary_src()),
+            ("concat".into(), vec!["main"], elementwise::concat_src()),
+            ("norm".into(), vec!["main"], reduce::norm_src()),
+            ("rows".into(), vec!["main"], reduce::rows_src()),
+            ("rope".into(), vec!["main"], rope::rope_src()),
+            ("pool_2d".into(), vec!["main"], conv::pool_2d_src()),
+        ];
+        for (s0, d) in [(F32, F32), (F32, F16), (F16, F32), (F16, F16)] {
+            // As `elementwise::cpy`: the f32 path writes an f16 destination in pairs.
+            let pairs = d == F16 && !f16;
+            v.push((
+                elementwise::cpy_key(s0, d, pairs),
+                vec![elementwise::cpy_entry(pairs)],
+                elementwise::cpy_src(s0, d, pairs),
+            ));
+        }
+        for mt in [F32, F16] {
+            v.push((
+                format!("soft_max_{}", tname(mt)),
+                vec!["main"],
+                reduce::soft_max_src(mt),
+            ));
+        }
+        // An f16 im2col destination only on the f16 path (see `support::check`).
+        for d in if f16 { vec![F32, F16] } else { vec![F32] } {
+            v.push((
+                format!("im2col_{}", tname(d)),
+                vec!["main"],
+                conv::im2col_src(d),
+            ));
+        }
+        for s0 in crate::backend::WEBGPU_WEIGHT_TYPES {
+            v.push((
+                format!("mul_mat_{}", tname(s0)),
+                matmul::MUL_MAT_ENTRIES.to_vec(),
+                matmul::mul_mat_src(s0),
+            ));
+            v.push((
+                format!("get_rows_{}", tname(s0)),
+                vec!["main"],
+                matmul::get_rows_src(s0),
+            ));
+        }
+        out.extend(v.into_iter().map(|(key, entries, src)| KernelVariant {
+            key,
+            entries,
+            f16,
+            source: src(f16),
+        }));
+    }
+    out
 }

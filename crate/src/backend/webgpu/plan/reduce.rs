@@ -24,8 +24,12 @@ pub(super) fn norm<'a>(p: &mut Planner<'a>, eps: f32) -> Result<Kernel<'a>> {
         key: "norm".into(),
         entry: "main",
         groups: p.grid(rows, 1),
-        make_src: plain(&["dst", "src0"], String::new(), NORM),
+        make_src: norm_src(),
     })
+}
+
+pub(super) fn norm_src() -> Box<dyn Fn(bool) -> String> {
+    plain(&["dst", "src0"], String::new(), NORM)
 }
 
 /// soft_max with an optional f32/f16 mask (without one, src0 is bound in its place) and ALiBi.
@@ -48,14 +52,19 @@ pub(super) fn soft_max<'a>(p: &mut Planner<'a>, scale: f32, max_bias: f32) -> Re
         key: format!("soft_max_{}", tname(mt)),
         entry: "main",
         groups: p.grid(rows, 1),
-        make_src: Box::new(move |f16| {
-            shader(
-                f16,
-                &[("dst", "u32"), ("src0", "u32"), ("src1", elem(mt, f16))],
-                &reader("read_mask", "src1", mt, f16),
-                SOFT_MAX,
-            )
-        }),
+        make_src: soft_max_src(mt),
+    })
+}
+
+/// soft_max with a mask of type `mt` (f32 when there is none).
+pub(super) fn soft_max_src(mt: DType) -> Box<dyn Fn(bool) -> String> {
+    Box::new(move |f16| {
+        shader(
+            f16,
+            &[("dst", "u32"), ("src0", "u32"), ("src1", elem(mt, f16))],
+            &reader("read_mask", "src1", mt, f16),
+            SOFT_MAX,
+        )
     })
 }
 
@@ -78,6 +87,10 @@ pub(super) fn rows<'a>(p: &mut Planner<'a>) -> Result<Kernel<'a>> {
         key: "rows".into(),
         entry: "main",
         groups: p.grid(rows, 1),
-        make_src: plain(&["dst", "src0"], RowsFn::wgsl(), ROWS),
+        make_src: rows_src(),
     })
+}
+
+pub(super) fn rows_src() -> Box<dyn Fn(bool) -> String> {
+    plain(&["dst", "src0"], RowsFn::wgsl(), ROWS)
 }

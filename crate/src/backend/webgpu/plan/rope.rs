@@ -26,6 +26,10 @@ pub(super) fn rope<'a>(p: &mut Planner<'a>, rp: &RopeParams) -> Result<Kernel<'a
         key: "rope".into(),
         entry: "main",
         groups: p.grid(pairs, WG),
-        make_src: plain(&["dst", "src0", "src1", "src2"], String::new(), ROPE),
+        make_src: rope_src(),
     })
+}
+
+pub(super) fn rope_src() -> Box<dyn Fn(bool) -> String> {
+    plain(&["dst", "src0", "src1", "src2"], String::new(), ROPE)
 }
