@@ -517,13 +517,15 @@ impl Tensor {
     }
 }
 
-/// Strides of a dense tensor of `dtype` and shape `ne`.
+/// Strides of a dense tensor of `dtype` and shape `ne`. Saturating: shapes that own data were
+/// checked to fit (`Context::new_tensor`); a view's placeholder strides, replaced by its own,
+/// may not fit (found by fuzzing).
 pub fn contiguous_strides(dtype: DType, ne: [usize; MAX_DIMS]) -> [usize; MAX_DIMS] {
     let mut nb = [0usize; MAX_DIMS];
     nb[0] = dtype.type_size();
-    nb[1] = nb[0] * (ne[0] / dtype.block_size());
+    nb[1] = nb[0].saturating_mul(ne[0] / dtype.block_size());
     for i in 2..MAX_DIMS {
-        nb[i] = nb[i - 1] * ne[i - 1];
+        nb[i] = nb[i - 1].saturating_mul(ne[i - 1]);
     }
     nb
 }

@@ -329,3 +329,15 @@ fn cpy_onto_its_own_memory_is_an_error() {
     let hi = ctx.view(y, &[4], &[], 16).unwrap();
     assert!(ctx.cpy(lo, hi).is_ok());
 }
+
+/// Found by fuzzing (graph target): a view with huge dims computed placeholder strides that
+/// overflowed before its own were checked; it is an error, not a wrapped stride.
+#[test]
+fn views_with_huge_dims_are_errors() {
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(DType::F32, &[64]).unwrap();
+    let e = ctx
+        .view(a, &[1 << 40, 1 << 40, 1 << 40], &[4, 4], 0)
+        .unwrap_err();
+    assert!(matches!(e, Error::Shape(_) | Error::Overflow(_)), "{e}");
+}
