@@ -215,7 +215,8 @@ try {
 
   // ---- semantic search (all-MiniLM-L6-v2 from scripts/fetch-models.sh, served at /models/) ----
   if (fs.existsSync(path.join(MODELS, 'all-MiniLM-L6-v2.f16.gguf'))) {
-    await page.goto(`${base}/demo/search.html?autoload`);
+    // Not isolated (?coi=0): the single-thread builds, which have WebGPU (the threads build does not).
+    await page.goto(`${base}/demo/search.html?autoload&coi=0`);
     await page.waitForFunction(() => window.__search.results || window.__search.error, { timeout: 120000 });
     const r = await page.evaluate(() => window.__search);
     const top = r.results?.[0]?.text ?? '';
