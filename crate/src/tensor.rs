@@ -476,13 +476,15 @@ impl Tensor {
         if self.ne[0] != bs && self.nb[0] != next {
             return false;
         }
-        next *= self.ne[0] / bs;
+        // Saturating: an empty view may have dims whose product does not fit (found by fuzzing);
+        // a saturated stride never equals a real one.
+        next = next.saturating_mul(self.ne[0] / bs);
         for i in 1..MAX_DIMS {
             if self.ne[i] != 1 {
                 if self.nb[i] != next {
                     return false;
                 }
-                next *= self.ne[i];
+                next = next.saturating_mul(self.ne[i]);
             }
         }
         true
