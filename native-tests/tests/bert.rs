@@ -2,22 +2,15 @@
 //! scripts/fetch-models.sh) against llama.cpp's `llama-embedding` on the same GGUF
 //! (native-tests/data/minilm-embeddings.json) and sentence-transformers' similarity figure.
 
+#[path = "support/models.rs"]
+mod models;
+
 use std::path::PathBuf;
 
 use ggweb::models::bert::{cosine, Embedder, Pooling};
 
 fn minilm() -> PathBuf {
-    if let Ok(p) = std::env::var("GGWEB_MINILM") {
-        return p.into();
-    }
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    let p = PathBuf::from(home).join(".cache/ggweb/models/all-MiniLM-L6-v2.f16.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models.sh",
-        p.display()
-    );
-    p
+    models::model("GGWEB_MINILM", "all-MiniLM-L6-v2.f16.gguf")
 }
 
 #[test]

@@ -2,6 +2,9 @@
 //! The SmolLM2 GGUF is fetched by `scripts/fetch-models.sh` into `~/.cache/ggweb/models`
 //! (or named by `GGWEB_SMOLLM2`).
 
+#[path = "support/models.rs"]
+mod models;
+
 use std::path::PathBuf;
 
 use ggweb::models::llama::LlamaModel;
@@ -15,17 +18,7 @@ fn fixtures() -> PathBuf {
 }
 
 fn smollm2() -> PathBuf {
-    if let Ok(p) = std::env::var("GGWEB_SMOLLM2") {
-        return p.into();
-    }
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    let p = PathBuf::from(home).join(".cache/ggweb/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models.sh",
-        p.display()
-    );
-    p
+    models::model("GGWEB_SMOLLM2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 }
 
 fn read_f32(name: &str) -> Vec<f32> {

@@ -7,6 +7,9 @@
 //! last-position KL(llama.cpp || ours) < 0.01; greedy tokens equal up to the first step where
 //! llama.cpp's own top-2 gap is < 0.1 (a near-tie, where either side may pick either token).
 
+#[path = "support/models.rs"]
+mod models;
+
 use std::path::{Path, PathBuf};
 
 use ggweb::models::llama::LlamaModel;
@@ -21,17 +24,7 @@ fn data(rel: &str) -> PathBuf {
 }
 
 fn qwen2() -> PathBuf {
-    if let Ok(p) = std::env::var("GGWEB_QWEN2") {
-        return p.into();
-    }
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    let p = PathBuf::from(home).join(".cache/ggweb/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models.sh (or set GGWEB_QWEN2)",
-        p.display()
-    );
-    p
+    models::model("GGWEB_QWEN2", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
 }
 
 fn json(path: &Path) -> Value {

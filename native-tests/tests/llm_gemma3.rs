@@ -6,6 +6,9 @@
 //! near-tie allowed), last position within max |diff| 1.2 and KL 0.01, teacher-forced greedy
 //! continuation with a near-tie allowance, and tokenization equal to llama.cpp's.
 
+#[path = "support/models.rs"]
+mod models;
+
 use std::path::PathBuf;
 
 use ggweb::models::llama::LlamaModel;
@@ -20,17 +23,7 @@ fn data() -> PathBuf {
 }
 
 fn gemma3() -> PathBuf {
-    if let Ok(p) = std::env::var("GGWEB_GEMMA3") {
-        return p.into();
-    }
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    let p = PathBuf::from(home).join(".cache/ggweb/models/gemma-3-270m-q4_k_m.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models.sh (or set GGWEB_GEMMA3)",
-        p.display()
-    );
-    p
+    models::model("GGWEB_GEMMA3", "gemma-3-270m-q4_k_m.gguf")
 }
 
 fn json(name: &str) -> Value {

@@ -9,6 +9,10 @@
 //! (the split-binding kernels stay in the default suite through webgpu.rs's small-binding cases
 //! and scripts/test-cli.sh's gemma3 run).
 
+#[path = "support/models.rs"]
+mod models;
+use models::model;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -17,20 +21,6 @@ use ggweb::gguf::GgufFile;
 use ggweb::models::llama::LlamaModel;
 use ggweb::models::runner::{BackendChoice, Runner};
 use ggweb::models::sampler::argmax;
-
-fn model(env: &str, file: &str) -> PathBuf {
-    if let Ok(p) = std::env::var(env) {
-        return p.into();
-    }
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    let p = PathBuf::from(home).join(".cache/ggweb/models").join(file);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models.sh",
-        p.display()
-    );
-    p
-}
 
 fn log_softmax(x: &[f32]) -> Vec<f64> {
     let m = x.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
