@@ -31,7 +31,7 @@ TARGET_BASE="${CARGO_TARGET_DIR:-$ROOT/target}"
 log() { echo "[build-wasm] $*" >&2; }
 
 # 1. toolchain
-if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+if ! rustup target list --installed 2>/dev/null | grep -x wasm32-unknown-unknown >/dev/null; then
   log "adding rust target wasm32-unknown-unknown"
   rustup target add wasm32-unknown-unknown
 fi

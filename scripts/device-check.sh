@@ -71,10 +71,10 @@ fi
 
 step "adapter and MNIST on WebGPU"
 out=$(timeout 120 "$bin" mnist --model cnn --backend webgpu --json); echo "$out"
-if ! echo "$out" | grep -q '"backend":"WebGPU'; then
+if ! echo "$out" | grep '"backend":"WebGPU' >/dev/null; then
   echo "device-check: no WebGPU adapter (Vulkan driver missing?)"; exit 1
 fi
-if [ -n "${GGWEB_WEBGPU_ADAPTER:-}" ] && echo "$out" | grep -qi llvmpipe; then
+if [ -n "${GGWEB_WEBGPU_ADAPTER:-}" ] && echo "$out" | grep -i llvmpipe >/dev/null; then
   echo "device-check: got lavapipe, not the GPU '$GGWEB_WEBGPU_ADAPTER'"; failed=$((failed+1))
 fi
 

@@ -27,7 +27,7 @@ all=(gguf model_meta tokenizer chat_template graph mnist_idx)
 # and cargo-fuzz itself, pinned and cached like wasm-bindgen-cli.
 cargo_fuzz_version=0.13.2
 fuzz_tools="${GGWEB_CACHE:-$HOME/.cache/ggweb}/tools/cargo-fuzz-$cargo_fuzz_version"
-rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+rustup toolchain list | grep '^nightly' >/dev/null || rustup toolchain install nightly --profile minimal
 if [ ! -x "$fuzz_tools/bin/cargo-fuzz" ]; then
   cargo install --quiet --locked --root "$fuzz_tools" cargo-fuzz --version "=$cargo_fuzz_version"
 fi
@@ -64,8 +64,15 @@ PY
       printf '<|start_header_id|>\1llama\1sys\1user text\1reply' > "$dir/llama3"
       printf '<|im_start|>system\nYou are a helpful AI assistant named SmolLM<|im_end|>\1llama\1a\1b' > "$dir/chatml" ;;
     mnist_idx)
-      gzip -dc "$fixtures/mnist/t10k-images-idx3-ubyte.gz" | head -c $((16 + 784 * 3)) > "$dir/images"
-      gzip -dc "$fixtures/mnist/t10k-labels-idx1-ubyte.gz" | head -c 40 > "$dir/labels" ;;
+      # Prefixes read in Python: `gzip -dc | head -c` dies of SIGPIPE under pipefail (CI exit 141).
+      python3 - "$fixtures/mnist" "$dir" <<'PY'
+import gzip, os, sys
+src, dst = sys.argv[1], sys.argv[2]
+for name, gz, n in (("images", "t10k-images-idx3-ubyte.gz", 16 + 784 * 3), ("labels", "t10k-labels-idx1-ubyte.gz", 40)):
+    with gzip.open(os.path.join(src, gz)) as f:
+        open(os.path.join(dst, name), "wb").write(f.read(n))
+PY
+      ;;
     *) ;;  # model_meta, graph: the empty input is a valid case; libFuzzer grows from it
   esac
 }

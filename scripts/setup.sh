@@ -2,7 +2,7 @@
 # Sourced by the other scripts: makes sure the Rust targets and cached tools exist (idempotent).
 # wasm32 for the web build; aarch64-apple-darwin for the type check of the Metal path (test.sh).
 for target in wasm32-unknown-unknown aarch64-apple-darwin; do
-  if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+  if ! rustup target list --installed 2>/dev/null | grep -x "$target" >/dev/null; then
     rustup target add "$target"
   fi
 done
