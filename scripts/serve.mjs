@@ -41,9 +41,13 @@ const server = http.createServer((req, res) => {
     res.end();
     return;
   }
+  // /vendor/NAME/* from $GGWEB_VENDOR_NAME (a benchmark's anchor, e.g. wllama: www/bench/wllama.mjs).
+  const vendor = /^\/vendor\/([a-z0-9-]+)\//.exec(rel);
+  const vendorDir = vendor && process.env[`GGWEB_VENDOR_${vendor[1].toUpperCase().replace(/-/g, '_')}`];
   const inModels = rel.startsWith('/models/');
-  const base = inModels ? MODELS : ROOT;
-  const file = path.join(base, path.normalize(inModels ? rel.slice('/models'.length) : rel).replace(/^([/\\])+/, ''));
+  const base = vendorDir ? path.resolve(vendorDir) : inModels ? MODELS : ROOT;
+  const sub = vendorDir ? rel.slice(vendor[0].length - 1) : inModels ? rel.slice('/models'.length) : rel;
+  const file = path.join(base, path.normalize(sub).replace(/^([/\\])+/, ''));
   if (!file.startsWith(base)) {
     res.writeHead(403).end('forbidden');
     return;
