@@ -95,6 +95,8 @@ $('train').addEventListener('click', async () => {
     $('status').textContent = 'starting the worker…';
     trainer = await Trainer.create({
       model: $('model').value, epochs, batchSize: Number($('batch').value), lr: Number($('lr').value), engine: ENGINES[$('build').value],
+      // ?pbatch=N: images per graph evaluation (default: the whole batch; www/bench/train.mjs sets ggml's 500).
+      physicalBatchSize: params.has('pbatch') ? Number(params.get('pbatch')) : undefined,
     });
     state.info = trainer.info;
     const spe = Math.floor((n - Math.floor(n * 0.05)) / Number($('batch').value));
