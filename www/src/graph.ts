@@ -207,6 +207,8 @@ export class Optimizer {
       throw coded(`invalid argument: bad optimizer settings ${JSON.stringify(o)}`, 'invalid-argument');
     }
     if (params.length === 0) throw coded('invalid argument: the optimizer needs at least one parameter', 'invalid-argument');
+    // The updates write the parameters in place, which the WebGPU scheduler's copies do not carry back yet.
+    if (g._gpu()) throw coded('optimizer steps on a WebGPU graph are not supported yet: use a CPU graph', 'unsupported');
     this.type = type;
     this.#o = o;
     this.#g = g;
