@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: build the wasm package and the demo, then serve it at http://localhost:${PORT:-8080}
-# (MNIST drawing + test-set evaluation on the embedded models, GGUF inspector, SmolLM2 chat,
+# (MNIST drawing + test-set evaluation on the embedded models, MNIST training in the page, GGUF inspector, SmolLM2 chat,
 # semantic search with all-MiniLM-L6-v2).
 set -euo pipefail
 cd "$(dirname "$0")/.."

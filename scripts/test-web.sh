@@ -11,7 +11,9 @@
 #   4. the threads build in headless Chromium (www/test-e2e/threads-e2e.mjs, ~15 s): results on
 #      1, 2, 3 threads = the single-thread build's, MNIST and SmolLM2 through the package, a page
 #      without cross-origin isolation falling back;
-#   5. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
+#   5. training in headless Chromium (www/test-e2e/train-e2e.mjs): the train page trains mnist-fc
+#      one epoch on 6,000 images in its Worker (>= 90 % on t10k), classifies digits, stops;
+#   6. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
 #      package, SmolLM2 on WebGPU (SwiftShader) vs the CPU build (~2-3 min: SwiftShader is a CPU
 #      emulation), the chat page end to end (screenshots test-output/chat*.png), Cache API reload.
 #   The graph API on WebGPU: wasm-tests/tests/webgpu_graph.rs, after the WebGPU suite.
@@ -99,6 +101,8 @@ if [ -z "${SKIP_E2E:-}" ]; then
   node www/test-e2e/hostile-e2e.mjs
   step "threads build in headless Chromium: 1/2/3 threads vs single-thread, MNIST, SmolLM2, fallback"
   node www/test-e2e/threads-e2e.mjs
+  step "training in headless Chromium: the train page, one epoch of mnist-fc on 6,000 images (~10 s)"
+  node www/test-e2e/train-e2e.mjs
   step "LLM in headless Chromium: parity, chat page, Cache API"
   LLM_BENCH="${LLM_BENCH:-0}" node www/test-e2e/llm-e2e.mjs
 fi

@@ -173,3 +173,41 @@ fn bad_training_settings_are_errors() {
     assert!(t.fit(&images[..784], &labels, |_| true, |_| true).is_err());
     assert!(Trainer::from_gguf(b"not a gguf", config(32, 32)).is_err());
 }
+
+#[test]
+fn steps_in_chunks_equal_fit() {
+    let (images, labels) = train_subset(700);
+    let cfg = TrainConfig {
+        epochs: 2,
+        ..config(32, 16)
+    };
+    let mut a = Trainer::new(MnistKind::Fc, cfg).unwrap();
+    let fitted = a.fit(&images, &labels, |_| true, |_| true).unwrap();
+    let mut b = Trainer::new(MnistKind::Fc, cfg).unwrap();
+    let mut st = b.start_fit(&images, &labels).unwrap();
+    assert_eq!(st.steps_per_epoch(), 665 / 32);
+    let mut epochs = Vec::new();
+    while !st.finished() {
+        let s = b.run_steps(&mut st, &images, &labels, 7).unwrap();
+        assert!(!s.is_empty() && s.len() <= 7);
+        if st.epoch_complete() {
+            // Ending an epoch twice, or before its steps are done, is an error.
+            epochs.push(b.end_epoch(&mut st, &images, &labels).unwrap());
+            assert!(b.end_epoch(&mut st, &images, &labels).is_err());
+        }
+    }
+    assert!(b
+        .run_steps(&mut st, &images, &labels, 1)
+        .unwrap()
+        .is_empty());
+    assert_eq!(a.to_gguf().unwrap(), b.to_gguf().unwrap());
+    assert_eq!(epochs.len(), 2);
+    for (x, y) in fitted.iter().zip(&epochs) {
+        assert_eq!((x.train, x.validation), (y.train, y.validation));
+    }
+    // Other data than training started on is a shape error.
+    let mut st = b.start_fit(&images, &labels).unwrap();
+    assert!(b
+        .run_steps(&mut st, &images[..784], &labels[..1], 1)
+        .is_err());
+}

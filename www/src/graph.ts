@@ -117,6 +117,21 @@ export class Tensor {
     return this.graph._queued((c) => c.readI32Async(this.id) as Promise<Int32Array>);
   }
 
+  // ---- training ----
+  /** Mark this (an f32 tensor made by `graph.tensor`) as a trainable parameter; returns `this`. */
+  setParam(): this {
+    this.graph.setParam(this);
+    return this;
+  }
+  /** This is the loss: build the backward pass (see {@link Graph.backward}). */
+  backward(): void {
+    this.graph.backward(this);
+  }
+  /** d(loss)/d(this) after `backward` (compute it like any tensor); `null` when the loss does not depend on it. */
+  get grad(): Tensor | null {
+    return this.graph.grad(this);
+  }
+
   // ---- ops (see Graph for documentation) ----
   add(b: Tensor): Tensor { return this.graph.add(this, b); }
   sub(b: Tensor): Tensor { return this.graph.sub(this, b); }
@@ -150,6 +165,95 @@ export class Tensor {
   getRows(rows: Tensor): Tensor { return this.graph.getRows(this, rows); }
   repeat(like: Tensor): Tensor { return this.graph.repeat(this, like); }
   cast(type: DType): Tensor { return this.graph.cast(this, type); }
+  crossEntropyLoss(labels: Tensor): Tensor { return this.graph.crossEntropyLoss(this, labels); }
+}
+
+/** Hyper-parameters of {@link Graph.optimizer} (AdamW: ggml-opt's semantics, with bias correction). */
+export interface OptimizerOptions {
+  /** `adamw` (default) or `sgd`. */
+  type?: 'adamw' | 'sgd';
+  /** Learning rate (default 1e-3). */
+  lr?: number;
+  /** AdamW (defaults 0.9, 0.999, 1e-8). */
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  /** Weight decay (default 0; AdamW's is decoupled: `p *= 1 - lr * wd`). */
+  weightDecay?: number;
+}
+
+/**
+ * Optimizer steps as graph ops (`OPT_STEP_ADAMW` / `OPT_STEP_SGD`, one per parameter, updating it
+ * in place), made by {@link Graph.optimizer} after `backward`. Each `step` computes the forward
+ * pass, every gradient, then the updates.
+ */
+export class Optimizer {
+  readonly type: 'adamw' | 'sgd';
+  /** Steps taken (AdamW's t). */
+  steps = 0;
+  readonly #g: Graph;
+  readonly #grads: Tensor[];
+  readonly #nodes: Tensor[];
+  readonly #hp: Tensor;
+  readonly #o: Required<OptimizerOptions>;
+
+  /** @internal */
+  constructor(g: Graph, params: Tensor[], opts: OptimizerOptions) {
+    const type = opts.type ?? 'adamw';
+    if (type !== 'adamw' && type !== 'sgd') throw coded(`invalid argument: optimizer type must be 'adamw' or 'sgd', got '${String(type)}'`, 'invalid-argument');
+    const o = { type, lr: opts.lr ?? 1e-3, beta1: opts.beta1 ?? 0.9, beta2: opts.beta2 ?? 0.999, eps: opts.eps ?? 1e-8, weightDecay: opts.weightDecay ?? 0 };
+    const ok = (x: number, lo: number, hi: number) => typeof x === 'number' && Number.isFinite(x) && x >= lo && x < hi;
+    if (!ok(o.lr, Number.MIN_VALUE, Infinity) || !ok(o.beta1, 0, 1) || !ok(o.beta2, 0, 1) || !ok(o.eps, 0, Infinity) || !ok(o.weightDecay, 0, Infinity)) {
+      throw coded(`invalid argument: bad optimizer settings ${JSON.stringify(o)}`, 'invalid-argument');
+    }
+    if (params.length === 0) throw coded('invalid argument: the optimizer needs at least one parameter', 'invalid-argument');
+    // The updates write the parameters in place, which the WebGPU scheduler's copies do not carry back yet.
+    if (g._gpu()) throw coded('optimizer steps on a WebGPU graph are not supported yet: use a CPU graph', 'unsupported');
+    this.type = type;
+    this.#o = o;
+    this.#g = g;
+    this.#hp = g.tensor('f32', [type === 'adamw' ? 7 : 2]).setName('opt.hparams');
+    this.#grads = [];
+    this.#nodes = [];
+    for (const p of params) {
+      const grad = p instanceof Tensor && p.graph === g ? p.grad : null;
+      if (!grad) throw coded(`invalid argument: tensor '${p?.name ?? p}' has no gradient (mark it with setParam before backward)`, 'invalid-argument');
+      this.#grads.push(grad);
+      if (type === 'adamw') {
+        const state = g.tensor('f32', [p.size, 2]).setName(`opt.state.${p.id}`);
+        this.#nodes.push(g._opOf('opt_step_adamw', [p, grad, state, this.#hp]));
+      } else {
+        this.#nodes.push(g._opOf('opt_step_sgd', [p, grad, this.#hp]));
+      }
+    }
+  }
+
+  #setHparams(): void {
+    const t = this.steps + 1;
+    const o = this.#o;
+    this.#hp.set(
+      o.type === 'adamw'
+        ? [o.lr, o.beta1, o.beta2, o.eps, o.weightDecay, 1 / (1 - o.beta1 ** t), 1 / (1 - o.beta2 ** t)]
+        : [o.lr, o.weightDecay],
+    );
+  }
+
+  /**
+   * One step: computes `also` (e.g. the loss, with the parameters before the update), every
+   * gradient, then updates every parameter.
+   */
+  async step(...also: Tensor[]): Promise<void> {
+    this.#setHparams();
+    // The gradients before any update: an update in place must not feed another gradient.
+    await this.#g.compute(...also, ...this.#grads, ...this.#nodes);
+    this.steps++;
+  }
+  /** Synchronous `step` (CPU graphs). */
+  stepSync(...also: Tensor[]): void {
+    this.#setHparams();
+    this.#g.computeSync(...also, ...this.#grads, ...this.#nodes);
+    this.steps++;
+  }
 }
 
 export interface SoftMaxOptions {
@@ -229,6 +333,55 @@ export class Graph {
     }
     const id = this._core().op(name, Uint32Array.from(srcs.map((s) => s.id)), Float64Array.from(params));
     return new Tensor(this, id);
+  }
+
+  /** @internal An op node (for the optimizer). */
+  _opOf(name: string, srcs: Tensor[], params: number[] = []): Tensor {
+    return this.#op(name, srcs, params);
+  }
+
+  // ---- training ----
+  /** Mark `t` (an f32 tensor made by `tensor`, not an op result) as a trainable parameter. */
+  setParam(t: Tensor): void {
+    this.#own(t, 'setParam');
+    try {
+      this._core().setParam(t.id);
+    } catch (e) {
+      throw toError(e);
+    }
+  }
+  /** A new f32 parameter tensor (zero-filled, or `data`). */
+  param(shape: Shape, data?: Data): Tensor {
+    return this.tensor('f32', shape, data).setParam();
+  }
+  /**
+   * Build the backward pass of `loss` (a one-element f32 tensor, e.g. `mean`, `sum` or
+   * `crossEntropyLoss`): afterwards `p.grad` is d(loss)/d(p) for every parameter the loss
+   * depends on. A path through an op without a backward is an error naming it (`unsupported`).
+   */
+  backward(loss: Tensor): void {
+    this.#own(loss, 'backward');
+    try {
+      this._core().backward(loss.id);
+    } catch (e) {
+      throw toError(e);
+    }
+  }
+  /** The gradient of parameter `t` from the last `backward`, or `null`. */
+  grad(t: Tensor): Tensor | null {
+    this.#own(t, 'grad');
+    const id = this._core().grad(t.id);
+    return id === undefined || id === null ? null : new Tensor(this, id);
+  }
+  /** An optimizer over `params` (after `backward`): `await opt.step(loss)` per training step. */
+  optimizer(params: Tensor[], opts: OptimizerOptions = {}): Optimizer {
+    return new Optimizer(this, params, opts);
+  }
+  /** Cross-entropy of softmax(logits) against `labels` (probabilities, same shape), averaged over rows → [1]. */
+  crossEntropyLoss(logits: Tensor, labels: Tensor): Tensor { return this.#op('cross_entropy_loss', [logits, labels]); }
+
+  #own(t: Tensor, what: string): void {
+    if (!(t instanceof Tensor) || t.graph !== this) throw coded(`${what}: the tensor must be a Tensor of this graph`, 'invalid-argument');
   }
 
   /** A new tensor (zero-filled), optionally with data. */

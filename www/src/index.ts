@@ -29,7 +29,7 @@ export {
 } from './gguf.js';
 export { webgpuDevice, chooseBackend, type Backend, type BackendInfo, type WebGPUInfo } from './backend.js';
 export { benchMulMat, type MulMatBenchOptions, type MulMatBenchResult } from './bench.js';
-export { Graph, Tensor, type DType, type Shape, type TensorInfo, type SoftMaxOptions, type GraphOptions } from './graph.js';
+export { Graph, Tensor, Optimizer, type DType, type Shape, type TensorInfo, type SoftMaxOptions, type GraphOptions, type OptimizerOptions } from './graph.js';
 export {
   Mnist,
   preprocessDigit,
@@ -75,3 +75,16 @@ export {
   type EmbedderLoadOptions,
   type EmbedderInfo,
 } from './embed.js';
+export {
+  Trainer,
+  LocalTrainer,
+  type TrainerOptions,
+  type TrainerCreateOptions,
+  type TrainerInfo,
+  type TrainData,
+  type FitOptions,
+  type FitResult,
+  type StepStats,
+  type EpochStats,
+  type Score,
+} from './train.js';

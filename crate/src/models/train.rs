@@ -486,7 +486,8 @@ impl Trainer {
     /// Train for `cfg.epochs` epochs on `images` (n × 784 in [0, 1]) with `labels`, holding out
     /// the last `val_split` of them for validation. Images that do not fill a logical batch
     /// are left out of each epoch (as ggml). Calls `on_step` after each optimizer step and
-    /// `on_epoch` after each epoch; either may stop training by returning false.
+    /// `on_epoch` after each epoch; either may stop training by returning false. The same as
+    /// [`Trainer::start_fit`], then [`Trainer::run_steps`] and [`Trainer::end_epoch`] per epoch.
     pub fn fit(
         &mut self,
         images: &[f32],
@@ -494,98 +495,176 @@ impl Trainer {
         mut on_step: impl FnMut(&StepStats) -> bool,
         mut on_epoch: impl FnMut(&EpochStats) -> bool,
     ) -> Result<Vec<EpochStats>> {
-        if images.len() != labels.len() * IMAGE_PIXELS {
-            return Err(Error::Shape(format!(
-                "{} labels for {} pixels",
-                labels.len(),
-                images.len()
-            )));
-        }
-        if let Some(&bad) = labels.iter().find(|&&l| l as usize >= N_CLASSES) {
-            return Err(Error::InvalidArgument(format!(
-                "label {bad} is not a digit"
-            )));
-        }
-        let n = labels.len();
-        let n_val = (n as f64 * self.cfg.val_split) as usize;
-        let n_train = n - n_val;
-        let (bl, bp) = (self.cfg.batch_logical, self.cfg.batch_physical);
-        let steps_per_epoch = n_train / bl;
-        if steps_per_epoch == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "{n_train} training images do not fill one batch of {bl}"
-            )));
-        }
-        let k = bl / bp;
-        self.ctx.set_f32(self.loss_grad, &[1.0 / k as f32])?;
-        let mut order: Vec<usize> = (0..n_train).collect();
-        let mut img_buf = vec![0f32; bp * IMAGE_PIXELS];
-        let mut hot_buf = vec![0f32; bp * N_CLASSES];
-        let mut lab_buf = vec![0u8; bp];
+        let mut st = self.start_fit(images, labels)?;
         let mut out = Vec::new();
-        for epoch in 0..self.cfg.epochs {
-            let t0 = Clock::start();
-            for i in (1..n_train).rev() {
-                order.swap(i, self.rng.below(i + 1));
-            }
-            let (mut loss_sum, mut correct, mut seen) = (0f64, 0usize, 0usize);
-            for step in 0..steps_per_epoch {
-                let (mut step_loss, mut step_correct) = (0f64, 0usize);
-                self.set_hparams(self.steps + 1)?;
-                for part in 0..k {
-                    let at = step * bl + part * bp;
-                    hot_buf.fill(0.0);
-                    for (j, &src) in order[at..at + bp].iter().enumerate() {
-                        img_buf[j * IMAGE_PIXELS..(j + 1) * IMAGE_PIXELS]
-                            .copy_from_slice(&images[src * IMAGE_PIXELS..(src + 1) * IMAGE_PIXELS]);
-                        lab_buf[j] = labels[src];
-                        hot_buf[j * N_CLASSES + labels[src] as usize] = 1.0;
+        while !st.finished() {
+            while !st.epoch_complete() {
+                for s in self.run_steps(&mut st, images, labels, 1)? {
+                    if !on_step(&s) {
+                        return Ok(out);
                     }
-                    let (l, c) = self.physical_step(&img_buf, &hot_buf, &lab_buf)?;
-                    step_loss += l;
-                    step_correct += c;
-                }
-                if let (Some(og), Some(acc)) = (&self.opt_graph, &self.acc_buffer) {
-                    self.cpu.compute(&self.ctx, og)?;
-                    acc.clear(0)?;
-                }
-                self.steps += 1;
-                loss_sum += step_loss;
-                correct += step_correct;
-                seen += bl;
-                let stats = StepStats {
-                    epoch,
-                    step,
-                    steps_per_epoch,
-                    loss: step_loss / k as f64,
-                    accuracy: step_correct as f64 / bl as f64,
-                };
-                if !on_step(&stats) {
-                    return Ok(out);
                 }
             }
-            let train = Score {
-                loss: loss_sum / (steps_per_epoch * k) as f64,
-                accuracy: correct as f64 / seen as f64,
-                images: seen,
-            };
-            let validation = if n_val > 0 {
-                self.evaluate(&images[n_train * IMAGE_PIXELS..], &labels[n_train..])?
-            } else {
-                Score::default()
-            };
-            let stats = EpochStats {
-                epoch,
-                train,
-                validation,
-                seconds: t0.seconds(),
-            };
+            let stats = self.end_epoch(&mut st, images, labels)?;
             out.push(stats);
             if !on_epoch(&stats) {
                 break;
             }
         }
         Ok(out)
+    }
+
+    /// Check `images` (n × 784 in [0, 1]) and `labels` (digits) and start training on them:
+    /// the returned state holds the progress through `cfg.epochs` epochs (the shuffled order,
+    /// the running loss and accuracy), advanced by [`Trainer::run_steps`] and
+    /// [`Trainer::end_epoch`], which must be given the same images and labels.
+    pub fn start_fit(&self, images: &[f32], labels: &[u8]) -> Result<FitState> {
+        check_data(images, labels)?;
+        let n = labels.len();
+        let n_val = (n as f64 * self.cfg.val_split) as usize;
+        let n_train = n - n_val;
+        let bl = self.cfg.batch_logical;
+        let steps_per_epoch = n_train / bl;
+        if steps_per_epoch == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{n_train} training images do not fill one batch of {bl}"
+            )));
+        }
+        Ok(FitState {
+            n,
+            n_train,
+            steps_per_epoch,
+            epochs: self.cfg.epochs,
+            epoch: 0,
+            step: 0,
+            order: (0..n_train).collect(),
+            shuffled: false,
+            loss_sum: 0.0,
+            correct: 0,
+            seen: 0,
+            clock: None,
+        })
+    }
+
+    /// Up to `n` optimizer steps of the current epoch (fewer at its end: then
+    /// [`FitState::epoch_complete`] and [`Trainer::end_epoch`] is next); the figures of each.
+    /// The first step of an epoch shuffles its order (seeded).
+    pub fn run_steps(
+        &mut self,
+        st: &mut FitState,
+        images: &[f32],
+        labels: &[u8],
+        n: usize,
+    ) -> Result<Vec<StepStats>> {
+        if labels.len() != st.n || images.len() != st.n * IMAGE_PIXELS {
+            return Err(Error::Shape(format!(
+                "{} labels / {} pixels, but training started on {} images",
+                labels.len(),
+                images.len(),
+                st.n
+            )));
+        }
+        let (bl, bp) = (self.cfg.batch_logical, self.cfg.batch_physical);
+        let k = bl / bp;
+        self.ctx.set_f32(self.loss_grad, &[1.0 / k as f32])?;
+        let mut img_buf = vec![0f32; bp * IMAGE_PIXELS];
+        let mut hot_buf = vec![0f32; bp * N_CLASSES];
+        let mut lab_buf = vec![0u8; bp];
+        let mut out = Vec::new();
+        while out.len() < n && !st.finished() && !st.epoch_complete() {
+            if !st.shuffled {
+                st.clock = Some(Clock::start());
+                for i in (1..st.n_train).rev() {
+                    st.order.swap(i, self.rng.below(i + 1));
+                }
+                st.shuffled = true;
+            }
+            let step = st.step;
+            let (mut step_loss, mut step_correct) = (0f64, 0usize);
+            self.set_hparams(self.steps + 1)?;
+            for part in 0..k {
+                let at = step * bl + part * bp;
+                hot_buf.fill(0.0);
+                for (j, &src) in st.order[at..at + bp].iter().enumerate() {
+                    let y = labels[src];
+                    if y as usize >= N_CLASSES {
+                        return Err(Error::InvalidArgument(format!("label {y} is not a digit")));
+                    }
+                    img_buf[j * IMAGE_PIXELS..(j + 1) * IMAGE_PIXELS]
+                        .copy_from_slice(&images[src * IMAGE_PIXELS..(src + 1) * IMAGE_PIXELS]);
+                    lab_buf[j] = y;
+                    hot_buf[j * N_CLASSES + y as usize] = 1.0;
+                }
+                let (l, c) = self.physical_step(&img_buf, &hot_buf, &lab_buf)?;
+                step_loss += l;
+                step_correct += c;
+            }
+            if let (Some(og), Some(acc)) = (&self.opt_graph, &self.acc_buffer) {
+                self.cpu.compute(&self.ctx, og)?;
+                acc.clear(0)?;
+            }
+            self.steps += 1;
+            st.step += 1;
+            st.loss_sum += step_loss;
+            st.correct += step_correct;
+            st.seen += bl;
+            out.push(StepStats {
+                epoch: st.epoch,
+                step,
+                steps_per_epoch: st.steps_per_epoch,
+                loss: step_loss / k as f64,
+                accuracy: step_correct as f64 / bl as f64,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Finish the epoch whose steps are done: its training figures and the validation score
+    /// (over the held-out images), then move on to the next epoch.
+    pub fn end_epoch(
+        &mut self,
+        st: &mut FitState,
+        images: &[f32],
+        labels: &[u8],
+    ) -> Result<EpochStats> {
+        if !st.epoch_complete() || st.finished() {
+            return Err(Error::InvalidArgument(format!(
+                "epoch {} is not complete ({} of {} steps)",
+                st.epoch, st.step, st.steps_per_epoch
+            )));
+        }
+        if labels.len() != st.n || images.len() != st.n * IMAGE_PIXELS {
+            return Err(Error::Shape(format!(
+                "{} labels / {} pixels, but training started on {} images",
+                labels.len(),
+                images.len(),
+                st.n
+            )));
+        }
+        let k = self.cfg.batch_logical / self.cfg.batch_physical;
+        let train = Score {
+            loss: st.loss_sum / (st.steps_per_epoch * k) as f64,
+            accuracy: st.correct as f64 / st.seen as f64,
+            images: st.seen,
+        };
+        let validation = if st.n_train < st.n {
+            self.evaluate(&images[st.n_train * IMAGE_PIXELS..], &labels[st.n_train..])?
+        } else {
+            Score::default()
+        };
+        let stats = EpochStats {
+            epoch: st.epoch,
+            train,
+            validation,
+            seconds: st.clock.take().map_or(f64::NAN, |c| c.seconds()),
+        };
+        st.epoch += 1;
+        st.step = 0;
+        st.shuffled = false;
+        st.loss_sum = 0.0;
+        st.correct = 0;
+        st.seen = 0;
+        Ok(stats)
     }
 
     /// Loss and accuracy of the current weights on `images` / `labels` (through the saved
@@ -621,6 +700,66 @@ impl Trainer {
         }
         w.to_bytes()
     }
+}
+
+/// Where a training run stands (see [`Trainer::start_fit`]).
+pub struct FitState {
+    n: usize,
+    n_train: usize,
+    steps_per_epoch: usize,
+    epochs: usize,
+    epoch: usize,
+    step: usize,
+    order: Vec<usize>,
+    /// Whether this epoch's order is shuffled yet (at its first step).
+    shuffled: bool,
+    loss_sum: f64,
+    correct: usize,
+    seen: usize,
+    clock: Option<Clock>,
+}
+
+impl FitState {
+    /// The epoch under way (0-based; = the epoch count when finished).
+    pub fn epoch(&self) -> usize {
+        self.epoch
+    }
+    /// Steps done in this epoch.
+    pub fn step(&self) -> usize {
+        self.step
+    }
+    pub fn steps_per_epoch(&self) -> usize {
+        self.steps_per_epoch
+    }
+    /// Images used for training (the rest validate).
+    pub fn train_images(&self) -> usize {
+        self.n_train
+    }
+    /// All steps of this epoch are done ([`Trainer::end_epoch`] is next).
+    pub fn epoch_complete(&self) -> bool {
+        self.step == self.steps_per_epoch
+    }
+    /// Every epoch is done.
+    pub fn finished(&self) -> bool {
+        self.epoch >= self.epochs
+    }
+}
+
+/// `images` hold 784 pixels per label, and every label is a digit.
+fn check_data(images: &[f32], labels: &[u8]) -> Result<()> {
+    if Some(images.len()) != labels.len().checked_mul(IMAGE_PIXELS) {
+        return Err(Error::Shape(format!(
+            "{} labels for {} pixels",
+            labels.len(),
+            images.len()
+        )));
+    }
+    if let Some(&bad) = labels.iter().find(|&&l| l as usize >= N_CLASSES) {
+        return Err(Error::InvalidArgument(format!(
+            "label {bad} is not a digit"
+        )));
+    }
+    Ok(())
 }
 
 /// The optimizer node updating `param` from `grad` (and `state` for AdamW).

@@ -36,6 +36,8 @@ struct GraphInner {
     backend: CpuBackend,
     /// Number of nodes computed by the last `compute`.
     last_nodes: usize,
+    /// d(loss)/d(param) of the last `backward`, by parameter.
+    grads: HashMap<TensorId, TensorId>,
     /// WebGPU first, the CPU for the rest (None: the CPU alone).
     #[cfg(feature = "webgpu")]
     gpu: Option<GpuState>,
@@ -237,6 +239,22 @@ impl GraphInner {
                 let (a, b) = (a()?, b()?);
                 self.ctx.cpy(a, b)?
             }
+            "cross_entropy_loss" => {
+                let (a, b) = (a()?, b()?);
+                self.ctx.cross_entropy_loss(a, b)?
+            }
+            // Sources: param, grad, state [n, 2], hp [7] (see Context::opt_step_adamw).
+            "opt_step_adamw" => {
+                let (pa, g) = (a()?, b()?);
+                let (st, hp) = (self.src(s, 2, name)?, self.src(s, 3, name)?);
+                self.ctx.opt_step_adamw(pa, g, st, hp)?
+            }
+            // Sources: param, grad, hp [2].
+            "opt_step_sgd" => {
+                let (pa, g) = (a()?, b()?);
+                let hp = self.src(s, 2, name)?;
+                self.ctx.opt_step_sgd(pa, g, hp)?
+            }
             _ => {
                 return Err(Error::UnsupportedOp(format!(
                     "'{name}' is not available in this build"
@@ -339,6 +357,51 @@ impl GraphInner {
         Ok(())
     }
 
+    /// Mark a leaf f32 tensor (set from JS, with data of its own) as a trainable parameter.
+    fn set_param(&mut self, id: TensorId) -> Result<()> {
+        let t = self.ctx.get(id)?;
+        if t.op != ggweb::tensor::Op::None || t.view_src.is_some() || t.dtype != DType::F32 {
+            return Err(Error::InvalidArgument(format!(
+                "tensor {} ('{}') is not an f32 leaf tensor: only those can be parameters",
+                id.0, t.name
+            )));
+        }
+        self.ctx.set_param(id);
+        Ok(())
+    }
+
+    /// Build the gradients of the scalar `loss` with respect to every parameter it depends on
+    /// (a failure adds nothing to the graph).
+    fn backward(&mut self, loss: TensorId) -> Result<()> {
+        let mark = self.ctx.mark();
+        let r = (|| {
+            let mut g = Graph::build(&self.ctx, &[loss]);
+            g.build_backward(&mut self.ctx, loss)?;
+            let seed = g
+                .loss_grad()
+                .ok_or_else(|| Error::Backend("internal: no loss gradient".into()))?;
+            // d(loss)/d(loss) = 1: set once, it is an input of every gradient.
+            self.alloc_leaf(seed)?;
+            self.ctx.set_f32(seed, &[1.0])?;
+            let grads: HashMap<TensorId, TensorId> = (0..self.ctx.len())
+                .map(|i| TensorId(i as u32))
+                .filter(|&t| self.ctx.tensor(t).is_param())
+                .filter_map(|t| g.grad(t).map(|gr| (t, gr)))
+                .collect();
+            Ok(grads)
+        })();
+        match r {
+            Ok(grads) => {
+                self.grads = grads;
+                Ok(())
+            }
+            Err(e) => {
+                self.ctx.reset_to(mark);
+                Err(e)
+            }
+        }
+    }
+
     fn alloc_leaf(&mut self, id: TensorId) -> Result<()> {
         let buft = cpu_buffer_type();
         let size = buft.alloc_size(&self.ctx, id);
@@ -406,6 +469,7 @@ impl GraphCore {
                 ctx: Context::new(),
                 backend: CpuBackend::new(crate::cpu_threads()),
                 last_nodes: 0,
+                grads: HashMap::new(),
                 #[cfg(feature = "webgpu")]
                 gpu: None,
             })),
@@ -651,6 +715,30 @@ impl GraphCore {
         let mut inner = self.bm()?;
         let id = inner.id(id).map_err(js_err)?;
         inner.ctx.set_name(id, name).map(|_| ()).map_err(js_err)
+    }
+
+    /// Mark a leaf f32 tensor as a trainable parameter (see `backward`).
+    #[wasm_bindgen(js_name = setParam)]
+    pub fn set_param(&mut self, id: u32) -> Result<(), JsError> {
+        let mut inner = self.bm()?;
+        let id = inner.id(id).map_err(js_err)?;
+        inner.set_param(id).map_err(js_err)
+    }
+
+    /// Build the backward pass of `loss` (a one-element f32 tensor): afterwards `grad(p)` is
+    /// d(loss)/d(p) for every parameter p the loss depends on (computed by `compute`, like any
+    /// tensor). An op on the way without a backward is an error naming it.
+    pub fn backward(&mut self, loss: u32) -> Result<(), JsError> {
+        let mut inner = self.bm()?;
+        let loss = inner.id(loss).map_err(js_err)?;
+        inner.backward(loss).map_err(js_err)
+    }
+
+    /// The gradient tensor of parameter `id` from the last `backward`, if the loss depends on it.
+    pub fn grad(&self, id: u32) -> Result<Option<u32>, JsError> {
+        let inner = self.b()?;
+        let id = inner.id(id).map_err(js_err)?;
+        Ok(inner.grads.get(&id).map(|g| g.0))
     }
 
     /// Add every tensor of a GGUF loaded with its data; returns `{name: id}`. On WebGPU the

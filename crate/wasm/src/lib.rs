@@ -18,6 +18,7 @@ mod graph;
 mod js;
 mod llm;
 mod mnist;
+mod train;
 #[cfg(feature = "webgpu")]
 mod webgpu;
 
@@ -27,6 +28,7 @@ pub use gguf::GgufStream;
 pub use graph::GraphCore;
 pub use llm::{LlmCore, ModelStream};
 pub use mnist::MnistCore;
+pub use train::TrainerCore;
 
 #[wasm_bindgen(start)]
 fn start() {
