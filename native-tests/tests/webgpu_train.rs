@@ -145,7 +145,11 @@ fn assert_all_on_webgpu(t: &Trainer) {
     let mut all = vec![t.placements()];
     all.extend(t.opt_placements());
     for p in all {
-        assert!(p.elsewhere.is_empty(), "nodes off WebGPU: {:?}", p.elsewhere);
+        assert!(
+            p.elsewhere.is_empty(),
+            "nodes off WebGPU: {:?}",
+            p.elsewhere
+        );
         assert!(p.nodes[0].0.starts_with("WebGPU"), "{:?}", p.nodes);
         assert!(p.nodes[0].1 > 0, "{:?}", p.nodes);
         assert!(p.nodes[1..].iter().all(|(_, n)| *n == 0), "{:?}", p.nodes);
@@ -196,7 +200,10 @@ fn a_few_steps_match_the_cpu() {
     let (images, labels) = train_subset(800);
     on_devices(true, |name, dev| {
         for (kind, bl, bp) in [(MnistKind::Fc, 32, 32), (MnistKind::Cnn, 64, 32)] {
-            for opt in [Optimizer::adamw(2e-3), Optimizer::Sgd { lr: 0.05, wd: 1e-3 }] {
+            for opt in [
+                Optimizer::adamw(2e-3),
+                Optimizer::Sgd { lr: 0.05, wd: 1e-3 },
+            ] {
                 let cfg = TrainConfig {
                     optimizer: opt,
                     ..config(bl, bp)

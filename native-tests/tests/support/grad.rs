@@ -130,7 +130,10 @@ impl Case {
         let mut graph = Graph::build(ctx, &[loss]);
         graph.build_backward(ctx, loss).unwrap();
         let (buft, mut be): (_, Box<dyn Backend>) = match &self.exec {
-            Exec::Cpu => (cpu_buffer_type(), Box::new(CpuBackend::with_threads_forced(3))),
+            Exec::Cpu => (
+                cpu_buffer_type(),
+                Box::new(CpuBackend::with_threads_forced(3)),
+            ),
             Exec::WebGpu(dev) => {
                 for &n in &graph.nodes {
                     assert!(

@@ -119,9 +119,7 @@ pub(crate) fn check(
         Op::Argmax => s0 == Some(F32) && d == I32,
         Op::CrossEntropyLoss => f32s(&[s0, s1, Some(d)]),
         Op::RepeatBack | Op::ViewBack { .. } => f32s(&[s0, Some(d)]),
-        Op::UnaryBack(_) | Op::NormBack { .. } | Op::Pool2dBack { .. } => {
-            f32s(&[s0, s1, Some(d)])
-        }
+        Op::UnaryBack(_) | Op::NormBack { .. } | Op::Pool2dBack { .. } => f32s(&[s0, s1, Some(d)]),
         Op::GetRowsBack => f32s(&[s0, Some(d)]) && s1 == Some(I32),
         Op::Im2ColBack { .. } => f32s(&[s0, Some(d)]),
         // The kernels index the parameter, gradient and state as flat arrays.

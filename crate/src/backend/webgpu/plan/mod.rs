@@ -260,9 +260,7 @@ fn plan_part<'a>(
             p0,
             p1,
         } => train::pool_2d_back(&mut p, op, [k0, k1, s0, s1, p0, p1])?,
-        Op::OptStepAdamW | Op::OptStepSgd => {
-            train::opt_step(&mut p, t.op == Op::OptStepAdamW)?
-        }
+        Op::OptStepAdamW | Op::OptStepSgd => train::opt_step(&mut p, t.op == Op::OptStepAdamW)?,
         Op::Im2Col {
             s0,
             s1,
@@ -334,9 +332,17 @@ pub fn kernel_variants() -> Vec<KernelVariant> {
             ("unary_back".into(), vec!["main"], train::unary_back_src()),
             ("norm_back".into(), vec!["main"], train::norm_back_src()),
             ("view_back".into(), vec!["main"], train::view_back_src()),
-            ("get_rows_back".into(), vec!["main"], train::get_rows_back_src()),
+            (
+                "get_rows_back".into(),
+                vec!["main"],
+                train::get_rows_back_src(),
+            ),
             ("im2col_back".into(), vec!["main"], train::im2col_back_src()),
-            ("pool_2d_back".into(), vec!["main"], train::pool_2d_back_src()),
+            (
+                "pool_2d_back".into(),
+                vec!["main"],
+                train::pool_2d_back_src(),
+            ),
             (
                 "opt_step".into(),
                 train::OPT_STEP_ENTRIES.to_vec(),

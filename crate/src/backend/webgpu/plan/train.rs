@@ -228,9 +228,10 @@ pub(super) fn opt_step<'a>(p: &mut Planner<'a>, adamw: bool) -> Result<Kernel<'a
         // The state is written: a binding that overlaps another would be read from a copy
         // (compute.rs) and the update lost.
         let s = &p.binds[3];
-        if p.binds[..3].iter().any(|b| {
-            b.buf == s.buf && b.offset < s.offset + s.size && s.offset < b.offset + b.size
-        }) {
+        if p.binds[..3]
+            .iter()
+            .any(|b| b.buf == s.buf && b.offset < s.offset + s.size && s.offset < b.offset + b.size)
+        {
             return Err(Error::Backend(format!(
                 "OPT_STEP_ADAMW '{}': the optimizer state shares a storage binding with the \
                  parameter, gradient or hyper-parameters",
@@ -259,6 +260,9 @@ mod tests {
             let name = name.trim_end_matches(':');
             assert!(UNARY_BACK.contains(name), "{name} unused in its shader");
         }
-        assert!(!UNARY_BACK.contains("case 0u"), "literal op code in a shader");
+        assert!(
+            !UNARY_BACK.contains("case 0u"),
+            "literal op code in a shader"
+        );
     }
 }
