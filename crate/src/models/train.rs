@@ -634,6 +634,67 @@ impl Trainer {
         Ok(out)
     }
 
+    /// One optimizer step on exactly one logical batch (`images`: batch_logical × 784,
+    /// `labels` its digits, in the order given: the caller shuffles), for the browser: the
+    /// reads of the loss and logits out of device memory are async. Returns the step's mean
+    /// loss and accuracy. [`Trainer::fit`] is the blocking loop over epochs.
+    pub async fn step_async(&mut self, images: &[f32], labels: &[u8]) -> Result<(f64, f64)> {
+        let (bl, bp) = (self.cfg.batch_logical, self.cfg.batch_physical);
+        if labels.len() != bl || images.len() != bl * IMAGE_PIXELS {
+            return Err(Error::Shape(format!(
+                "a step takes {bl} images and labels, got {} pixels and {} labels",
+                images.len(),
+                labels.len()
+            )));
+        }
+        if let Some(&bad) = labels.iter().find(|&&l| l as usize >= N_CLASSES) {
+            return Err(Error::InvalidArgument(format!(
+                "label {bad} is not a digit"
+            )));
+        }
+        let k = bl / bp;
+        self.ctx.set_f32(self.loss_grad, &[1.0 / k as f32])?;
+        self.set_hparams(self.steps + 1)?;
+        let mut onehot = vec![0f32; bp * N_CLASSES];
+        let (mut loss, mut correct) = (0f64, 0usize);
+        for (imgs, labs) in images.chunks(bp * IMAGE_PIXELS).zip(labels.chunks(bp)) {
+            onehot.fill(0.0);
+            for (j, &y) in labs.iter().enumerate() {
+                onehot[j * N_CLASSES + y as usize] = 1.0;
+            }
+            self.ctx.set_f32(self.images, imgs)?;
+            self.ctx.set_f32(self.labels, &onehot)?;
+            self.runner.compute_async(&self.ctx).await?;
+            loss += self.ctx.get_f32_async(self.loss).await?[0] as f64;
+            let logits = self.ctx.get_f32_async(self.logits).await?;
+            correct += logits
+                .chunks(N_CLASSES)
+                .zip(labs)
+                .filter(|(l, &y)| mnist::argmax(l) == y)
+                .count();
+        }
+        if let (Some(og), Some(acc)) = (&mut self.opt_graph, &self.acc_buffer) {
+            og.compute_async(&self.ctx).await?;
+            acc.clear(0)?;
+        }
+        self.steps += 1;
+        Ok((loss / k as f64, correct as f64 / bl as f64))
+    }
+
+    /// [`Trainer::to_gguf`] with the weights read asynchronously (from device memory in the
+    /// browser).
+    pub async fn to_gguf_async(&self) -> Result<Vec<u8>> {
+        let mut w = GgufWriter::new();
+        w.set("general.architecture", self.kind.name());
+        for &p in &self.params {
+            let t = self.ctx.tensor(p);
+            let ne: Vec<u64> = t.ne[..t.n_dims()].iter().map(|&n| n as u64).collect();
+            let bytes = self.ctx.get_bytes_async(p).await?;
+            w.add_tensor_owned(&t.name.clone(), DType::F32, &ne, bytes)?;
+        }
+        w.to_bytes()
+    }
+
     /// Loss and accuracy of the current weights on `images` / `labels` (through the saved
     /// model's forward pass, `Mnist`).
     pub fn evaluate(&self, images: &[f32], labels: &[u8]) -> Result<Score> {
