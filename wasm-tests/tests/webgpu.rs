@@ -137,6 +137,11 @@ async fn mul_mat_every_weight_type() {
 }
 
 #[wasm_bindgen_test]
+async fn training_ops() {
+    run_group(Group::Train).await;
+}
+
+#[wasm_bindgen_test]
 async fn im2col_conv_pool() {
     run_group(Group::ConvPool).await;
 }
