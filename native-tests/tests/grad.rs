@@ -5,52 +5,53 @@
 #[path = "support/grad.rs"]
 mod grad_cases;
 
+use ggweb::backend::webgpu::block_on;
 use ggweb::{Context, DType, Error, Graph};
 use grad_cases::Exec;
 
 #[test]
 fn binary_with_broadcast() {
-    grad_cases::binary_with_broadcast(&Exec::Cpu);
+    block_on(grad_cases::binary_with_broadcast(&Exec::Cpu));
 }
 
 #[test]
 fn elementwise_and_reductions() {
-    grad_cases::elementwise_and_reductions(&Exec::Cpu);
+    block_on(grad_cases::elementwise_and_reductions(&Exec::Cpu));
 }
 
 #[test]
 fn unary_functions() {
-    grad_cases::unary_functions(&Exec::Cpu);
+    block_on(grad_cases::unary_functions(&Exec::Cpu));
 }
 
 #[test]
 fn repeat_concat_and_views() {
-    grad_cases::repeat_concat_and_views(&Exec::Cpu);
+    block_on(grad_cases::repeat_concat_and_views(&Exec::Cpu));
 }
 
 #[test]
 fn mul_mat_with_broadcast() {
-    grad_cases::mul_mat_with_broadcast(&Exec::Cpu);
+    block_on(grad_cases::mul_mat_with_broadcast(&Exec::Cpu));
 }
 
 #[test]
 fn softmax_norms_and_loss() {
-    grad_cases::softmax_norms_and_loss(&Exec::Cpu);
+    block_on(grad_cases::softmax_norms_and_loss(&Exec::Cpu));
 }
 
 #[test]
 fn rope_and_get_rows() {
-    grad_cases::rope_and_get_rows(&Exec::Cpu);
+    block_on(grad_cases::rope_and_get_rows(&Exec::Cpu));
 }
 
 #[test]
 fn conv_and_pool() {
-    grad_cases::conv_and_pool(&Exec::Cpu);
+    block_on(grad_cases::conv_and_pool(&Exec::Cpu));
 }
 
 #[test]
 fn a_small_network_end_to_end() {
-    grad_cases::a_small_network_end_to_end(&Exec::Cpu);
+    block_on(grad_cases::a_small_network_end_to_end(&Exec::Cpu));
 }
 
 #[test]

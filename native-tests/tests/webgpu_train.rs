@@ -15,7 +15,7 @@ mod train_ops;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use ggweb::backend::webgpu::{WebGpuDevice, WebGpuOptions};
+use ggweb::backend::webgpu::{block_on, WebGpuDevice, WebGpuOptions};
 use ggweb::models::mnist::{embedded, idx, MnistKind};
 use ggweb::models::runner::Runner;
 use ggweb::models::train::{Optimizer, TrainConfig, Trainer};
@@ -89,7 +89,9 @@ macro_rules! grad_tests {
         $(
             #[test]
             fn $name() {
-                on_devices(false, |_, d| grad_cases::$name(&grad_cases::Exec::WebGpu(d.clone())));
+                on_devices(false, |_, d| {
+                    block_on(grad_cases::$name(&grad_cases::Exec::WebGpu(d.clone())))
+                });
             }
         )+
     };
@@ -254,7 +256,6 @@ fn fc_one_epoch_on_6000_images() {
 /// cnn in one graph); the async GGUF equals the blocking one; a wrong batch is an error.
 #[test]
 fn async_steps_match_the_cpu() {
-    use ggweb::backend::webgpu::block_on;
     let (images, labels) = train_subset(256);
     on_devices(false, |name, dev| {
         for (kind, bl, bp) in [(MnistKind::Fc, 64, 32), (MnistKind::Cnn, 64, 64)] {

@@ -1,5 +1,6 @@
 //! The gradient-check cases (test-backend-ops' grad mode), run on the CPU by grad.rs and on
-//! WebGPU by webgpu_train.rs: for every op with a backward, the gradients
+//! WebGPU by webgpu_train.rs (natively, `block_on`) and wasm-tests/tests/webgpu.rs (Chromium;
+//! reads are awaited): for every op with a backward, the gradients
 //! `Graph::build_backward` computes against central finite differences of the same graph's
 //! loss, on random odd shapes. The loss is `sum(op(params...) * r)` with a random constant `r`,
 //! so every output element is weighted differently.
@@ -118,7 +119,7 @@ impl Case {
 
     /// Check the gradients of `sum(out * r)` for every parameter; returns the largest error
     /// `|a - n| / (ATOL + RTOL |n|)` (passing when <= 1).
-    fn check(mut self, label: &str, out: TensorId) -> f64 {
+    async fn check(mut self, label: &str, out: TensorId) -> f64 {
         let ne = self.ctx.tensor(out).ne;
         let n: usize = ne.iter().product();
         let rv = self.rng.vec(n, 0.5, 1.5);
@@ -163,14 +164,13 @@ impl Case {
         };
         compute(ctx);
         // Every gradient first: the finite differences below recompute the graph.
-        let analytic: Vec<Vec<f32>> = self
-            .params
-            .iter()
-            .map(|&p| match graph.grad(p) {
-                Some(g) => ctx.get_f32(g).unwrap(),
+        let mut analytic: Vec<Vec<f32>> = Vec::new();
+        for &p in &self.params {
+            match graph.grad(p) {
+                Some(g) => analytic.push(ctx.get_f32_async(g).await.unwrap()),
                 None => panic!("{label}: no gradient for a parameter"),
-            })
-            .collect();
+            }
+        }
         let mut worst = 0f64;
         let h = self.h;
         for (&p, analytic) in self.params.iter().zip(&analytic) {
@@ -182,14 +182,16 @@ impl Case {
                 .1
                 .clone();
             for j in 0..base.len() {
-                let mut at = |d: f32| -> f64 {
+                // The loss at base[j] + 2h, + h, - h, - 2h.
+                let mut f = [0f64; 4];
+                for (fk, d) in f.iter_mut().zip([2.0 * h, h, -h, -2.0 * h]) {
                     let mut v = base.clone();
                     v[j] += d;
                     ctx.set_f32(p, &v).unwrap();
                     compute(ctx);
-                    ctx.get_f32(loss).unwrap()[0] as f64
-                };
-                let (f2, f1, b1, b2) = (at(2.0 * h), at(h), at(-h), at(-2.0 * h));
+                    *fk = ctx.get_f32_async(loss).await.unwrap()[0] as f64;
+                }
+                let [f2, f1, b1, b2] = f;
                 let numeric = (-f2 + 8.0 * f1 - 8.0 * b1 + b2) / (12.0 * h as f64);
                 let a = analytic[j] as f64;
                 let err = (a - numeric).abs() / (ATOL + RTOL * numeric.abs());
@@ -206,7 +208,7 @@ impl Case {
     }
 }
 
-pub fn binary_with_broadcast(exec: &Exec) {
+pub async fn binary_with_broadcast(exec: &Exec) {
     for (k, op) in ["add", "sub", "mul", "div"].iter().enumerate() {
         for (j, bne) in [[5, 3, 2, 1], [5, 1, 2, 1], [1, 3, 1, 1], [1, 1, 1, 1]]
             .iter()
@@ -226,12 +228,12 @@ pub fn binary_with_broadcast(exec: &Exec) {
                 _ => c.ctx.div(a, b),
             }
             .unwrap();
-            c.check(&format!("{op} b{bne:?}"), out);
+            c.check(&format!("{op} b{bne:?}"), out).await;
         }
     }
 }
 
-pub fn elementwise_and_reductions(exec: &Exec) {
+pub async fn elementwise_and_reductions(exec: &Exec) {
     type Build = fn(&mut Context, TensorId) -> Result<TensorId>;
     let cases: [(&str, f32, f32, Build); 8] = [
         ("scale", -1.0, 1.0, |c, a| c.scale_bias(a, -1.7, 0.3)),
@@ -247,11 +249,11 @@ pub fn elementwise_and_reductions(exec: &Exec) {
         let mut c = Case::new(200 + k as u64, exec);
         let a = c.param(&[7, 3, 2, 1], *lo, *hi);
         let out = f(&mut c.ctx, a).unwrap();
-        c.check(name, out);
+        c.check(name, out).await;
     }
 }
 
-pub fn unary_functions(exec: &Exec) {
+pub async fn unary_functions(exec: &Exec) {
     use UnaryOp::*;
     for (k, u) in [Abs, Neg, Relu, Gelu, GeluErf, Silu, Tanh, Sigmoid, Exp]
         .into_iter()
@@ -260,17 +262,17 @@ pub fn unary_functions(exec: &Exec) {
         let mut c = Case::new(300 + k as u64, exec);
         let a = c.param_off0(&[7, 3, 2, 1]);
         let out = c.ctx.unary(a, u).unwrap();
-        c.check(&format!("unary {u:?}"), out);
+        c.check(&format!("unary {u:?}"), out).await;
     }
 }
 
-pub fn repeat_concat_and_views(exec: &Exec) {
+pub async fn repeat_concat_and_views(exec: &Exec) {
     let mut c = Case::new(400, exec);
     let a = c.param(&[5, 1, 2, 1], -1.0, 1.0);
     // The target of a repeat gives only its shape: it is no source of the node.
     let like = c.ctx.new_tensor(DType::F32, &[10, 3, 4, 1]).unwrap();
     let out = c.ctx.repeat(a, like).unwrap();
-    c.check("repeat", out);
+    c.check("repeat", out).await;
     for dim in 0..4 {
         let mut c = Case::new(410 + dim as u64, exec);
         let mut ne = [3, 2, 2, 2];
@@ -278,17 +280,17 @@ pub fn repeat_concat_and_views(exec: &Exec) {
         ne[dim] = 1 + dim;
         let b = c.param(&ne, -1.0, 1.0);
         let out = c.ctx.concat(a, b, dim).unwrap();
-        c.check(&format!("concat dim {dim}"), out);
+        c.check(&format!("concat dim {dim}"), out).await;
     }
     let mut c = Case::new(420, exec);
     let a = c.param(&[5, 3, 2, 1], -1.0, 1.0);
     let r = c.ctx.reshape(a, &[3, 10]).unwrap();
     let out = c.ctx.transpose(r).unwrap();
-    c.check("reshape + transpose", out);
+    c.check("reshape + transpose", out).await;
     let mut c = Case::new(421, exec);
     let a = c.param(&[5, 3, 2, 3], -1.0, 1.0);
     let out = c.ctx.permute(a, [2, 0, 3, 1]).unwrap();
-    c.check("permute", out);
+    c.check("permute", out).await;
     // A strided view (every other row, from the second) of a parameter used twice: the view's
     // gradient flows to its source and sums with the direct use.
     let mut c = Case::new(422, exec);
@@ -299,15 +301,15 @@ pub fn repeat_concat_and_views(exec: &Exec) {
     let s = c.ctx.sum_rows(a).unwrap();
     let s = c.ctx.view(s, &[1, 3], &[8], 0).unwrap();
     let out = c.ctx.add(v, s).unwrap();
-    c.check("view + accumulation", out);
+    c.check("view + accumulation", out).await;
     let mut c = Case::new(423, exec);
     let a = c.param(&[5, 3, 2, 1], -1.0, 1.0);
     let dst = c.constant(&[15, 2], 0.0, 1.0);
     let out = c.ctx.cpy(a, dst).unwrap();
-    c.check("cpy", out);
+    c.check("cpy", out).await;
 }
 
-pub fn mul_mat_with_broadcast(exec: &Exec) {
+pub async fn mul_mat_with_broadcast(exec: &Exec) {
     for (k, (ane, bne)) in [
         ([7, 5, 1, 1], [7, 3, 1, 1]),
         ([9, 4, 3, 1], [9, 5, 3, 2]),
@@ -320,28 +322,28 @@ pub fn mul_mat_with_broadcast(exec: &Exec) {
         let a = c.param(ane, -1.0, 1.0);
         let b = c.param(bne, -1.0, 1.0);
         let out = c.ctx.mul_mat(a, b).unwrap();
-        c.check(&format!("mul_mat {ane:?} x {bne:?}"), out);
+        c.check(&format!("mul_mat {ane:?} x {bne:?}"), out).await;
     }
 }
 
-pub fn softmax_norms_and_loss(exec: &Exec) {
+pub async fn softmax_norms_and_loss(exec: &Exec) {
     let mut c = Case::new(600, exec);
     let a = c.param(&[7, 3, 2, 1], -2.0, 2.0);
     let out = c.ctx.soft_max(a).unwrap();
-    c.check("soft_max", out);
+    c.check("soft_max", out).await;
     let mut c = Case::new(601, exec);
     let a = c.param(&[7, 3, 2, 1], -2.0, 2.0);
     let mask = c.constant(&[7, 4], -1.0, 0.0);
     let out = c.ctx.soft_max_ext(a, Some(mask), 0.7, 0.0).unwrap();
-    c.check("soft_max_ext scale + mask", out);
+    c.check("soft_max_ext scale + mask", out).await;
     let mut c = Case::new(602, exec);
     let a = c.param(&[7, 3, 2, 1], -1.0, 1.0);
     let out = c.ctx.norm(a, 1e-5).unwrap();
-    c.check("norm", out);
+    c.check("norm", out).await;
     let mut c = Case::new(603, exec);
     let a = c.param(&[7, 3, 2, 1], -1.0, 1.0);
     let out = c.ctx.rms_norm(a, 1e-5).unwrap();
-    c.check("rms_norm", out);
+    c.check("rms_norm", out).await;
     let mut c = Case::new(604, exec);
     let a = c.param(&[7, 5, 1, 1], -2.0, 2.0);
     let lv: Vec<f32> = (0..35)
@@ -349,10 +351,10 @@ pub fn softmax_norms_and_loss(exec: &Exec) {
         .collect();
     let labels = c.leaf(&[7, 5], lv, false);
     let out = c.ctx.cross_entropy_loss(a, labels).unwrap();
-    c.check("cross_entropy_loss", out);
+    c.check("cross_entropy_loss", out).await;
 }
 
-pub fn rope_and_get_rows(exec: &Exec) {
+pub async fn rope_and_get_rows(exec: &Exec) {
     for (k, mode) in [RopeMode::Normal, RopeMode::Neox].into_iter().enumerate() {
         let mut c = Case::new(700 + k as u64, exec);
         let a = c.param(&[8, 3, 4, 1], -1.0, 1.0);
@@ -361,22 +363,22 @@ pub fn rope_and_get_rows(exec: &Exec) {
             .ctx
             .rope_ext(a, pos, None, RopeParams::new(6, mode, 10000.0))
             .unwrap();
-        c.check(&format!("rope {mode:?}"), out);
+        c.check(&format!("rope {mode:?}"), out).await;
     }
     let mut c = Case::new(710, exec);
     let a = c.param(&[5, 7, 2, 1], -1.0, 1.0);
     // Row 3 is picked twice in the first slice: its gradient sums both.
     let rows = c.ints(&[4, 2], vec![3, 0, 3, 6, 1, 1, 5, 2]);
     let out = c.ctx.get_rows(a, rows).unwrap();
-    c.check("get_rows", out);
+    c.check("get_rows", out).await;
 }
 
-pub fn conv_and_pool(exec: &Exec) {
+pub async fn conv_and_pool(exec: &Exec) {
     let mut c = Case::new(800, exec);
     let k = c.param(&[3, 3, 2, 3], -1.0, 1.0);
     let x = c.param(&[6, 5, 2, 2], -1.0, 1.0);
     let out = c.ctx.conv_2d(k, x, 1, 1, 1, 1, 1, 1).unwrap();
-    c.check("conv_2d (im2col + mul_mat)", out);
+    c.check("conv_2d (im2col + mul_mat)", out).await;
     let mut c = Case::new(801, exec);
     let k = c.constant(&[3, 2, 3], 0.0, 1.0);
     let x = c.param(&[9, 2, 2], -1.0, 1.0);
@@ -384,7 +386,7 @@ pub fn conv_and_pool(exec: &Exec) {
         .ctx
         .im2col(k, x, 2, 0, 1, 0, 2, 0, false, DType::F32)
         .unwrap();
-    c.check("im2col 1d stride 2 dilation 2", out);
+    c.check("im2col 1d stride 2 dilation 2", out).await;
     let mut c = Case::new(802, exec);
     let k = c.constant(&[2, 3, 2, 1], 0.0, 1.0);
     let x = c.param(&[7, 6, 2, 1], -1.0, 1.0);
@@ -392,7 +394,7 @@ pub fn conv_and_pool(exec: &Exec) {
         .ctx
         .im2col(k, x, 2, 1, 0, 1, 1, 2, true, DType::F32)
         .unwrap();
-    c.check("im2col 2d strided, dilated", out);
+    c.check("im2col 2d strided, dilated", out).await;
     for (j, (op, kk, s, p)) in [
         (PoolOp::Max, 2, 2, 0),
         (PoolOp::Max, 3, 2, 1),
@@ -406,11 +408,12 @@ pub fn conv_and_pool(exec: &Exec) {
         c.h = 5e-3;
         let x = c.param_distinct(&[7, 5, 2, 1]);
         let out = c.ctx.pool_2d(x, op, kk, kk, s, s, p, p).unwrap();
-        c.check(&format!("pool_2d {op:?} k{kk} s{s} p{p}"), out);
+        c.check(&format!("pool_2d {op:?} k{kk} s{s} p{p}"), out)
+            .await;
     }
 }
 
-pub fn a_small_network_end_to_end(exec: &Exec) {
+pub async fn a_small_network_end_to_end(exec: &Exec) {
     // fc layer, relu, fc layer, cross-entropy: the MNIST fc model at toy size, every
     // parameter checked at once.
     let mut c = Case::new(900, exec);
@@ -430,5 +433,5 @@ pub fn a_small_network_end_to_end(exec: &Exec) {
     let o = ctx.mul_mat(w2, h).unwrap();
     let o = ctx.add(o, b2).unwrap();
     let out = ctx.cross_entropy_loss(o, labels).unwrap();
-    c.check("fc-tanh-fc-cross_entropy", out);
+    c.check("fc-tanh-fc-cross_entropy", out).await;
 }
