@@ -107,6 +107,16 @@ import json,sys; t=json.loads(sys.argv[1]); e=json.loads(sys.argv[2])
 assert t['test_accuracy']>=0.90 and abs(t['test_accuracy']-e['accuracy'])<1e-9, (t, e)
 " "$out" "$ev" || fail "train mnist fc -> mnist round trip"
   pass=$((pass+1))
+  # The same training on WebGPU (every node there) follows the CPU's.
+  for b in cpu webgpu; do
+    $bin train mnist --model fc --data "$data" --epochs 1 --limit 2000 --batch 500 --threads 2 --backend $b --out "$tmp/fc-$b.gguf" --json 2>/dev/null | tail -1 > "$tmp/train-$b.json"
+  done
+  python3 -c "
+import json,sys; c=json.load(open(sys.argv[1])); g=json.load(open(sys.argv[2]))
+assert 'WebGPU' in g['backend'] and c['backend'].startswith('CPU'), (c['backend'], g['backend'])
+assert abs(g['test_accuracy']-c['test_accuracy'])<=0.005 and abs(g['test_loss']-c['test_loss'])<=2e-3, (c, g)
+" "$tmp/train-cpu.json" "$tmp/train-webgpu.json" || fail "train mnist --backend webgpu follows the CPU"
+  pass=$((pass+1))
 else
   echo "train check skipped: $data missing"
 fi

@@ -1,7 +1,8 @@
 // RoPE (ggml_rope_ext with YaRN): one invocation per pair. Normal mode rotates (2i, 2i+1), NeoX
 // rotates (i, i + n_dims/2); dimensions past n_dims are copied. src1: i32 positions (one per
 // ne2), src2: optional frequency factors. Scalars: pairs, n_dims, neox, theta_scale, freq_scale,
-// ext_factor, attn_factor, corr_dims[2], has_ff.
+// ext_factor, attn_factor, corr_dims[2], has_ff, sin_sign (-1: rope_back, the rotation by the
+// negated angles).
 fn yarn_ramp(low: f32, high: f32, i0: u32) -> f32 {
     let y = (f32(i0 / 2u) - low) / max(0.001, high - low);
     return 1.0 - min(1.0, max(0.0, y));
@@ -47,7 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         mscale = mscale * (1.0 + 0.1 * log(1.0 / freq_scale));
     }
     let cos_t = cos(th) * mscale;
-    let sin_t = sin(th) * mscale;
+    let sin_t = sin(th) * mscale * sf(10u);
     var a = i0;
     var b = i0 + 1u;
     if (su(2u) != 0u) {

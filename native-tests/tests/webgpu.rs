@@ -133,6 +133,11 @@ fn mul_mat_every_weight_type() {
 }
 
 #[test]
+fn training_ops() {
+    run_group(Group::Train);
+}
+
+#[test]
 fn im2col_conv_pool() {
     run_group(Group::ConvPool);
 }

@@ -15,13 +15,21 @@ use ggweb::backend::webgpu::{WebGpuDevice, WebGpuOptions};
 use ggweb::backend::{Backend, BufferUsage, Device};
 use ggweb::models::mnist::{idx, Mnist};
 use ggweb::models::runner::BackendChoice;
-use ggweb_testing::{
-    check_group, check_split_notes, check_supports_op, mm_tol, nmse, Group, Rng, F32_TOL, SMALL_BINDING,
-};
 use ggweb::{Context, DType, Graph, Result, TensorId};
+use ggweb_testing::{
+    check_group, check_split_notes, check_supports_op, mm_tol, nmse, Group, Rng, F32_TOL,
+    SMALL_BINDING,
+};
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
+
+// The gradient checks of native-tests (finite differences against `Graph::build_backward`, every
+// node on WebGPU); the cases that exercise the WebGPU training kernels run here (the others are
+// WebGPU forward ops the table above covers), hence the unused ones.
+#[allow(dead_code)]
+#[path = "../../native-tests/tests/support/grad.rs"]
+mod grad_cases;
 
 /// The devices under test: the default one (must exist) and, for the other n = 1 mul_mat kernel,
 /// one with `matvec_rows` flipped; both forced onto the f32 path (SwiftShader has no f16 anyway).
@@ -79,7 +87,9 @@ async fn small_binding_devices() -> Vec<(String, Arc<WebGpuDevice>)> {
             max_storage_binding: Some(SMALL_BINDING),
             ..Default::default()
         };
-        let d = WebGpuDevice::new(&opts).await.expect("small-binding device");
+        let d = WebGpuDevice::new(&opts)
+            .await
+            .expect("small-binding device");
         assert_eq!(d.adapter().max_storage_buffer_binding_size, SMALL_BINDING);
         v.push((format!("f32 path, matvec_rows {rows}, 64 KiB bindings"), d));
     }
@@ -134,6 +144,49 @@ async fn get_rows_every_weight_type() {
 #[wasm_bindgen_test]
 async fn mul_mat_every_weight_type() {
     run_group(Group::MulMat).await;
+}
+
+#[wasm_bindgen_test]
+async fn training_ops() {
+    run_group(Group::Train).await;
+}
+
+/// The gradient checks on the default device (SwiftShader: the f32 path).
+async fn grad_device() -> grad_cases::Exec {
+    let d = ggweb::backend::webgpu::init_default_device()
+        .await
+        .expect("a WebGPU adapter (Chromium with --enable-unsafe-webgpu)");
+    grad_cases::Exec::WebGpu(d)
+}
+
+#[wasm_bindgen_test]
+async fn gradients_unary() {
+    grad_cases::unary_functions(&grad_device().await).await;
+}
+
+#[wasm_bindgen_test]
+async fn gradients_repeat_concat_and_views() {
+    grad_cases::repeat_concat_and_views(&grad_device().await).await;
+}
+
+#[wasm_bindgen_test]
+async fn gradients_softmax_norms_and_loss() {
+    grad_cases::softmax_norms_and_loss(&grad_device().await).await;
+}
+
+#[wasm_bindgen_test]
+async fn gradients_rope_and_get_rows() {
+    grad_cases::rope_and_get_rows(&grad_device().await).await;
+}
+
+#[wasm_bindgen_test]
+async fn gradients_conv_and_pool() {
+    grad_cases::conv_and_pool(&grad_device().await).await;
+}
+
+#[wasm_bindgen_test]
+async fn gradients_small_network() {
+    grad_cases::a_small_network_end_to_end(&grad_device().await).await;
 }
 
 #[wasm_bindgen_test]

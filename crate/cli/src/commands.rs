@@ -87,7 +87,7 @@ enum Cmd {
         seed: u64,
         #[arg(long)]
         threads: Option<usize>,
-        /// cpu, webgpu or auto (training runs on the CPU; WebGPU has no backward kernels yet).
+        /// cpu, webgpu (the CPU for any op WebGPU lacks) or auto (WebGPU when an adapter exists).
         #[arg(long, default_value = "cpu")]
         backend: String,
         /// Continue from this GGUF model (weights only; the optimizer starts fresh).
@@ -632,18 +632,7 @@ fn train_mnist(run: &TrainRun, cfg: TrainConfig) -> Result<()> {
             )))
         }
     };
-    match run.backend.parse::<BackendChoice>()? {
-        BackendChoice::Cpu => {}
-        BackendChoice::Auto => {
-            if !run.json {
-                eprintln!("note: training runs on the CPU (WebGPU has no backward kernels yet)");
-            }
-        }
-        _ => return Err(Error::UnsupportedOp(
-            "training on WebGPU (no backward or optimizer kernels there yet); use --backend cpu"
-                .into(),
-        )),
-    }
+    let backend = run.backend.parse::<BackendChoice>()?;
     let (_, mut images) =
         mnist::idx::parse_images(&read_data_file(&run.data, "train-images-idx3-ubyte")?)?;
     let mut labels =
@@ -659,7 +648,7 @@ fn train_mnist(run: &TrainRun, cfg: TrainConfig) -> Result<()> {
     }
     let mut trainer = match &run.resume {
         Some(path) => {
-            let t = Trainer::from_gguf(&std::fs::read(path)?, cfg)?;
+            let t = Trainer::from_gguf_with(&std::fs::read(path)?, cfg, backend)?;
             if t.kind() != kind {
                 return Err(Error::InvalidArgument(format!(
                     "--resume {} holds {}, not {}",
@@ -670,9 +659,13 @@ fn train_mnist(run: &TrainRun, cfg: TrainConfig) -> Result<()> {
             }
             t
         }
-        None => Trainer::new(kind, cfg)?,
+        None => Trainer::with_backend(kind, cfg, backend)?,
     };
     if !run.json {
+        eprintln!("backend: {}", trainer.backend_report());
+        for why in trainer.placements().elsewhere {
+            eprintln!("  on the CPU: {why}");
+        }
         eprintln!(
             "{}: {} images ({} % validation), batch {} ({} per graph), {} epochs, {} threads; \
              training graph {} nodes, {:.1} MiB",
@@ -745,6 +738,7 @@ fn train_mnist(run: &TrainRun, cfg: TrainConfig) -> Result<()> {
             "{}",
             json!({"model": kind.name(), "epochs": epochs.len(), "seconds": train_secs, "seconds_per_epoch": per_epoch,
                    "test_loss": test.loss, "test_accuracy": test.accuracy, "threads": cfg.n_threads,
+                   "backend": trainer.backend_report(),
                    "graph_bytes": trainer.graph_bytes(), "out": run.out.display().to_string()})
         );
     } else {

@@ -46,6 +46,8 @@ pub struct Runner {
     pub report: String,
     /// True when a GPU backend is in use.
     pub gpu: bool,
+    /// Threads of the CPU backend.
+    n_threads: usize,
     /// The WebGPU device in use, if any (adapter report, f16 or f32 path).
     #[cfg(feature = "webgpu")]
     pub webgpu: Option<Arc<crate::backend::webgpu::WebGpuDevice>>,
@@ -74,6 +76,7 @@ impl Runner {
             weights_buft: cpu_buffer_type(),
             report,
             gpu: false,
+            n_threads,
             #[cfg(feature = "webgpu")]
             webgpu: None,
         })
@@ -100,8 +103,24 @@ impl Runner {
             weights_buft: buft,
             report,
             gpu: true,
+            n_threads,
             webgpu: Some(dev),
         })
+    }
+
+    /// A second runner on the same backends (the same WebGPU device), for a second graph planned
+    /// beside this one's.
+    pub fn like(&self) -> Result<Runner> {
+        let n_threads = self.n_threads;
+        #[cfg(feature = "webgpu")]
+        if let Some(dev) = &self.webgpu {
+            let mut r = Self::with_webgpu_device(dev.clone(), n_threads)?;
+            r.report = self.report.clone();
+            return Ok(r);
+        }
+        let mut r = Self::new(BackendChoice::Cpu, n_threads)?;
+        r.report = self.report.clone();
+        Ok(r)
     }
 
     /// Where model weights should live.
@@ -114,6 +133,7 @@ impl Runner {
     }
 
     pub fn set_n_threads(&mut self, n: usize) {
+        self.n_threads = n;
         let last = self.sched.n_backends() - 1;
         if let Some(cpu) = self
             .sched

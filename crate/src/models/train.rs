@@ -1,4 +1,5 @@
-//! Training ggml's MNIST models (ggml's examples/mnist `mnist-train` with ggml-opt) on the CPU.
+//! Training ggml's MNIST models (ggml's examples/mnist `mnist-train` with ggml-opt) on the CPU
+//! or on WebGPU (through the scheduler, so an op WebGPU lacks runs on the CPU).
 //!
 //! One static graph per run: forward (physical batch) → cross-entropy loss → the backward pass
 //! (`Graph::build_backward`) → one optimizer node per parameter (`OPT_STEP_ADAMW` or
@@ -7,15 +8,17 @@
 //! input tensor, as in ggml). Parameters, optimizer state and gradient accumulators live in
 //! buffers of their own. A logical batch of k physical batches accumulates gradients: the
 //! graph then adds each gradient into its accumulator, and a second graph of optimizer nodes
-//! (persistent tensors only) runs after every k-th physical batch.
+//! (persistent tensors only) runs after every k-th physical batch. With WebGPU the parameters,
+//! state and accumulators live in device memory and only images, labels, the loss and the logits
+//! cross to the host per physical batch.
 
 use std::sync::Arc;
 
-use crate::alloc::{self, GraphAllocator};
-use crate::backend::cpu::{cpu_buffer_type, CpuBackend};
+use crate::alloc;
 use crate::backend::Buffer;
 use crate::gguf::{Gguf, GgufWriter};
 use crate::models::mnist::{self, forward, MnistKind, Params, IMAGE_PIXELS, N_CLASSES};
+use crate::models::runner::{BackendChoice, Placements, Runner};
 use crate::{Context, DType, Error, Graph, Result, TensorId};
 
 /// The optimizer and its hyper-parameters (ggml-opt's defaults for AdamW).
@@ -214,11 +217,12 @@ pub struct Trainer {
     loss_grad: TensorId,
     hp: TensorId,
     graph: Graph,
-    /// With gradient accumulation: the optimizer nodes (over the accumulators).
-    opt_graph: Option<Graph>,
+    /// With gradient accumulation: the runner of the planned optimizer nodes (over the
+    /// accumulators).
+    opt_graph: Option<Runner>,
     acc_buffer: Option<Arc<dyn Buffer>>,
-    alloc: GraphAllocator,
-    cpu: CpuBackend,
+    /// The backends, with the training graph planned on them.
+    runner: Runner,
     /// Optimizer steps taken (AdamW's t).
     steps: u64,
     rng: SplitMix,
@@ -228,8 +232,22 @@ pub struct Trainer {
 
 impl Trainer {
     /// A model of `kind` from random initialisation (uniform ±1/sqrt(fan-in) weights, zero
-    /// biases, seeded by `cfg.seed`).
+    /// biases, seeded by `cfg.seed`), trained on the CPU.
     pub fn new(kind: MnistKind, cfg: TrainConfig) -> Result<Trainer> {
+        Self::with_backend(kind, cfg, BackendChoice::Cpu)
+    }
+
+    /// [`Trainer::new`] on the chosen backends ([`Trainer::backend_report`] says which).
+    pub fn with_backend(
+        kind: MnistKind,
+        cfg: TrainConfig,
+        backend: BackendChoice,
+    ) -> Result<Trainer> {
+        Self::with_runner(kind, cfg, Runner::new(backend, cfg.n_threads)?)
+    }
+
+    /// [`Trainer::new`] on `runner`'s backends (tests open devices with their own options).
+    pub fn with_runner(kind: MnistKind, cfg: TrainConfig, runner: Runner) -> Result<Trainer> {
         let mut rng = SplitMix(cfg.seed ^ 0x006d_6e69_7374);
         let values = layout(kind)
             .into_iter()
@@ -244,12 +262,21 @@ impl Trainer {
                 (name, v)
             })
             .collect();
-        Self::with_values(kind, cfg, values)
+        Self::with_values(kind, cfg, values, runner)
     }
 
     /// Continue training the model in a GGUF file of ggml's MNIST layout (the optimizer state
-    /// starts fresh: the file holds only the weights).
+    /// starts fresh: the file holds only the weights), on the CPU.
     pub fn from_gguf(bytes: &[u8], cfg: TrainConfig) -> Result<Trainer> {
+        Self::from_gguf_with(bytes, cfg, BackendChoice::Cpu)
+    }
+
+    /// [`Trainer::from_gguf`] on the chosen backends.
+    pub fn from_gguf_with(
+        bytes: &[u8],
+        cfg: TrainConfig,
+        backend: BackendChoice,
+    ) -> Result<Trainer> {
         let gguf = Gguf::parse(bytes)?;
         let kind = match gguf.architecture().unwrap_or("") {
             "mnist-fc" => MnistKind::Fc,
@@ -275,13 +302,14 @@ impl Trainer {
             let data = gguf.tensor_data(bytes, info)?;
             values.push((name, crate::tensor_io::decode_f32(DType::F32, data)?));
         }
-        Self::with_values(kind, cfg, values)
+        Self::with_values(kind, cfg, values, Runner::new(backend, cfg.n_threads)?)
     }
 
     fn with_values(
         kind: MnistKind,
         cfg: TrainConfig,
         values: Vec<(&'static str, Vec<f32>)>,
+        mut runner: Runner,
     ) -> Result<Trainer> {
         cfg.optimizer.check()?;
         let (bl, bp) = (cfg.batch_logical, cfg.batch_physical);
@@ -297,7 +325,8 @@ impl Trainer {
             )));
         }
         let mut ctx = Context::new();
-        let buft = cpu_buffer_type();
+        // Parameters, state and accumulators where the training graph runs.
+        let buft = runner.weights_buffer_type().clone();
         let mut params = Vec::new();
         for (name, ne, _) in layout(kind) {
             let id = ctx.new_tensor(DType::F32, &ne)?;
@@ -387,7 +416,10 @@ impl Trainer {
                 let node = opt_node(&mut ctx, pid, a, states.get(i).copied(), hp)?;
                 og.build_forward_expand(&ctx, node);
             }
-            (Some(og), Some(acc_buffer))
+            // Its own runner: a runner computes the graph it planned last.
+            let mut opt = runner.like()?;
+            opt.alloc(&mut ctx, &og)?;
+            (Some(opt), Some(acc_buffer))
         } else {
             for (i, (&pid, &g)) in params.iter().zip(&grads).enumerate() {
                 let node = opt_node(&mut ctx, pid, g, states.get(i).copied(), hp)?;
@@ -395,8 +427,7 @@ impl Trainer {
             }
             (None, None)
         };
-        let mut galloc = GraphAllocator::new(buft);
-        galloc.alloc_graph(&mut ctx, &graph)?;
+        runner.alloc(&mut ctx, &graph)?;
         Ok(Trainer {
             ctx,
             kind,
@@ -411,8 +442,7 @@ impl Trainer {
             graph,
             opt_graph,
             acc_buffer,
-            alloc: galloc,
-            cpu: CpuBackend::new(cfg.n_threads),
+            runner,
             steps: 0,
             rng: SplitMix(cfg.seed),
             _params_buffer: params_buffer,
@@ -430,7 +460,23 @@ impl Trainer {
     /// Bytes of the planned training graph's buffer (forward + backward + optimizer, with
     /// memory reused by liveness).
     pub fn graph_bytes(&self) -> usize {
-        self.alloc.peak()
+        self.runner.buffer_sizes().iter().sum()
+    }
+
+    /// Which backends train, and why (e.g. "WebGPU: llvmpipe (Vulkan), f16 path; CPU ...").
+    pub fn backend_report(&self) -> &str {
+        &self.runner.report
+    }
+
+    /// Where the nodes of the training graph run (every node on WebGPU when it is chosen and
+    /// runs every op of the graph).
+    pub fn placements(&self) -> Placements {
+        self.runner.placements(&self.ctx)
+    }
+
+    /// Where the nodes of the optimizer graph run, with gradient accumulation.
+    pub fn opt_placements(&self) -> Option<Placements> {
+        self.opt_graph.as_ref().map(|r| r.placements(&self.ctx))
     }
 
     /// Nodes of the training graph.
@@ -472,7 +518,7 @@ impl Trainer {
     ) -> Result<(f64, usize)> {
         self.ctx.set_f32(self.images, images)?;
         self.ctx.set_f32(self.labels, onehot)?;
-        self.cpu.compute(&self.ctx, &self.graph)?;
+        self.runner.compute(&self.ctx)?;
         let loss = self.ctx.get_f32(self.loss)?[0] as f64;
         let logits = self.ctx.get_f32(self.logits)?;
         let correct = logits
@@ -599,8 +645,8 @@ impl Trainer {
                 step_loss += l;
                 step_correct += c;
             }
-            if let (Some(og), Some(acc)) = (&self.opt_graph, &self.acc_buffer) {
-                self.cpu.compute(&self.ctx, og)?;
+            if let (Some(og), Some(acc)) = (&mut self.opt_graph, &self.acc_buffer) {
+                og.compute(&self.ctx)?;
                 acc.clear(0)?;
             }
             self.steps += 1;
@@ -665,6 +711,67 @@ impl Trainer {
         st.correct = 0;
         st.seen = 0;
         Ok(stats)
+    }
+
+    /// One optimizer step on exactly one logical batch (`images`: batch_logical × 784,
+    /// `labels` its digits, in the order given: the caller shuffles), for the browser: the
+    /// reads of the loss and logits out of device memory are async. Returns the step's mean
+    /// loss and accuracy. [`Trainer::fit`] is the blocking loop over epochs.
+    pub async fn step_async(&mut self, images: &[f32], labels: &[u8]) -> Result<(f64, f64)> {
+        let (bl, bp) = (self.cfg.batch_logical, self.cfg.batch_physical);
+        if labels.len() != bl || images.len() != bl * IMAGE_PIXELS {
+            return Err(Error::Shape(format!(
+                "a step takes {bl} images and labels, got {} pixels and {} labels",
+                images.len(),
+                labels.len()
+            )));
+        }
+        if let Some(&bad) = labels.iter().find(|&&l| l as usize >= N_CLASSES) {
+            return Err(Error::InvalidArgument(format!(
+                "label {bad} is not a digit"
+            )));
+        }
+        let k = bl / bp;
+        self.ctx.set_f32(self.loss_grad, &[1.0 / k as f32])?;
+        self.set_hparams(self.steps + 1)?;
+        let mut onehot = vec![0f32; bp * N_CLASSES];
+        let (mut loss, mut correct) = (0f64, 0usize);
+        for (imgs, labs) in images.chunks(bp * IMAGE_PIXELS).zip(labels.chunks(bp)) {
+            onehot.fill(0.0);
+            for (j, &y) in labs.iter().enumerate() {
+                onehot[j * N_CLASSES + y as usize] = 1.0;
+            }
+            self.ctx.set_f32(self.images, imgs)?;
+            self.ctx.set_f32(self.labels, &onehot)?;
+            self.runner.compute_async(&self.ctx).await?;
+            loss += self.ctx.get_f32_async(self.loss).await?[0] as f64;
+            let logits = self.ctx.get_f32_async(self.logits).await?;
+            correct += logits
+                .chunks(N_CLASSES)
+                .zip(labs)
+                .filter(|(l, &y)| mnist::argmax(l) == y)
+                .count();
+        }
+        if let (Some(og), Some(acc)) = (&mut self.opt_graph, &self.acc_buffer) {
+            og.compute_async(&self.ctx).await?;
+            acc.clear(0)?;
+        }
+        self.steps += 1;
+        Ok((loss / k as f64, correct as f64 / bl as f64))
+    }
+
+    /// [`Trainer::to_gguf`] with the weights read asynchronously (from device memory in the
+    /// browser).
+    pub async fn to_gguf_async(&self) -> Result<Vec<u8>> {
+        let mut w = GgufWriter::new();
+        w.set("general.architecture", self.kind.name());
+        for &p in &self.params {
+            let t = self.ctx.tensor(p);
+            let ne: Vec<u64> = t.ne[..t.n_dims()].iter().map(|&n| n as u64).collect();
+            let bytes = self.ctx.get_bytes_async(p).await?;
+            w.add_tensor_owned(&t.name.clone(), DType::F32, &ne, bytes)?;
+        }
+        w.to_bytes()
     }
 
     /// Loss and accuracy of the current weights on `images` / `labels` (through the saved

@@ -73,10 +73,13 @@ pub enum Group {
     /// Tensors over [`SMALL_BINDING`]: weights split by rows, dst/src1 split by columns
     /// (tokens), both at once; run on devices opened with that binding limit.
     Split,
+    /// Training: cross_entropy_loss, the `*_back` ops of the backward pass, the AdamW / SGD
+    /// steps.
+    Train,
 }
 
 /// Every group, in order.
-pub const GROUPS: [Group; 9] = [
+pub const GROUPS: [Group; 10] = [
     Group::Binary,
     Group::Unary,
     Group::CpyConcat,
@@ -86,6 +89,7 @@ pub const GROUPS: [Group; 9] = [
     Group::MulMat,
     Group::ConvPool,
     Group::Split,
+    Group::Train,
 ];
 
 /// Random values in [-1, 1) for each of `ids`.
@@ -121,6 +125,7 @@ pub fn cases(group: Group) -> Vec<OpCase> {
         Group::MulMat => mul_mat(&mut v),
         Group::ConvPool => conv_pool(&mut v),
         Group::Split => split(&mut v),
+        Group::Train => train(&mut v),
     }
     v
 }
@@ -442,6 +447,168 @@ fn conv_pool(v: &mut Vec<OpCase>) {
             let a = ctx.new_tensor(DType::F32, &[11, 9, 3, 2])?;
             let inputs = random_inputs(ctx, &[a], &mut Rng::new(20));
             let out = ctx.pool_2d(a, op, 3, 2, 2, 2, 1, 1)?;
+            Ok(Case { inputs, out })
+        });
+    }
+}
+
+fn train(v: &mut Vec<OpCase>) {
+    push(v, "cross_entropy_loss".into(), F32_TOL, |ctx| {
+        let x = ctx.new_tensor(DType::F32, &[10, 37, 3])?;
+        let y = ctx.new_tensor(DType::F32, &[10, 37, 3])?;
+        let mut rng = Rng::new(40);
+        let mut inputs = random_inputs(ctx, &[x], &mut rng);
+        inputs.push((y, Data::F(rng.vec(10 * 37 * 3, 0.0, 1.0))));
+        let out = ctx.cross_entropy_loss(x, y)?;
+        Ok(Case { inputs, out })
+    });
+    for (a, to) in [
+        ([13, 50, 6, 2], [13, 1, 3, 1]),
+        ([9, 7, 5, 3], [1, 7, 1, 3]),
+    ] {
+        push(
+            v,
+            format!("repeat_back {a:?} -> {to:?}"),
+            F32_TOL,
+            move |ctx| {
+                let x = ctx.new_tensor(DType::F32, &a)?;
+                let inputs = random_inputs(ctx, &[x], &mut Rng::new(41));
+                let out = ctx.repeat_back_to(x, to)?;
+                Ok(Case { inputs, out })
+            },
+        );
+    }
+    let ops = [
+        UnaryOp::Abs,
+        UnaryOp::Neg,
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::GeluErf,
+        UnaryOp::Silu,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Exp,
+    ];
+    for op in ops {
+        push(v, format!("unary_back {op:?}"), F32_TOL, move |ctx| {
+            let g = ctx.new_tensor(DType::F32, &[37, 5, 3])?;
+            let x = ctx.new_tensor(DType::F32, &[37, 5, 3])?;
+            let mut rng = Rng::new(42);
+            let mut inputs = random_inputs(ctx, &[g], &mut rng);
+            inputs.push((x, Data::F(rng.vec(37 * 15, -4.0, 4.0))));
+            let out = ctx.unary_back(g, x, op)?;
+            Ok(Case { inputs, out })
+        });
+    }
+    for rms in [false, true] {
+        push(v, format!("norm_back rms={rms}"), F32_TOL, move |ctx| {
+            let g = ctx.new_tensor(DType::F32, &[301, 5, 3])?;
+            let x = ctx.new_tensor(DType::F32, &[301, 5, 3])?;
+            let inputs = random_inputs(ctx, &[g, x], &mut Rng::new(43));
+            let out = ctx.norm_back(g, x, 1e-5, rms)?;
+            Ok(Case { inputs, out })
+        });
+    }
+    push(
+        v,
+        "view_back strided, and stride 0".into(),
+        F32_TOL,
+        |ctx| {
+            let g = ctx.new_tensor(DType::F32, &[3, 4])?;
+            let h = ctx.new_tensor(DType::F32, &[1, 4])?;
+            let inputs = random_inputs(ctx, &[g, h], &mut Rng::new(44));
+            let a = ctx.view_back(g, [7, 13, 1, 1], [8, 84, 0, 0], 4)?;
+            let b = ctx.view_back(h, [7, 13, 1, 1], [0, 0, 0, 0], 8)?;
+            let out = ctx.add(a, b)?;
+            Ok(Case { inputs, out })
+        },
+    );
+    push(v, "get_rows_back".into(), F32_TOL, |ctx| {
+        let g = ctx.new_tensor(DType::F32, &[5, 6, 2])?;
+        let r = ctx.new_tensor(DType::I32, &[6, 2])?;
+        let like = ctx.new_tensor(DType::F32, &[5, 7, 2])?;
+        let mut inputs = random_inputs(ctx, &[g], &mut Rng::new(45));
+        inputs.push((r, Data::I(vec![3, 0, 3, 6, 1, 3, 1, 1, 5, 2, 0, 0])));
+        let out = ctx.get_rows_back(g, r, like)?;
+        Ok(Case { inputs, out })
+    });
+    for is_2d in [true, false] {
+        push(v, format!("im2col_back 2d={is_2d}"), F32_TOL, move |ctx| {
+            let (k, x) = if is_2d {
+                (
+                    ctx.new_tensor(DType::F32, &[3, 3, 2, 4])?,
+                    ctx.new_tensor(DType::F32, &[11, 9, 2, 2])?,
+                )
+            } else {
+                (
+                    ctx.new_tensor(DType::F32, &[3, 2, 4])?,
+                    ctx.new_tensor(DType::F32, &[13, 2, 3])?,
+                )
+            };
+            let cols = ctx.im2col(k, x, 2, 1, 1, 1, 1, 2, is_2d, DType::F32)?;
+            let (cne, op, xne) = (ctx.tensor(cols).ne, ctx.tensor(cols).op, ctx.tensor(x).ne);
+            let g = ctx.new_tensor(DType::F32, &cne)?;
+            let inputs = random_inputs(ctx, &[g], &mut Rng::new(46));
+            let out = ctx.im2col_back(g, k, xne, op)?;
+            Ok(Case { inputs, out })
+        });
+    }
+    for op in [PoolOp::Max, PoolOp::Avg] {
+        push(v, format!("pool_2d_back {op:?}"), F32_TOL, move |ctx| {
+            let x = ctx.new_tensor(DType::F32, &[11, 9, 3, 2])?;
+            let pooled = ctx.pool_2d(x, op, 3, 2, 2, 2, 1, 1)?;
+            let g = ctx.new_tensor(DType::F32, &ctx.tensor(pooled).ne.clone())?;
+            let inputs = random_inputs(ctx, &[x, g], &mut Rng::new(47));
+            let out = ctx.pool_2d_back(g, x, op, 3, 2, 2, 2, 1, 1)?;
+            Ok(Case { inputs, out })
+        });
+    }
+    for mode in [RopeMode::Normal, RopeMode::Neox] {
+        push(
+            v,
+            format!("rope_back {mode:?} (YaRN)"),
+            F32_TOL,
+            move |ctx| {
+                let g = ctx.new_tensor(DType::F32, &[10, 3, 4])?;
+                let pos = ctx.new_tensor(DType::I32, &[4])?;
+                let ff = ctx.new_tensor(DType::F32, &[4])?;
+                let mut rng = Rng::new(48);
+                let mut inputs = random_inputs(ctx, &[g], &mut rng);
+                inputs.push((pos, Data::I(vec![0, 5, 17, 1000])));
+                inputs.push((ff, Data::F(rng.vec(4, 0.5, 2.0))));
+                let mut p = RopeParams::new(8, mode, 10000.0);
+                p.freq_scale = 0.5;
+                p.ext_factor = 1.0;
+                p.n_ctx_orig = 64;
+                let out = ctx.rope_back(g, pos, Some(ff), p)?;
+                Ok(Case { inputs, out })
+            },
+        );
+    }
+    for adamw in [true, false] {
+        let name = if adamw {
+            "opt_step_adamw"
+        } else {
+            "opt_step_sgd"
+        };
+        push(v, name.into(), F32_TOL, move |ctx| {
+            let n = 1001;
+            let w = ctx.new_tensor(DType::F32, &[n])?;
+            let g = ctx.new_tensor(DType::F32, &[n])?;
+            let mut rng = Rng::new(49);
+            let mut inputs = random_inputs(ctx, &[w, g], &mut rng);
+            let out = if adamw {
+                let state = ctx.new_tensor(DType::F32, &[n, 2])?;
+                let hp = ctx.new_tensor(DType::F32, &[7])?;
+                inputs.push((state, Data::F(rng.vec(2 * n, 0.0, 0.5))));
+                let (b1h, b2h) = (1.0 / (1.0 - 0.9f32.powi(3)), 1.0 / (1.0 - 0.999f32.powi(3)));
+                inputs.push((hp, Data::F(vec![1e-2, 0.9, 0.999, 1e-8, 0.1, b1h, b2h])));
+                ctx.opt_step_adamw(w, g, state, hp)?
+            } else {
+                let hp = ctx.new_tensor(DType::F32, &[2])?;
+                inputs.push((hp, Data::F(vec![0.05, 0.01])));
+                ctx.opt_step_sgd(w, g, hp)?
+            };
             Ok(Case { inputs, out })
         });
     }

@@ -34,8 +34,9 @@ pub(crate) fn check(
     let split = split_of(shared, ctx, t);
     for (k, x) in std::iter::once(Some(t)).chain((0..4).map(src)).enumerate() {
         let Some(x) = x else { continue };
-        // im2col reads only the shape of its kernel (src0): never bound.
-        let bound = !(k == 1 && matches!(t.op, Op::Im2Col { .. }));
+        // im2col reads only the shape of its kernel (src0), im2col_back (src1): never bound.
+        let bound = !(k == 1 && matches!(t.op, Op::Im2Col { .. })
+            || k == 2 && matches!(t.op, Op::Im2ColBack { .. }));
         let splits = match k {
             1 => split.rows.is_some(),
             0 | 2 => split.cols.is_some(),
@@ -98,7 +99,7 @@ pub(crate) fn check(
                 && d == F32
         }
         Op::SoftMax { .. } => f32s(&[s0, Some(d)]) && matches!(s1, None | Some(F32) | Some(F16)),
-        Op::Rope(p) => {
+        Op::Rope(p) | Op::RopeBack(p) => {
             f32s(&[s0, Some(d)])
                 && s1 == Some(I32)
                 && matches!(s2, None | Some(F32))
@@ -116,6 +117,18 @@ pub(crate) fn check(
         Op::Pool2d { .. } => f32s(&[s0, Some(d)]),
         Op::SumRows | Op::Mean | Op::Sum => f32s(&[s0, Some(d)]),
         Op::Argmax => s0 == Some(F32) && d == I32,
+        Op::CrossEntropyLoss => f32s(&[s0, s1, Some(d)]),
+        Op::RepeatBack | Op::ViewBack { .. } => f32s(&[s0, Some(d)]),
+        Op::UnaryBack(_) | Op::NormBack { .. } | Op::Pool2dBack { .. } => f32s(&[s0, s1, Some(d)]),
+        Op::GetRowsBack => f32s(&[s0, Some(d)]) && s1 == Some(I32),
+        Op::Im2ColBack { .. } => f32s(&[s0, Some(d)]),
+        // The kernels index the parameter, gradient and state as flat arrays.
+        Op::OptStepAdamW | Op::OptStepSgd => {
+            let n = if t.op == Op::OptStepAdamW { 4 } else { 3 };
+            (0..n).all(|i| src(i).is_some_and(|x| x.dtype == F32))
+                && (0..n - 1).all(|i| src(i).is_some_and(|x| x.is_contiguous()))
+                && d == F32
+        }
         _ => false,
     };
     if ok {

@@ -18,6 +18,7 @@ pub(super) use reduce::RowsFn;
 mod matmul;
 mod reduce;
 mod rope;
+mod train;
 
 use super::buffer::WebGpuBuffer;
 use super::shader::tname;
@@ -233,7 +234,33 @@ fn plan_part<'a>(
         Op::SumRows | Op::Mean | Op::Argmax | Op::Sum => reduce::rows(&mut p)?,
         Op::MulMat => matmul::mul_mat(&mut p, part)?,
         Op::GetRows => matmul::get_rows(&mut p, part)?,
-        Op::Rope(rp) => rope::rope(&mut p, &rp)?,
+        Op::Rope(rp) => rope::rope(&mut p, &rp, 1.0)?,
+        Op::RopeBack(rp) => rope::rope(&mut p, &rp, -1.0)?,
+        Op::CrossEntropyLoss => train::cross_entropy(&mut p)?,
+        Op::RepeatBack => train::repeat_back(&mut p)?,
+        Op::UnaryBack(u) => train::unary_back(&mut p, u)?,
+        Op::NormBack { eps, rms } => train::norm_back(&mut p, eps, rms)?,
+        Op::ViewBack { offset, nb } => train::view_back(&mut p, offset, nb)?,
+        Op::GetRowsBack => train::get_rows_back(&mut p)?,
+        Op::Im2ColBack {
+            s0,
+            s1,
+            p0,
+            p1,
+            d0,
+            d1,
+            is_2d,
+        } => train::im2col_back(&mut p, [s0, s1, p0, p1, d0, d1], is_2d)?,
+        Op::Pool2dBack {
+            op,
+            k0,
+            k1,
+            s0,
+            s1,
+            p0,
+            p1,
+        } => train::pool_2d_back(&mut p, op, [k0, k1, s0, s1, p0, p1])?,
+        Op::OptStepAdamW | Op::OptStepSgd => train::opt_step(&mut p, t.op == Op::OptStepAdamW)?,
         Op::Im2Col {
             s0,
             s1,
@@ -296,6 +323,31 @@ pub fn kernel_variants() -> Vec<KernelVariant> {
             ("rows".into(), vec!["main"], reduce::rows_src()),
             ("rope".into(), vec!["main"], rope::rope_src()),
             ("pool_2d".into(), vec!["main"], conv::pool_2d_src()),
+            (
+                "cross_entropy_loss".into(),
+                vec!["main"],
+                train::cross_entropy_src(),
+            ),
+            ("repeat_back".into(), vec!["main"], train::repeat_back_src()),
+            ("unary_back".into(), vec!["main"], train::unary_back_src()),
+            ("norm_back".into(), vec!["main"], train::norm_back_src()),
+            ("view_back".into(), vec!["main"], train::view_back_src()),
+            (
+                "get_rows_back".into(),
+                vec!["main"],
+                train::get_rows_back_src(),
+            ),
+            ("im2col_back".into(), vec!["main"], train::im2col_back_src()),
+            (
+                "pool_2d_back".into(),
+                vec!["main"],
+                train::pool_2d_back_src(),
+            ),
+            (
+                "opt_step".into(),
+                train::OPT_STEP_ENTRIES.to_vec(),
+                train::opt_step_src(),
+            ),
         ];
         for (s0, d) in [(F32, F32), (F32, F16), (F16, F32), (F16, F16)] {
             // As `elementwise::cpy`: the f32 path writes an f16 destination in pairs.

@@ -1,12 +1,13 @@
 //! RoPE (`rope.wgsl`): normal and NeoX pair layouts, YaRN, optional frequency factors (without
-//! them src0 is bound in their place).
+//! them src0 is bound in their place); rope_back is the same rotation by the negated angles.
 
 use super::{Kernel, Planner, WG};
 use crate::backend::webgpu::shader::{plain, ROPE};
 use crate::tensor::{RopeMode, RopeParams};
 use crate::Result;
 
-pub(super) fn rope<'a>(p: &mut Planner<'a>, rp: &RopeParams) -> Result<Kernel<'a>> {
+/// `sin_sign`: 1 for rope, -1 for rope_back.
+pub(super) fn rope<'a>(p: &mut Planner<'a>, rp: &RopeParams, sin_sign: f32) -> Result<Kernel<'a>> {
     let t = p.t();
     p.tensors(&[0, 1])?;
     p.tensor(t.src[2].unwrap_or(p.src(0)))?;
@@ -22,6 +23,7 @@ pub(super) fn rope<'a>(p: &mut Planner<'a>, rp: &RopeParams) -> Result<Kernel<'a
     p.f(7, corr[0]);
     p.f(8, corr[1]);
     p.u(9, t.src[2].is_some() as u32);
+    p.f(10, sin_sign);
     Ok(Kernel {
         key: "rope".into(),
         entry: "main",
