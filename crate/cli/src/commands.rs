@@ -46,7 +46,7 @@ enum Cmd {
         data: Option<PathBuf>,
         #[arg(long)]
         threads: Option<usize>,
-        /// cpu, webgpu or auto (WebGPU when an adapter exists).
+        /// cpu, webgpu, cuda or auto (CUDA when a device exists, else WebGPU when an adapter exists).
         #[arg(long, default_value = "cpu")]
         backend: String,
         #[arg(long)]
@@ -87,7 +87,7 @@ enum Cmd {
         seed: u64,
         #[arg(long)]
         threads: Option<usize>,
-        /// cpu, webgpu or auto (training runs on the CPU; WebGPU has no backward kernels yet).
+        /// cpu, webgpu, cuda or auto (training runs on the CPU; the GPU backends have no backward kernels yet).
         #[arg(long, default_value = "cpu")]
         backend: String,
         /// Continue from this GGUF model (weights only; the optimizer starts fresh).
@@ -117,7 +117,7 @@ enum Cmd {
         model: PathBuf,
         #[arg(long)]
         threads: Option<usize>,
-        /// cpu, webgpu or auto (WebGPU when an adapter exists).
+        /// cpu, webgpu, cuda or auto (CUDA when a device exists, else WebGPU when an adapter exists).
         #[arg(long, default_value = "cpu")]
         backend: String,
         /// mean, cls or last (default: the file's bert.pooling_type).
@@ -154,7 +154,7 @@ enum Cmd {
         threads: Option<usize>,
         #[arg(long, default_value_t = 2048)]
         ctx_size: usize,
-        /// cpu, webgpu or auto (WebGPU when an adapter exists); the choice is printed.
+        /// cpu, webgpu, cuda or auto (CUDA, else WebGPU, when there); the choice is printed.
         #[arg(long, default_value = "cpu")]
         backend: String,
         /// Wrap the prompt in the model's chat template as a user message.
@@ -173,7 +173,7 @@ enum Cmd {
         logits_out: PathBuf,
         #[arg(long)]
         threads: Option<usize>,
-        /// cpu, webgpu or auto (WebGPU when an adapter exists); the choice is printed.
+        /// cpu, webgpu, cuda or auto (CUDA, else WebGPU, when there); the choice is printed.
         #[arg(long, default_value = "cpu")]
         backend: String,
     },
@@ -191,7 +191,7 @@ enum Cmd {
         threads: Option<usize>,
         #[arg(long, default_value_t = 4096)]
         ctx_size: usize,
-        /// cpu, webgpu or auto (WebGPU when an adapter exists); the choice is printed.
+        /// cpu, webgpu, cuda or auto (CUDA, else WebGPU, when there); the choice is printed.
         #[arg(long, default_value = "cpu")]
         backend: String,
     },
@@ -199,7 +199,7 @@ enum Cmd {
     Bench {
         #[arg(long)]
         json: bool,
-        /// cpu or webgpu.
+        /// cpu, webgpu or cuda.
         #[arg(long, default_value = "cpu")]
         backend: String,
         /// Weight types (comma-separated); default f32,f16,q4_0,q8_0,q4_K.
@@ -640,7 +640,7 @@ fn train_mnist(run: &TrainRun, cfg: TrainConfig) -> Result<()> {
             }
         }
         _ => return Err(Error::UnsupportedOp(
-            "training on WebGPU (no backward or optimizer kernels there yet); use --backend cpu"
+            "training on WebGPU or CUDA (no backward or optimizer kernels there yet); use --backend cpu"
                 .into(),
         )),
     }
@@ -801,7 +801,7 @@ fn bench(
     let threads: Vec<usize> = threads.into_iter().map(|t| cpu_threads(Some(t))).collect();
     let ns: Vec<usize> = parse_list(ns, "1,512", "n")?;
     // The GPU does not use the CPU threads.
-    let threads = if backend == "webgpu" {
+    let threads = if backend == "webgpu" || backend == "cuda" {
         vec![1]
     } else {
         threads
@@ -813,9 +813,19 @@ fn bench(
                 let r = match backend {
                     "cpu" => ggweb::bench::bench_mul_mat(dt, size, n, size, th, seconds)?.gflops,
                     "webgpu" => webgpu_bench(dt, size, n, seconds)?,
+                    "cuda" => {
+                        let (gflops, gbs) = cuda_bench(dt, size, n, seconds)?;
+                        if !as_json {
+                            println!(
+                                "mul_mat {:<5} m={size} n={n:<4} k={size} cuda: {gbs:8.1} GB/s of weights",
+                                dt.name()
+                            );
+                        }
+                        gflops
+                    }
                     other => {
                         return Err(Error::InvalidArgument(format!(
-                            "bench backend '{other}' (cpu or webgpu)"
+                            "bench backend '{other}' (cpu, webgpu or cuda)"
                         )))
                     }
                 };
@@ -1005,6 +1015,16 @@ fn chat(
 #[cfg(feature = "webgpu")]
 fn webgpu_bench(dt: DType, size: usize, n: usize, seconds: f64) -> Result<f64> {
     ggweb::backend::webgpu::bench_mul_mat_webgpu(dt, size, n, size, seconds)
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_bench(dt: DType, size: usize, n: usize, seconds: f64) -> Result<(f64, f64)> {
+    ggweb::backend::cuda::bench_mul_mat_cuda(dt, size, n, size, seconds)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_bench(_: DType, _: usize, _: usize, _: f64) -> Result<(f64, f64)> {
+    Err(Error::Backend("built without the cuda feature".into()))
 }
 
 #[cfg(not(feature = "webgpu"))]

@@ -1,0 +1,363 @@
+//! The CUDA backend (feature `cuda`: `cargo test --release -p ggweb-native-tests --features cuda
+//! --test cuda`).
+//!
+//! Runs on any machine:
+//! - every kernel file of `shaders/cuda` compiles with NVRTC for sm_80 and sm_90 into a CUBIN that
+//!   holds every entry point the planner can launch (NVRTC needs no GPU; skipped, saying why,
+//!   only when libnvrtc is not found: `scripts/setup-cuda.sh` installs it);
+//! - without a driver or device the CUDA registry lists nothing and `--backend cuda` is an error
+//!   that says why (never a panic).
+//!
+//! Runs only with a CUDA device (else each prints why it is skipped): the shared op case table
+//! against the CPU reference (NMSE 1e-7 for f32 ops, 5e-4 for f16/quantized mul_mat, as WebGPU),
+//! MNIST fc/cnn accuracy equal to the CPU's, SmolLM2 / gemma3 / Qwen2 logits against the CPU
+//! within the WebGPU bounds, buffers (device and pinned host) round trips.
+#![cfg(feature = "cuda")]
+
+#[path = "support/models.rs"]
+mod models;
+use models::model;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ggweb::backend::cuda::{self, kernels, nvrtc, CudaDevice};
+use ggweb::backend::{BufferType, Device, Registry};
+use ggweb::gguf::GgufFile;
+use ggweb::models::llama::LlamaModel;
+use ggweb::models::mnist::{self, Mnist};
+use ggweb::models::runner::{BackendChoice, Runner};
+use ggweb::models::sampler::argmax;
+use ggweb::{Context, Graph, Result};
+use ggweb_testing::{cases, compare, nmse, run_cpu, Build, Data, F32_TOL, GROUPS};
+
+/// The device under test, or None after printing why there is none.
+fn device(test: &str) -> Option<Arc<CudaDevice>> {
+    match cuda::probe() {
+        Ok(d) => {
+            eprintln!("CUDA device: {}", d.description());
+            Some(d)
+        }
+        Err(why) => {
+            eprintln!("{test}: skipped, no CUDA device ({why})");
+            None
+        }
+    }
+}
+
+#[test]
+fn nvrtc_compiles_every_kernel_for_sm80_and_sm90() {
+    if let Err(why) = nvrtc::available() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let (major, minor) = nvrtc::version().expect("nvrtcVersion");
+    eprintln!("NVRTC {major}.{minor}");
+    let entries = kernels::planned_entries();
+    for arch in [80, 90] {
+        let mut found = vec![false; entries.len()];
+        for file in &kernels::FILES {
+            let t = std::time::Instant::now();
+            let cubin =
+                nvrtc::compile(file.name, &file.source(), arch).unwrap_or_else(|e| panic!("{e}"));
+            eprintln!(
+                "{}.cu for sm_{arch}: {} bytes of CUBIN in {:.1} s",
+                file.name,
+                cubin.len(),
+                t.elapsed().as_secs_f64()
+            );
+            assert!(
+                cubin.starts_with(b"\x7fELF"),
+                "{}: not an ELF CUBIN",
+                file.name
+            );
+            for (i, e) in entries.iter().enumerate() {
+                // The symbol table names each kernel: "\0<name>\0".
+                let sym = [b"\0", e.as_bytes(), b"\0"].concat();
+                if cubin.windows(sym.len()).any(|w| w == sym.as_slice()) {
+                    assert_eq!(
+                        kernels::file_of(e).name,
+                        file.name,
+                        "{e} is looked up in the wrong file"
+                    );
+                    found[i] = true;
+                }
+            }
+        }
+        let missing: Vec<_> = entries.iter().zip(&found).filter(|(_, f)| !**f).collect();
+        assert!(
+            missing.is_empty(),
+            "sm_{arch}: kernels the planner launches but no file defines: {missing:?}"
+        );
+    }
+}
+
+#[test]
+fn a_compile_error_is_an_error_with_the_log() {
+    if nvrtc::available().is_err() {
+        eprintln!("skipped: no libnvrtc");
+        return;
+    }
+    let e = nvrtc::compile(
+        "bad",
+        "extern \"C\" __global__ void k() { undeclared(); }",
+        80,
+    )
+    .expect_err("must not compile");
+    assert!(e.to_string().contains("undeclared"), "{e}");
+}
+
+#[test]
+fn no_device_is_an_error_not_a_panic() {
+    let listed = cuda::CudaRegistry.devices();
+    match cuda::probe() {
+        Ok(_) => {
+            assert_eq!(listed.len(), 1);
+            let r = Runner::new(BackendChoice::Cuda, 1).expect("a CUDA runner");
+            assert!(r.gpu && r.report.starts_with("CUDA"), "{}", r.report);
+        }
+        Err(why) => {
+            assert!(listed.is_empty());
+            let e = Runner::new(BackendChoice::Cuda, 1)
+                .err()
+                .expect("no CUDA runner");
+            eprintln!("--backend cuda here: {e}");
+            assert!(e.to_string().contains(&why), "{e}");
+            // auto falls back without CUDA.
+            assert!(!Runner::new(BackendChoice::Auto, 1)
+                .expect("auto")
+                .report
+                .starts_with("CUDA"));
+        }
+    }
+}
+
+/// A case on the CUDA device.
+fn run_cuda(build: &Build, dev: &Arc<CudaDevice>) -> Result<Vec<f32>> {
+    let mut ctx = Context::new();
+    let case = build(&mut ctx)?;
+    let graph = Graph::build(&ctx, &[case.out]);
+    for &n in &graph.nodes {
+        if !dev.supports_op(&ctx, n) {
+            return Err(ggweb::Error::UnsupportedOp(format!(
+                "{}: {:?}",
+                ctx.tensor(n).op.name(),
+                dev.explain_op(&ctx, n)
+            )));
+        }
+    }
+    let _buf = ggweb::alloc::alloc_ctx_tensors(&mut ctx, &dev.buffer_type())?;
+    for (id, data) in &case.inputs {
+        match data {
+            Data::F(v) => ctx.set_f32(*id, v)?,
+            Data::I(v) => ctx.set_i32(*id, v)?,
+        }
+    }
+    let mut be = dev.init_backend()?;
+    be.graph_compute(&ctx, &graph)?;
+    be.synchronize()?;
+    ctx.get_f32(case.out)
+}
+
+#[test]
+fn op_cases_match_cpu() {
+    let Some(dev) = device("op_cases_match_cpu") else {
+        return;
+    };
+    let mut failures = Vec::new();
+    let mut n = 0;
+    for group in GROUPS {
+        for case in cases(group) {
+            let reference = match run_cpu(&case.build, 2) {
+                Ok(r) => r,
+                Err(e) => {
+                    failures.push(format!("{}: CPU: {e}", case.name));
+                    continue;
+                }
+            };
+            match run_cuda(&case.build, &dev)
+                .and_then(|out| compare(&out, &reference, case.tol).map_err(ggweb::Error::Backend))
+            {
+                Ok(_) => n += 1,
+                Err(e) => failures.push(format!("{group:?} {}: {e}", case.name)),
+            }
+        }
+    }
+    eprintln!("{n} op cases match the CPU");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn buffers_round_trip() {
+    let Some(dev) = device("buffers_round_trip") else {
+        return;
+    };
+    let data: Vec<u8> = (0..4097u32).map(|i| (i * 7) as u8).collect();
+    for buft in [
+        dev.cuda_buffer_type() as Arc<dyn BufferType>,
+        dev.host_buffer_type() as Arc<dyn BufferType>,
+    ] {
+        let buf = buft.clone().alloc_buffer(8192).expect("alloc");
+        buf.clear(0xAB).expect("clear");
+        buf.set(100, &data).expect("set");
+        let mut out = vec![0u8; 8192];
+        buf.get(0, &mut out).expect("get");
+        assert!(out[..100].iter().all(|&b| b == 0xAB), "{}", buft.name());
+        assert_eq!(&out[100..100 + data.len()], &data[..], "{}", buft.name());
+        assert!(buf.set(8000, &data).is_err(), "out of range write accepted");
+        assert_eq!(buft.is_host(), buf.host_ptr().is_some());
+    }
+}
+
+#[test]
+fn mnist_fc_and_cnn_match_cpu() {
+    let Some(_) = device("mnist_fc_and_cnn_match_cpu") else {
+        return;
+    };
+    let (n, images) = mnist::idx::parse_images(mnist::embedded::T10K_IMAGES_GZ).expect("images");
+    let labels = mnist::idx::parse_labels(mnist::embedded::T10K_LABELS_GZ).expect("labels");
+    assert_eq!(labels.len(), n);
+    let models: [(&str, Arc<dyn ggweb::backend::cpu::HostBytes>); 2] = [
+        ("fc", Arc::new(mnist::embedded::FC)),
+        ("cnn", Arc::new(mnist::embedded::CNN)),
+    ];
+    for (name, bytes) in models {
+        let mut cpu = Mnist::with_backend(bytes.clone(), BackendChoice::Cpu, 2).expect("cpu");
+        let mut gpu = Mnist::with_backend(bytes, BackendChoice::Cuda, 2).expect("cuda");
+        eprintln!("MNIST {name}: {}", gpu.backend_report());
+        let (c_cpu, c_gpu) = (
+            cpu.evaluate(&images, &labels, |_, _| {}).expect("cpu eval"),
+            gpu.evaluate(&images, &labels, |_, _| {})
+                .expect("cuda eval"),
+        );
+        eprintln!("MNIST {name}: CUDA {c_gpu} / {n}, CPU {c_cpu} / {n}");
+        assert_eq!(c_gpu, c_cpu, "accuracy differs from the CPU");
+        let few = &images[..100 * mnist::IMAGE_PIXELS];
+        let e = nmse(
+            &gpu.logits(few).expect("logits"),
+            &cpu.logits(few).expect("logits"),
+        );
+        assert!(e < F32_TOL, "MNIST {name} logits NMSE {e:.3e}");
+    }
+}
+
+fn log_softmax(x: &[f32]) -> Vec<f64> {
+    let m = x.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let s: f64 = x.iter().map(|&v| (v as f64 - m).exp()).sum();
+    x.iter().map(|&v| v as f64 - m - s.ln()).collect()
+}
+
+/// KL(reference || ours) in nats.
+fn kl(reference: &[f32], ours: &[f32]) -> f64 {
+    let (p, q) = (log_softmax(reference), log_softmax(ours));
+    p.iter().zip(&q).map(|(lp, lq)| lp.exp() * (lp - lq)).sum()
+}
+
+/// Logits of every prompt position on CUDA against the CPU (argmax equal but for `max_ties`
+/// near-ties under 0.25, max abs and last-position KL bounded), then one generated token (n = 1,
+/// KV cache). The bounds are the WebGPU parity test's.
+fn llm_parity(
+    dev: Arc<CudaDevice>,
+    path: PathBuf,
+    prompt: &[u32],
+    (max_abs_bound, kl_bound, max_ties): (f32, f64, usize),
+) {
+    let file = Arc::new(GgufFile::open(&path).expect("model"));
+    let n_ctx = (prompt.len() + 8).max(64);
+    let mut cpu = LlamaModel::from_gguf(file.clone(), file.header(), n_ctx, BackendChoice::Cpu, 2)
+        .expect("cpu");
+    let reference = cpu.eval(prompt, true).expect("cpu eval");
+    let n_vocab = cpu.hp.n_vocab;
+    let runner = Runner::with_cuda_device(dev, 2).expect("runner");
+    let mut gpu =
+        LlamaModel::with_runner(file.clone(), file.header(), n_ctx, runner).expect("cuda");
+    assert!(gpu.uses_gpu());
+    eprintln!("{}: {}", path.display(), gpu.backend_report());
+    if let Some(p) = gpu.last_placements() {
+        eprintln!("placements: {:?}; elsewhere: {:?}", p.nodes, p.elsewhere);
+    }
+    let ours = gpu.eval(prompt, true).expect("cuda eval");
+    assert_eq!(ours.len(), reference.len());
+    let mut max_abs = 0f32;
+    let mut ties = Vec::new();
+    for p in 0..prompt.len() {
+        let (a, b) = (
+            &ours[p * n_vocab..(p + 1) * n_vocab],
+            &reference[p * n_vocab..(p + 1) * n_vocab],
+        );
+        assert!(
+            a.iter().all(|x| x.is_finite()),
+            "position {p}: non-finite logits"
+        );
+        for (x, y) in a.iter().zip(b) {
+            max_abs = max_abs.max((x - y).abs());
+        }
+        let (ga, gb) = (argmax(a) as usize, argmax(b) as usize);
+        if ga != gb {
+            ties.push((p, (b[gb] - b[ga]).max(a[ga] - a[gb])));
+        }
+    }
+    let last = prompt.len() - 1;
+    let k = kl(&reference[last * n_vocab..], &ours[last * n_vocab..]);
+    eprintln!("max |cuda - cpu| = {max_abs:.4}, KL(last) = {k:.2e}, argmax differs at {ties:?}");
+    assert!(
+        ties.len() <= max_ties && ties.iter().all(|&(_, gap)| gap < 0.25),
+        "argmax differs at {ties:?}"
+    );
+    assert!(
+        max_abs < max_abs_bound,
+        "max abs {max_abs} >= {max_abs_bound}"
+    );
+    assert!(k < kl_bound, "KL {k:.3e} >= {kl_bound:.1e}");
+    let next = argmax(&ours[last * n_vocab..]) as u32;
+    let a = gpu.eval(&[next], false).expect("cuda next");
+    let b = cpu.eval(&[next], false).expect("cpu next");
+    let k1 = kl(&b, &a);
+    eprintln!("next token (n = 1, KV cache): KL = {k1:.2e}");
+    assert!(k1 < kl_bound, "next token: KL {k1:.3e} >= {kl_bound:.1e}");
+}
+
+#[test]
+fn smollm2_cuda_matches_cpu() {
+    let Some(dev) = device("smollm2_cuda_matches_cpu") else {
+        return;
+    };
+    let prompt = [6403, 1980, 253, 655, 28, 665, 436, 253, 1838, 8085, 617];
+    llm_parity(
+        dev,
+        model("GGWEB_SMOLLM2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+        &prompt,
+        (1.5, 0.01, 0),
+    );
+}
+
+#[test]
+fn gemma3_cuda_matches_cpu() {
+    let Some(dev) = device("gemma3_cuda_matches_cpu") else {
+        return;
+    };
+    // Position 8 is a near-tie (see webgpu_llm.rs).
+    let prompt = [
+        2, 14946, 3324, 496, 990, 236764, 993, 691, 496, 2268, 16775, 1015,
+    ];
+    llm_parity(
+        dev,
+        model("GGWEB_GEMMA3", "gemma-3-270m-q4_k_m.gguf"),
+        &prompt,
+        (1.5, 0.01, 1),
+    );
+}
+
+#[test]
+fn qwen2_cuda_matches_cpu() {
+    let Some(dev) = device("qwen2_cuda_matches_cpu") else {
+        return;
+    };
+    let prompt = [9707, 11, 1879, 374, 264, 1273, 315, 279, 3974, 13];
+    llm_parity(
+        dev,
+        model("GGWEB_QWEN2", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+        &prompt,
+        (1.5, 0.01, 1),
+    );
+}
