@@ -163,3 +163,5 @@ struct Q8Y {
     float d, s0, s1, pad;
     int q[8];
 };
+// Q8Y_BYTES in backend/cuda/plan.rs.
+static_assert(sizeof(Q8Y) == 48, "Q8Y layout");

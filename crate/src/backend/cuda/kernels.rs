@@ -139,6 +139,16 @@ pub struct KParams {
     pub f: [f32; 16],
 }
 
+// The kernels' `Params` (common.cuh) static_asserts the same size and offsets.
+const _: () = {
+    assert!(std::mem::size_of::<KTensor>() == 64);
+    assert!(std::mem::size_of::<KParams>() == 424);
+    assert!(std::mem::offset_of!(KParams, t) == 32);
+    assert!(std::mem::offset_of!(KParams, n) == 288);
+    assert!(std::mem::offset_of!(KParams, i) == 296);
+    assert!(std::mem::offset_of!(KParams, f) == 360);
+};
+
 // SAFETY: KParams is #[repr(C)] plain data laid out as the kernels' `Params` struct, passed by
 // value as the one kernel argument.
 unsafe impl DeviceRepr for KParams {}
