@@ -285,7 +285,8 @@ impl Backend for CudaBackend {
     }
 }
 
-/// libcuda and libnvrtc are loadable (checked before cudarc's first call, which would panic).
+/// libcuda and libnvrtc are loadable (libcuda checked before cudarc's first call, which would
+/// panic without it).
 fn check_libraries() -> Result<()> {
     // SAFETY: only tries to open libcuda by its names.
     let cuda = std::panic::catch_unwind(|| unsafe { sys::is_culib_present() }).unwrap_or(false);

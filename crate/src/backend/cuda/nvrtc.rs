@@ -2,24 +2,52 @@
 //! NVRTC needs no driver and no GPU, so the kernels are compile-checked on any machine that has
 //! libnvrtc (the test `native-tests/tests/cuda.rs`).
 //!
-//! libnvrtc is found, in order: `GGWEB_NVRTC_LIB` (a file), the copy `scripts/setup-cuda.sh`
-//! installs from PyPI under `$GGWEB_CACHE/tools`, a CUDA toolkit (`CUDA_HOME`, `CUDA_PATH`,
-//! /usr/local/cuda), then the dynamic loader's own search (`LD_LIBRARY_PATH`, the system). A file
-//! found by path is opened first, so that cudarc's later look-up by its soname finds it loaded.
+//! NVRTC is called through its stable C API (eight functions, the same in CUDA 11, 12 and 13),
+//! opened here rather than through cudarc, whose loader knows only the sonames of one CUDA major
+//! version and panics when none is found. libnvrtc is looked for, in order: `GGWEB_NVRTC_LIB` (a
+//! file), the copy `scripts/setup-cuda.sh` installs from PyPI under `$GGWEB_CACHE/tools`, a CUDA
+//! toolkit (`CUDA_HOME`, `CUDA_PATH`, /usr/local/cuda), then the dynamic loader's own search
+//! (`LD_LIBRARY_PATH`, the system) by soname, newest major first.
 
-use std::ffi::{CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use cudarc::nvrtc::{result, sys};
+use libloading::Library;
 
 use crate::{Error, Result};
 
 /// The NVRTC wheel `scripts/setup-cuda.sh` installs (its folder under `$GGWEB_CACHE/tools`).
 pub const NVRTC_WHEEL_DIR: &str = "nvrtc-cu12-12.9.86";
 
-/// Candidate paths of libnvrtc, most specific first.
-fn candidates() -> Vec<PathBuf> {
+type Program = *mut c_void;
+
+/// The NVRTC functions used (nvrtc.h), resolved once.
+struct Api {
+    create: unsafe extern "C" fn(
+        *mut Program,
+        *const c_char,
+        *const c_char,
+        c_int,
+        *const *const c_char,
+        *const *const c_char,
+    ) -> c_int,
+    compile: unsafe extern "C" fn(Program, c_int, *const *const c_char) -> c_int,
+    log_size: unsafe extern "C" fn(Program, *mut usize) -> c_int,
+    log: unsafe extern "C" fn(Program, *mut c_char) -> c_int,
+    cubin_size: unsafe extern "C" fn(Program, *mut usize) -> c_int,
+    cubin: unsafe extern "C" fn(Program, *mut c_char) -> c_int,
+    destroy: unsafe extern "C" fn(*mut Program) -> c_int,
+    version: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int,
+    error_string: unsafe extern "C" fn(c_int) -> *const c_char,
+    /// Where it was loaded from.
+    origin: String,
+    /// Kept loaded for the functions above.
+    _lib: Library,
+}
+
+/// Candidate files of libnvrtc, most specific first.
+fn candidate_files() -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(p) = std::env::var_os("GGWEB_NVRTC_LIB") {
         out.push(PathBuf::from(p));
@@ -43,95 +71,146 @@ fn candidates() -> Vec<PathBuf> {
     out
 }
 
-/// Whether NVRTC can be used, or why not (computed once).
-pub fn available() -> std::result::Result<(), String> {
-    static STATE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
-    STATE.get_or_init(load).clone()
+/// Sonames tried through the loader's search when no file above exists.
+const SONAMES: [&str; 4] = [
+    "libnvrtc.so.13",
+    "libnvrtc.so.12",
+    "libnvrtc.so.11.2",
+    "libnvrtc.so",
+];
+
+fn api() -> std::result::Result<&'static Api, String> {
+    static API: OnceLock<std::result::Result<Api, String>> = OnceLock::new();
+    API.get_or_init(load).as_ref().map_err(|e| e.clone())
 }
 
-fn load() -> std::result::Result<(), String> {
+fn load() -> std::result::Result<Api, String> {
     let mut tried = Vec::new();
-    for path in candidates() {
-        if !path.is_file() {
-            continue;
-        }
-        // SAFETY: loading libnvrtc runs only its initialisers; the handle is leaked on purpose
-        // so that the library stays loaded for cudarc's look-up by soname.
-        match unsafe { libloading::Library::new(&path) } {
-            Ok(lib) => {
-                std::mem::forget(lib);
-                break;
-            }
-            Err(e) => tried.push(format!("{}: {e}", path.display())),
+    let files = candidate_files().into_iter().filter(|p| p.is_file());
+    let names = files
+        .map(|p| p.display().to_string())
+        .chain(SONAMES.iter().map(|s| s.to_string()));
+    for name in names {
+        // SAFETY: opening libnvrtc runs only its initialisers.
+        match unsafe { Library::new(&name) } {
+            Ok(lib) => return resolve(lib, name),
+            Err(e) => tried.push(format!("{name}: {e}")),
         }
     }
-    // cudarc panics when it cannot load the library; ask it first, and catch any panic anyway.
-    // SAFETY: is_culib_present only tries to open the library by its names.
-    let present = std::panic::catch_unwind(|| unsafe { sys::is_culib_present() }).unwrap_or(false);
-    if !present {
-        return Err(format!(
-            "libnvrtc not found (set GGWEB_NVRTC_LIB, run scripts/setup-cuda.sh, or install a CUDA 12 toolkit){}",
-            if tried.is_empty() { String::new() } else { format!("; {}", tried.join("; ")) }
-        ));
+    Err(format!(
+        "libnvrtc not found (set GGWEB_NVRTC_LIB, run scripts/setup-cuda.sh, or install a CUDA toolkit); tried {}",
+        tried.join("; ")
+    ))
+}
+
+fn resolve(lib: Library, origin: String) -> std::result::Result<Api, String> {
+    macro_rules! sym {
+        ($name:literal) => {
+            // SAFETY: the symbol has this C signature in every NVRTC since CUDA 11.1 (nvrtc.h);
+            // the pointer stays valid while `lib` is kept in the Api.
+            *unsafe { lib.get($name) }.map_err(|e| format!("{origin}: {e}"))?
+        };
     }
-    match std::panic::catch_unwind(version) {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(format!("libnvrtc found but unusable: {e}")),
-        Err(_) => Err("libnvrtc found but a symbol is missing".into()),
-    }
+    Ok(Api {
+        create: sym!(b"nvrtcCreateProgram\0"),
+        compile: sym!(b"nvrtcCompileProgram\0"),
+        log_size: sym!(b"nvrtcGetProgramLogSize\0"),
+        log: sym!(b"nvrtcGetProgramLog\0"),
+        cubin_size: sym!(b"nvrtcGetCUBINSize\0"),
+        cubin: sym!(b"nvrtcGetCUBIN\0"),
+        destroy: sym!(b"nvrtcDestroyProgram\0"),
+        version: sym!(b"nvrtcVersion\0"),
+        error_string: sym!(b"nvrtcGetErrorString\0"),
+        origin,
+        _lib: lib,
+    })
+}
+
+/// Whether NVRTC can be used, or why not (found once).
+pub fn available() -> std::result::Result<(), String> {
+    api().map(|_| ())
+}
+
+/// The library NVRTC was loaded from.
+pub fn origin() -> Option<&'static str> {
+    api().ok().map(|a| a.origin.as_str())
 }
 
 /// NVRTC's (major, minor) version.
 pub fn version() -> Result<(i32, i32)> {
+    let a = api().map_err(Error::Backend)?;
     let (mut major, mut minor) = (0, 0);
     // SAFETY: two valid out-pointers.
-    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
-        .result()
-        .map_err(|e| Error::Backend(format!("nvrtcVersion: {e}")))?;
+    let r = unsafe { (a.version)(&mut major, &mut minor) };
+    check(a, r, "nvrtcVersion")?;
     Ok((major, minor))
+}
+
+/// NVRTC's name of result code `r`.
+fn message(a: &Api, r: c_int) -> String {
+    // SAFETY: nvrtcGetErrorString returns a static C string for any code.
+    let msg = unsafe { CStr::from_ptr((a.error_string)(r)) }.to_string_lossy();
+    format!("{msg} ({r})")
+}
+
+fn check(a: &Api, r: c_int, what: &str) -> Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!("{what}: {}", message(a, r))))
+    }
 }
 
 /// Compile `source` (a complete translation unit) for `sm_<arch>` (e.g. 80, 90) into a CUBIN.
 /// A compile error carries NVRTC's log.
 pub fn compile(name: &str, source: &str, arch: u32) -> Result<Vec<u8>> {
-    available().map_err(Error::Backend)?;
+    let a = api().map_err(Error::Backend)?;
     let src = CString::new(source).map_err(|_| Error::Backend(format!("{name}: NUL in source")))?;
     let cname = CString::new(name).map_err(|_| Error::Backend(format!("{name}: NUL in name")))?;
-    let prog = result::create_program(&src, Some(&cname))
-        .map_err(|e| Error::Backend(format!("{name}: nvrtcCreateProgram: {e}")))?;
-    let opts = [
-        format!("--gpu-architecture=sm_{arch}"),
-        "--std=c++17".to_string(),
-    ];
-    // SAFETY: `prog` was created above and is destroyed once, at the end; `src` and `cname`
-    // outlive it.
+    let opts: Vec<CString> = [format!("--gpu-architecture=sm_{arch}"), "--std=c++17".into()]
+        .into_iter()
+        .map(|o| CString::new(o).expect("no NUL in the options"))
+        .collect();
+    let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+    let mut prog: Program = std::ptr::null_mut();
+    // SAFETY: valid C strings; no headers (count 0, null arrays).
+    let r = unsafe {
+        (a.create)(
+            &mut prog,
+            src.as_ptr(),
+            cname.as_ptr(),
+            0,
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    check(a, r, &format!("{name}: nvrtcCreateProgram"))?;
+    // SAFETY: `prog` is live until the destroy below; `src`, `cname`, `opts` outlive it; the
+    // buffers passed are sized by the matching *Size calls.
     let out = unsafe {
-        let compiled = result::compile_program(prog, &opts);
-        let log = result::get_program_log(prog)
-            .map(|l| CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let r = match compiled {
-            Err(e) => Err(Error::Backend(format!(
-                "{name}: NVRTC compile for sm_{arch} failed ({e}):\n{log}"
-            ))),
-            Ok(()) => {
-                cubin(prog).map_err(|e| Error::Backend(format!("{name}: nvrtcGetCUBIN: {e}")))
+        let compiled = (a.compile)(prog, opt_ptrs.len() as c_int, opt_ptrs.as_ptr());
+        let mut log_len = 0usize;
+        let mut log = String::new();
+        if (a.log_size)(prog, &mut log_len) == 0 && log_len > 1 {
+            let mut buf = vec![0u8; log_len];
+            if (a.log)(prog, buf.as_mut_ptr().cast()) == 0 {
+                log = String::from_utf8_lossy(&buf[..log_len - 1]).into_owned();
             }
+        }
+        let r = if compiled != 0 {
+            Err(Error::Backend(format!(
+                "{name}: NVRTC compile for sm_{arch} failed, {}:\n{log}",
+                message(a, compiled)
+            )))
+        } else {
+            let mut size = 0usize;
+            check(a, (a.cubin_size)(prog, &mut size), "nvrtcGetCUBINSize").and_then(|()| {
+                let mut bin = vec![0u8; size];
+                check(a, (a.cubin)(prog, bin.as_mut_ptr().cast()), "nvrtcGetCUBIN").map(|()| bin)
+            })
         };
-        let _ = result::destroy_program(prog);
+        (a.destroy)(&mut prog);
         r
     };
     out
-}
-
-/// The CUBIN of a compiled program.
-///
-/// # Safety
-/// `prog` is a live program compiled for a real architecture (`sm_XY`).
-unsafe fn cubin(prog: sys::nvrtcProgram) -> std::result::Result<Vec<u8>, result::NvrtcError> {
-    let mut size = 0usize;
-    sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
-    let mut out = vec![0u8; size];
-    sys::nvrtcGetCUBIN(prog, out.as_mut_ptr().cast()).result()?;
-    Ok(out)
 }
