@@ -1,6 +1,7 @@
 //! The CUDA C sources (`shaders/cuda/`), the kernel parameter block they all take, and the
 //! per-device module cache: each file is compiled by NVRTC for the device's compute capability
-//! on first use and kept (in memory) with its functions.
+//! on first use and kept in memory with its functions, and on disk (`disk_path`) for the next
+//! process.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -184,10 +185,25 @@ impl ModuleCache {
             match mods.get(file.name) {
                 Some(m) => m.clone(),
                 None => {
-                    let cubin = nvrtc::compile(file.name, &file.source(), self.arch)?;
-                    let m = ctx
-                        .load_module(Ptx::from_binary(cubin))
-                        .map_err(|e| Error::Backend(format!("loading {}.cu: {e}", file.name)))?;
+                    let src = file.source();
+                    let cached = disk_path(file.name, &src, self.arch);
+                    // A CUBIN compiled earlier for this source, arch and NVRTC, if it loads.
+                    let from_disk = cached
+                        .as_ref()
+                        .and_then(|p| std::fs::read(p).ok())
+                        .and_then(|bin| ctx.load_module(Ptx::from_binary(bin)).ok());
+                    let m = match from_disk {
+                        Some(m) => m,
+                        None => {
+                            let cubin = nvrtc::compile(file.name, &src, self.arch)?;
+                            if let Some(p) = &cached {
+                                store(p, &cubin);
+                            }
+                            ctx.load_module(Ptx::from_binary(cubin)).map_err(|e| {
+                                Error::Backend(format!("loading {}.cu: {e}", file.name))
+                            })?
+                        }
+                    };
                     mods.insert(file.name, m.clone());
                     m
                 }
@@ -201,5 +217,43 @@ impl ModuleCache {
             .map_err(poisoned)?
             .insert(entry.to_string(), f.clone());
         Ok(f)
+    }
+}
+
+/// Where the CUBIN of kernel file `name` (source `src`, `sm_<arch>`, this NVRTC) is kept on disk:
+/// `$GGWEB_CACHE/cuda/` (default ~/.cache/ggweb); `None` when `GGWEB_CUDA_DISK_CACHE=0` or no
+/// cache folder is known. The name carries a hash of all three, so a changed kernel is recompiled.
+fn disk_path(name: &str, src: &str, arch: u32) -> Option<std::path::PathBuf> {
+    if std::env::var("GGWEB_CUDA_DISK_CACHE").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let dir = std::env::var_os("GGWEB_CACHE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache/ggweb"))
+        })?
+        .join("cuda");
+    let (major, minor) = nvrtc::version().ok()?;
+    // FNV-1a, 64 bits: stable across runs and Rust versions (unlike DefaultHasher).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in src
+        .bytes()
+        .chain(format!("|sm_{arch}|nvrtc {major}.{minor}").into_bytes())
+    {
+        h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    Some(dir.join(format!("{name}-sm_{arch}-{h:016x}.cubin")))
+}
+
+/// Write `bin` to `path` (through a temporary file and a rename, so a reader never sees part of
+/// it); a failure only costs a compile next time.
+fn store(path: &std::path::Path, bin: &[u8]) {
+    let Some(dir) = path.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, bin).is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
 }

@@ -167,10 +167,13 @@ pub fn compile(name: &str, source: &str, arch: u32) -> Result<Vec<u8>> {
     let a = api().map_err(Error::Backend)?;
     let src = CString::new(source).map_err(|_| Error::Backend(format!("{name}: NUL in source")))?;
     let cname = CString::new(name).map_err(|_| Error::Backend(format!("{name}: NUL in name")))?;
-    let opts: Vec<CString> = [format!("--gpu-architecture=sm_{arch}"), "--std=c++17".into()]
-        .into_iter()
-        .map(|o| CString::new(o).expect("no NUL in the options"))
-        .collect();
+    let opts: Vec<CString> = [
+        format!("--gpu-architecture=sm_{arch}"),
+        "--std=c++17".into(),
+    ]
+    .into_iter()
+    .map(|o| CString::new(o).expect("no NUL in the options"))
+    .collect();
     let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
     let mut prog: Program = std::ptr::null_mut();
     // SAFETY: valid C strings; no headers (count 0, null arrays).
