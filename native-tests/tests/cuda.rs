@@ -361,3 +361,152 @@ fn qwen2_cuda_matches_cpu() {
         (1.5, 0.01, 1),
     );
 }
+
+#[test]
+fn families_random_cuda_matches_cpu() {
+    let Some(dev) = device("families_random_cuda_matches_cpu") else {
+        return;
+    };
+    // The random-weight qwen3 / phi3 / llama3 fixtures (in the repo, so they travel to a device).
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/families");
+    let prompt = [5, 17, 300, 42, 99, 7, 250, 128, 3, 64, 200, 11];
+    for f in [
+        "qwen3-random.gguf",
+        "phi3-random.gguf",
+        "llama3-random.gguf",
+    ] {
+        llm_parity(dev.clone(), data.join(f), &prompt, (1.0, 0.01, 0));
+    }
+}
+
+/// A llama GGUF with SmolLM2-135M's shapes (576 wide, 30 blocks, 9/3 heads, n_ff 1536, vocab
+/// 49152, tied embedding) and random weights of `wtype` (`ffn_down` of `down_type`), built in
+/// memory: the real model files are too large to carry to a device machine.
+fn random_smollm2_shape(wtype: ggweb::DType, down_type: ggweb::DType) -> Vec<u8> {
+    use ggweb::gguf::GgufWriter;
+    use ggweb::DType;
+    let (n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab) =
+        (576usize, 30usize, 9u32, 3u32, 1536usize, 49152usize);
+    let mut w = GgufWriter::new();
+    w.set("general.architecture", "llama");
+    w.set("llama.embedding_length", n_embd as u32);
+    w.set("llama.block_count", n_layer as u32);
+    w.set("llama.attention.head_count", n_head);
+    w.set("llama.attention.head_count_kv", n_head_kv);
+    w.set("llama.feed_forward_length", n_ff as u32);
+    w.set("llama.context_length", 2048u32);
+    w.set("llama.vocab_size", n_vocab as u32);
+    w.set("llama.rope.freq_base", 100000f32);
+    w.set("llama.attention.layer_norm_rms_epsilon", 1e-5f32);
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut tensor =
+        |w: &mut GgufWriter, name: &str, t: DType, ne0: usize, ne1: usize, scale: f32| {
+            let mut row = vec![0f32; ne0];
+            let rs = t.row_size(ne0).expect("row size");
+            let mut data = vec![0u8; rs * ne1];
+            for dst in data.chunks_exact_mut(rs) {
+                for v in row.iter_mut() {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    *v = (((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale;
+                }
+                ggweb::quant::quantize_row(t, &row, dst).expect("quantize");
+            }
+            w.add_tensor_owned(name, t, &[ne0 as u64, ne1 as u64], data)
+                .expect("tensor");
+        };
+    let kv = n_embd / n_head as usize * n_head_kv as usize;
+    let s = 1.0 / (n_embd as f32).sqrt();
+    tensor(
+        &mut w,
+        "token_embd.weight",
+        DType::Q8_0,
+        n_embd,
+        n_vocab,
+        1.0,
+    );
+    tensor(&mut w, "output_norm.weight", DType::F32, n_embd, 1, 1.0);
+    for l in 0..n_layer {
+        let b = |n: &str| format!("blk.{l}.{n}.weight");
+        tensor(&mut w, &b("attn_norm"), DType::F32, n_embd, 1, 1.0);
+        tensor(&mut w, &b("ffn_norm"), DType::F32, n_embd, 1, 1.0);
+        tensor(&mut w, &b("attn_q"), wtype, n_embd, n_embd, s);
+        tensor(&mut w, &b("attn_k"), wtype, n_embd, kv, s);
+        tensor(&mut w, &b("attn_v"), wtype, n_embd, kv, s);
+        tensor(&mut w, &b("attn_output"), wtype, n_embd, n_embd, s);
+        tensor(&mut w, &b("ffn_gate"), wtype, n_embd, n_ff, s);
+        tensor(&mut w, &b("ffn_up"), wtype, n_embd, n_ff, s);
+        tensor(
+            &mut w,
+            &b("ffn_down"),
+            down_type,
+            n_ff,
+            n_embd,
+            1.0 / (n_ff as f32).sqrt(),
+        );
+    }
+    w.to_bytes().expect("gguf")
+}
+
+/// Decode speed on CUDA (and on the CPU, for scale) of the SmolLM2-shaped random model: a
+/// 128-token prompt, then 64 single-token steps. A benchmark (not timed as a test), run by
+/// scripts/device-check.sh; it also checks the prompt's last logits against the CPU's.
+#[test]
+#[ignore = "benchmark: scripts/device-check.sh"]
+fn bench_decode_random_smollm2_shape() {
+    let Some(dev) = device("bench_decode_random_smollm2_shape") else {
+        return;
+    };
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    for (wt, dt) in [
+        (ggweb::DType::Q4_1, ggweb::DType::Q4_1),
+        (ggweb::DType::Q4_K, ggweb::DType::Q6_K),
+    ] {
+        let bytes: Arc<dyn ggweb::backend::cpu::HostBytes> = Arc::new(random_smollm2_shape(wt, dt));
+        let g = ggweb::gguf::Gguf::parse(bytes.bytes()).expect("parse");
+        let prompt: Vec<u32> = (0..128u32).map(|i| (i * 389 + 7) % 49152).collect();
+        let mut results = Vec::new();
+        for backend in [BackendChoice::Cuda, BackendChoice::Cpu] {
+            let runner = match backend {
+                BackendChoice::Cuda => Runner::with_cuda_device(dev.clone(), threads),
+                _ => Runner::new(BackendChoice::Cpu, threads),
+            }
+            .expect("runner");
+            let mut m = LlamaModel::with_runner(bytes.clone(), &g, 256, runner).expect("model");
+            let t0 = std::time::Instant::now();
+            let logits = m.eval(&prompt, false).expect("prompt");
+            let prompt_s = t0.elapsed().as_secs_f64();
+            let mut next = argmax(&logits) as u32;
+            let t1 = std::time::Instant::now();
+            for _ in 0..64 {
+                next = argmax(&m.eval(&[next], false).expect("step")) as u32;
+            }
+            let gen_s = t1.elapsed().as_secs_f64();
+            eprintln!(
+                "random SmolLM2 shape, {wt}/{dt} weights, {:?}: prompt 128 tokens {:.1} tok/s, decode 64 tokens {:.1} tok/s ({})",
+                backend,
+                128.0 / prompt_s,
+                64.0 / gen_s,
+                m.backend_report()
+            );
+            results.push(logits);
+        }
+        let k = kl(&results[1], &results[0]);
+        eprintln!("prompt's last position: KL(cpu || cuda) = {k:.2e}");
+        assert!(k < 0.01, "CUDA and CPU disagree: KL {k:.3e}");
+    }
+}
+
+/// The benchmark's random model is a valid llama file (checked on the CPU, so a device run does
+/// not fail on the fixture).
+#[test]
+fn random_smollm2_shape_runs_on_cpu() {
+    let bytes: Arc<dyn ggweb::backend::cpu::HostBytes> =
+        Arc::new(random_smollm2_shape(ggweb::DType::Q4_1, ggweb::DType::Q8_0));
+    let g = ggweb::gguf::Gguf::parse(bytes.bytes()).expect("parse");
+    let mut m = LlamaModel::from_gguf(bytes.clone(), &g, 64, BackendChoice::Cpu, 2).expect("model");
+    let logits = m.eval(&[1, 2, 3], false).expect("eval");
+    assert_eq!(logits.len(), 49152);
+    assert!(logits.iter().all(|x| x.is_finite()));
+}
