@@ -367,8 +367,12 @@ fn families_random_cuda_matches_cpu() {
     let Some(dev) = device("families_random_cuda_matches_cpu") else {
         return;
     };
-    // The random-weight qwen3 / phi3 / llama3 fixtures (in the repo, so they travel to a device).
-    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/families");
+    // The random-weight qwen3 / phi3 / llama3 fixtures (in the repo, so they travel to a device;
+    // a test binary built elsewhere finds them from the repository root it is run in).
+    let mut data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/families");
+    if !data.is_dir() {
+        data = PathBuf::from("native-tests/data/families");
+    }
     let prompt = [5, 17, 300, 42, 99, 7, 250, 128, 3, 64, 200, 11];
     for f in [
         "qwen3-random.gguf",

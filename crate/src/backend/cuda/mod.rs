@@ -317,6 +317,7 @@ fn probe_all() -> &'static std::result::Result<Vec<Arc<CudaDevice>>, String> {
         });
         match r {
             Ok(Ok(d)) => Ok(d),
+            Ok(Err(Error::Backend(m))) => Err(m),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(
                 "the CUDA driver library panicked while loading (an incompatible libcuda?)".into(),
