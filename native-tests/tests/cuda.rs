@@ -132,6 +132,43 @@ fn no_device_is_an_error_not_a_panic() {
     }
 }
 
+/// `supports_op` (device-independent, so checked here without a GPU): every node of every case of
+/// the shared table is accepted, and what has no CUDA kernel is refused with the reason.
+#[test]
+fn supports_op_accepts_the_case_table_and_refuses_the_rest() {
+    let mut n = 0;
+    for group in GROUPS {
+        for case in cases(group) {
+            let mut ctx = Context::new();
+            let c = (case.build)(&mut ctx).expect("case builds");
+            let graph = Graph::build(&ctx, &[c.out]);
+            for &node in &graph.nodes {
+                if let Err(why) = cuda::check_op(&ctx, node) {
+                    panic!("{group:?} {}: {why}", case.name);
+                }
+                n += 1;
+            }
+        }
+    }
+    eprintln!("{n} nodes of the case table accepted");
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(ggweb::DType::Q2_K, &[256, 4]).unwrap();
+    let b = ctx.new_tensor(ggweb::DType::F32, &[256, 2]).unwrap();
+    let mm = ctx.mul_mat(a, b).unwrap();
+    let why = cuda::check_op(&ctx, mm).expect_err("q2_K mul_mat has no CUDA kernel");
+    assert!(why.contains("MUL_MAT") && why.contains("q2_K"), "{why}");
+    let h = ctx.new_tensor(ggweb::DType::F16, &[8]).unwrap();
+    let hh = ctx.add(h, h).unwrap();
+    assert!(cuda::check_op(&ctx, hh).is_err(), "f16 add accepted");
+    let x = ctx.new_tensor(ggweb::DType::F32, &[8]).unwrap();
+    let like = ctx.new_tensor(ggweb::DType::F32, &[4]).unwrap();
+    let rb = ctx.repeat_back(x, like).unwrap();
+    assert!(cuda::check_op(&ctx, rb).is_err(), "a training op accepted");
+    let ok = ctx.new_tensor(ggweb::DType::Q6_K, &[256, 3]).unwrap();
+    let y = ctx.mul_mat(ok, b).unwrap();
+    assert_eq!(cuda::check_op(&ctx, y), Ok(()));
+}
+
 /// A case on the CUDA device.
 fn run_cuda(build: &Build, dev: &Arc<CudaDevice>) -> Result<Vec<f32>> {
     let mut ctx = Context::new();

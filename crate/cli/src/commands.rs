@@ -810,17 +810,19 @@ fn bench(
     for &n in &ns {
         for &dt in &types {
             for &th in &threads {
+                let mut gbs = None;
                 let r = match backend {
                     "cpu" => ggweb::bench::bench_mul_mat(dt, size, n, size, th, seconds)?.gflops,
                     "webgpu" => webgpu_bench(dt, size, n, seconds)?,
                     "cuda" => {
-                        let (gflops, gbs) = cuda_bench(dt, size, n, seconds)?;
+                        let (gflops, weight_gbs) = cuda_bench(dt, size, n, seconds)?;
                         if !as_json {
                             println!(
-                                "mul_mat {:<5} m={size} n={n:<4} k={size} cuda: {gbs:8.1} GB/s of weights",
+                                "mul_mat {:<5} m={size} n={n:<4} k={size} cuda: {weight_gbs:8.1} GB/s of weights",
                                 dt.name()
                             );
                         }
+                        gbs = Some(weight_gbs);
                         gflops
                     }
                     other => {
@@ -836,7 +838,7 @@ fn bench(
                         r
                     );
                 }
-                rows.push(json!({"op": "mul_mat", "type": dt.name(), "m": size, "n": n, "k": size, "threads": th, "backend": backend, "gflops": r}));
+                rows.push(json!({"op": "mul_mat", "type": dt.name(), "m": size, "n": n, "k": size, "threads": th, "backend": backend, "gflops": r, "weight_gb_per_s": gbs}));
             }
         }
     }

@@ -285,6 +285,12 @@ impl Backend for CudaBackend {
     }
 }
 
+/// Whether the CUDA backend computes node `t` of `ctx` (what `supports_op` of any CUDA device
+/// answers: the check depends on the graph only), or why not. Usable without a device.
+pub fn check_op(ctx: &Context, t: TensorId) -> std::result::Result<(), String> {
+    support::check(ctx, t)
+}
+
 /// libcuda and libnvrtc are loadable (libcuda checked before cudarc's first call, which would
 /// panic without it).
 fn check_libraries() -> Result<()> {
