@@ -92,6 +92,97 @@ fn nvrtc_compiles_every_kernel_for_sm80_and_sm90() {
     }
 }
 
+/// The kernels' block decoding (`shaders/cuda/quants.cuh`: `deq<T>` per element, `q32<T>` per
+/// 32-element sub-block and `dot32<T>`, the dp4a step of mat_vec, with a host dp4a) built for the host with the system's C++
+/// compiler and compared with the Rust reference dequantization on random rows of every weight
+/// type: so the block layouts are checked without a GPU. Skipped (saying why) without a compiler.
+#[test]
+fn kernel_block_decoding_matches_the_reference() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let src = here.join("tests/cuda_host/quants_host.cpp");
+    let inc = here.join("../shaders/cuda");
+    if !src.is_file() {
+        eprintln!(
+            "skipped: {} not here (a test binary run elsewhere)",
+            src.display()
+        );
+        return;
+    }
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let exe = std::env::temp_dir().join(format!("ggweb-quants-host-{}", std::process::id()));
+    let built = Command::new(&cxx)
+        .args(["-std=c++17", "-O1", "-Wall", "-Werror", "-I"])
+        .arg(&inc)
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output();
+    match built {
+        Err(e) => {
+            eprintln!("skipped: no C++ compiler '{cxx}' ({e})");
+            return;
+        }
+        Ok(o) => assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr)),
+    }
+    let k = 768; // a multiple of 256 (k-quants) and of 32
+    let mut rng = ggweb_testing::Rng::new(7);
+    for t in cuda::WEIGHT_TYPES {
+        let x = rng.vec(k, -2.0, 2.0);
+        let mut row = vec![0u8; t.row_size(k).unwrap()];
+        ggweb::quant::quantize_row(t, &x, &mut row).unwrap();
+        let mut reference = vec![0f32; k];
+        ggweb::quant::dequantize_row(t, &row, &mut reference).unwrap();
+        let mut child = Command::new(&exe)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run the host build");
+        let mut input = (t as i32).to_le_bytes().to_vec();
+        input.extend((k as i32).to_le_bytes());
+        input.extend(&row);
+        child.stdin.take().unwrap().write_all(&input).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{t}: exit {:?}", out.status);
+        let vals: Vec<f32> = out
+            .stdout
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let quantized = !matches!(t, ggweb::DType::F32 | ggweb::DType::F16);
+        assert_eq!(
+            vals.len(),
+            if quantized { 2 * k + k / 16 } else { k },
+            "{t}"
+        );
+        let scale = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let mut parts = vec![("deq", &vals[..k])];
+        if quantized {
+            parts.push(("q32", &vals[k..2 * k]));
+        }
+        for (what, got) in parts {
+            for (i, (a, b)) in got.iter().zip(&reference).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-6 * scale,
+                    "{t} {what}: element {i}: {a} vs {b}"
+                );
+            }
+        }
+        if quantized {
+            // dot32 (integer dots, scales and mins) against the float dot over deq<T>.
+            for (sb, p) in vals[2 * k..].chunks_exact(2).enumerate() {
+                let (got, want) = (p[0], p[1]);
+                assert!(
+                    (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                    "{t} dot32: sub-block {sb}: {got} vs {want}"
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&exe);
+}
+
 #[test]
 fn a_compile_error_is_an_error_with_the_log() {
     if nvrtc::available().is_err() {

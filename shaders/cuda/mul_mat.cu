@@ -38,16 +38,7 @@ template <int T> __device__ void mat_vec(const Params& p) {
     } else {
         const i64 nsb = K / 32;
         const Q8Y* y = (const Q8Y*)p.ptr[3] + bidx * p.t[2].ne[1] * nsb;
-        for (i64 sb = lane; sb < nsb; sb += 32) {
-            int q[8];
-            float d[2], m[2];
-            q32<T>(a, sb, q, d, m);
-            const Q8Y& yb = y[sb];
-            int s0 = 0, s1 = 0;
-            for (int t = 0; t < 4; t++) s0 = dp4a(q[t], yb.q[t], s0);
-            for (int t = 4; t < 8; t++) s1 = dp4a(q[t], yb.q[t], s1);
-            acc += yb.d * (d[0] * (float)s0 + d[1] * (float)s1) + m[0] * yb.s0 + m[1] * yb.s1;
-        }
+        for (i64 sb = lane; sb < nsb; sb += 32) acc += dot32<T>(a, sb, y[sb]);
     }
     acc = warp_sum(acc);
     if (lane == 0) {

@@ -92,6 +92,15 @@ template <int T> __device__ __forceinline__ float deq(const u8* row, i64 k) {
     }
 }
 
+// 32 activations as int8: value j is d * q[j]; s0, s1 are the sums of the dequantized values of
+// elements 0..15 and 16..31 (for the weights' minimum terms).
+struct Q8Y {
+    float d, s0, s1, pad;
+    int q[8];
+};
+// Q8Y_BYTES in backend/cuda/plan.rs.
+static_assert(sizeof(Q8Y) == 48, "Q8Y layout");
+
 // Sub-block `sb` (elements 32*sb .. 32*sb + 31) of a quantized row as integers: element j is
 // d[j / 16] * q[j] + m[j / 16], with q[j] an int8 packed four to an int (element 4i in the low
 // byte of q[i]). Every type above except f32/f16 fits this form, so one dp4a dot serves all.
@@ -157,11 +166,14 @@ template <int T> __device__ __forceinline__ void q32(const u8* row, i64 sb, int*
     }
 }
 
-// 32 activations as int8: value j is d * q[j]; s0, s1 are the sums of the dequantized values of
-// elements 0..15 and 16..31 (for the weights' minimum terms).
-struct Q8Y {
-    float d, s0, s1, pad;
+// Dot product of sub-block `sb` of a quantized row with 32 q8 activations: dp4a over each half,
+// scaled, plus the weights' minimum terms (the inner step of mat_vec).
+template <int T> __device__ __forceinline__ float dot32(const u8* row, i64 sb, const Q8Y& y) {
     int q[8];
-};
-// Q8Y_BYTES in backend/cuda/plan.rs.
-static_assert(sizeof(Q8Y) == 48, "Q8Y layout");
+    float d[2], m[2];
+    q32<T>(row, sb, q, d, m);
+    int s0 = 0, s1 = 0;
+    for (int t = 0; t < 4; t++) s0 = dp4a(q[t], y.q[t], s0);
+    for (int t = 4; t < 8; t++) s1 = dp4a(q[t], y.q[t], s1);
+    return y.d * (d[0] * (float)s0 + d[1] * (float)s1) + m[0] * y.s0 + m[1] * y.s1;
+}
