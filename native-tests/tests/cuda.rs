@@ -100,32 +100,9 @@ fn nvrtc_compiles_every_kernel_for_sm80_and_sm90() {
 fn kernel_block_decoding_matches_the_reference() {
     use std::io::Write;
     use std::process::{Command, Stdio};
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let src = here.join("tests/cuda_host/quants_host.cpp");
-    let inc = here.join("../shaders/cuda");
-    if !src.is_file() {
-        eprintln!(
-            "skipped: {} not here (a test binary run elsewhere)",
-            src.display()
-        );
+    let Some(exe) = host_build("quants_host", false) else {
         return;
-    }
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let exe = std::env::temp_dir().join(format!("ggweb-quants-host-{}", std::process::id()));
-    let built = Command::new(&cxx)
-        .args(["-std=c++17", "-O1", "-Wall", "-Werror", "-I"])
-        .arg(&inc)
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .output();
-    match built {
-        Err(e) => {
-            eprintln!("skipped: no C++ compiler '{cxx}' ({e})");
-            return;
-        }
-        Ok(o) => assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr)),
-    }
+    };
     let k = 768; // a multiple of 256 (k-quants) and of 32
     let mut rng = ggweb_testing::Rng::new(7);
     for t in cuda::WEIGHT_TYPES {
@@ -181,6 +158,132 @@ fn kernel_block_decoding_matches_the_reference() {
         }
     }
     let _ = std::fs::remove_file(&exe);
+}
+
+/// Build a host library from `tests/cuda_host/<name>.cpp` (or an executable), or None when there
+/// is no C++ compiler or the sources are not here (a test binary run elsewhere), saying why.
+fn host_build(name: &str, shared: bool) -> Option<PathBuf> {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let src = here.join(format!("tests/cuda_host/{name}.cpp"));
+    if !src.is_file() {
+        eprintln!(
+            "skipped: {} not here (a test binary run elsewhere)",
+            src.display()
+        );
+        return None;
+    }
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let out = std::env::temp_dir().join(format!(
+        "ggweb-{name}-{}{}",
+        std::process::id(),
+        if shared { ".so" } else { "" }
+    ));
+    let mut cmd = std::process::Command::new(&cxx);
+    cmd.args(["-std=c++17", "-O1", "-Wall", "-Werror", "-I"])
+        .arg(here.join("../shaders/cuda"));
+    if shared {
+        cmd.args(["-fPIC", "-shared"]);
+    }
+    match cmd.arg(&src).arg("-o").arg(&out).output() {
+        Err(e) => {
+            eprintln!("skipped: no C++ compiler '{cxx}' ({e})");
+            None
+        }
+        Ok(o) => {
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            Some(out)
+        }
+    }
+}
+
+/// The planner and the per-element kernels end to end without a GPU: those kernels (elementwise,
+/// rope, conv, get_rows; `tests/cuda_host/kernels_host.cpp`) built for the host and run one thread
+/// after another over the launches `plan.rs` makes for each node, on host memory, against the CPU
+/// backend on the shared case table. Cases with a node whose kernel needs warps or barriers (norms,
+/// soft_max, mul_mat, ...) are left to the device tests; at least the groups below must run.
+#[test]
+fn per_element_kernels_on_the_host_match_cpu() {
+    let Some(lib_path) = host_build("kernels_host", true) else {
+        return;
+    };
+    // SAFETY: our own library, built just above; its one function has this signature.
+    let lib = unsafe { libloading::Library::new(&lib_path) }.expect("load the host kernels");
+    type Launch = unsafe extern "C" fn(
+        *const std::ffi::c_char,
+        *const kernels::KParams,
+        u32,
+        u32,
+        u32,
+        u32,
+    ) -> i32;
+    // SAFETY: as above.
+    let launch: libloading::Symbol<Launch> =
+        unsafe { lib.get(b"ggweb_host_launch\0") }.expect("ggweb_host_launch");
+    let host_ptr = |ctx: &Context, id: ggweb::TensorId| -> Result<u64> {
+        let (buf, off) = ctx
+            .data_location(id)
+            .ok_or_else(|| ggweb::Error::Backend("no data".into()))?;
+        Ok(buf.host_ptr().expect("host memory") as u64 + off as u64)
+    };
+    let mut ran = std::collections::BTreeMap::new();
+    let mut failures = Vec::new();
+    for group in GROUPS {
+        for case in cases(group) {
+            let reference = run_cpu(&case.build, 2).expect("cpu");
+            let mut ctx = Context::new();
+            let c = (case.build)(&mut ctx).expect("case");
+            let graph = Graph::build(&ctx, &[c.out]);
+            let _buf =
+                ggweb::alloc::alloc_ctx_tensors(&mut ctx, &ggweb::backend::cpu::cpu_buffer_type())
+                    .expect("alloc");
+            for (id, data) in &c.inputs {
+                match data {
+                    Data::F(v) => ctx.set_f32(*id, v).unwrap(),
+                    Data::I(v) => ctx.set_i32(*id, v).unwrap(),
+                }
+            }
+            let mut runnable = true;
+            'nodes: for &node in &graph.nodes {
+                for (entry, params, grid, block) in
+                    cuda::plan_node(&ctx, node, 0, &host_ptr).expect("plan")
+                {
+                    let name = std::ffi::CString::new(entry).unwrap();
+                    // SAFETY: every address in `params` is host memory of `ctx`'s buffers at a
+                    // range the planner checked; the kernels write only the node's own data.
+                    let r =
+                        unsafe { launch(name.as_ptr(), &params, grid.0, grid.1, grid.2, block) };
+                    if r != 0 {
+                        runnable = false;
+                        break 'nodes;
+                    }
+                }
+            }
+            if !runnable {
+                continue;
+            }
+            let out = ctx.get_f32(c.out).unwrap();
+            match compare(&out, &reference, case.tol) {
+                Ok(_) => *ran.entry(format!("{group:?}")).or_insert(0) += 1,
+                Err(e) => failures.push(format!("{group:?} {}: {e}", case.name)),
+            }
+        }
+    }
+    eprintln!("cases run on the host build: {ran:?}");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for g in [
+        "Binary",
+        "Unary",
+        "CpyConcat",
+        "Rope",
+        "GetRows",
+        "ConvPool",
+    ] {
+        assert!(
+            ran.get(g).is_some_and(|&n| n > 0),
+            "no {g} case ran: {ran:?}"
+        );
+    }
+    let _ = std::fs::remove_file(&lib_path);
 }
 
 #[test]

@@ -28,6 +28,9 @@ struct Params {
 static_assert(sizeof(Tensor) == 64, "Tensor layout");
 static_assert(sizeof(Params) == 424, "Params layout");
 
+// The host build of the per-element kernels (native-tests/tests/cuda_host/kernels_host.cpp)
+// defines GGWEB_HOST and its own h2f, f2h and dp4a.
+#ifndef GGWEB_HOST
 // f16 <-> f32 through PTX (no cuda_fp16.h needed).
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
@@ -45,6 +48,7 @@ __device__ __forceinline__ int dp4a(int a, int b, int c) {
     asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     return r;
 }
+#endif
 
 // Global thread index of a 1-D launch over a 2-D grid (large launches use grid.y too).
 __device__ __forceinline__ i64 gid() {

@@ -291,6 +291,25 @@ pub fn check_op(ctx: &Context, t: TensorId) -> std::result::Result<(), String> {
     support::check(ctx, t)
 }
 
+/// One planned kernel launch: entry point, parameter block, grid, threads per block.
+pub type PlannedLaunch = (String, kernels::KParams, (u32, u32, u32), u32);
+
+/// The launches of node `t` with every tensor at the address `locate` gives (the host check of
+/// the kernels, `native-tests/tests/cuda.rs`, runs them over host memory); `scratch`: the q8
+/// scratch of a quantized mat_vec.
+#[doc(hidden)]
+pub fn plan_node(
+    ctx: &Context,
+    t: TensorId,
+    scratch: u64,
+    locate: &dyn Fn(&Context, TensorId) -> Result<u64>,
+) -> Result<Vec<PlannedLaunch>> {
+    Ok(plan::plan_at(ctx, t, scratch, locate)?
+        .into_iter()
+        .map(|l| (l.entry, l.params, l.grid, l.block))
+        .collect())
+}
+
 /// libcuda and libnvrtc are loadable (libcuda checked before cudarc's first call, which would
 /// panic without it).
 fn check_libraries() -> Result<()> {

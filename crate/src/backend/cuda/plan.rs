@@ -85,10 +85,14 @@ fn device_ptr(ctx: &Context, id: TensorId) -> Result<u64> {
     Ok(buf.ptr + offset as u64)
 }
 
+/// The address a kernel reads tensor `id` at.
+pub(crate) type Locate<'a> = &'a dyn Fn(&Context, TensorId) -> Result<u64>;
+
 struct Planner<'a> {
     ctx: &'a Context,
     id: TensorId,
     p: KParams,
+    locate: Locate<'a>,
 }
 
 impl Planner<'_> {
@@ -98,7 +102,7 @@ impl Planner<'_> {
     /// Describe tensor `id` in slot `slot`.
     fn slot(&mut self, slot: usize, id: TensorId) -> Result<()> {
         let t = self.ctx.tensor(id);
-        self.p.ptr[slot] = device_ptr(self.ctx, id)?;
+        self.p.ptr[slot] = (self.locate)(self.ctx, id)?;
         self.p.t[slot] = KTensor {
             ne: t.ne.map(|x| x as i64),
             nb: t.nb.map(|x| x as i64),
@@ -144,6 +148,17 @@ fn blocks(n: usize, per: usize) -> Result<u32> {
 /// The launches of node `id` (none for views, leafs and empty tensors). `scratch`: device address
 /// of at least [`scratch_bytes`] bytes.
 pub(crate) fn plan(ctx: &Context, id: TensorId, scratch: u64) -> Result<Vec<Launch>> {
+    plan_at(ctx, id, scratch, &device_ptr)
+}
+
+/// [`plan`] with the tensors' addresses given by `locate` (the host check of the kernels plans
+/// over host memory).
+pub(crate) fn plan_at(
+    ctx: &Context,
+    id: TensorId,
+    scratch: u64,
+    locate: Locate,
+) -> Result<Vec<Launch>> {
     let t = ctx.tensor(id);
     if t.op.is_view() || t.op == Op::None || t.nelements() == 0 {
         return Ok(Vec::new());
@@ -153,6 +168,7 @@ pub(crate) fn plan(ctx: &Context, id: TensorId, scratch: u64) -> Result<Vec<Laun
         ctx,
         id,
         p: KParams::default(),
+        locate,
     };
     let n = t.nelements();
     let one = |l: Result<Launch>| l.map(|l| vec![l]);
