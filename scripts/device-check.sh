@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# WebGPU on a machine with a real GPU (the `device` tool), through the GPU's Vulkan adapter:
-# which adapter is chosen, MNIST accuracy on it, every WebGPU op against the CPU backend, the
-# mul_mat benchmark, and LLM generation (`generate --backend webgpu` beside `--backend cpu`).
+# The GPU backends on a machine with a real NVIDIA GPU (the `device` tool's H200), in ~10 minutes:
+# CUDA first (feature `cuda`: NVRTC, the op table / MNIST / LLM parity tests, mul_mat GFLOP/s and
+# GB/s per weight type, decode tok/s), then WebGPU through the GPU's Vulkan adapter when a Vulkan
+# loader is there (MNIST, every WebGPU op against the CPU, the mul_mat benchmark).
 #
-#   bash scripts/device-check.sh --prepare   here: build release binaries into target/device/
-#                                            (stripped, ~30 MiB) for a machine without cargo or
-#                                            network; carry `target/device` to the device
+#   bash scripts/device-check.sh --prepare   here: build release binaries with --features cuda into
+#                                            target/device/ (stripped; ~45 MiB), for the device,
+#                                            which has no cargo and no network; then carry
+#                                            `target/device` (run's `carry`)
 #   bash scripts/device-check.sh             there: run (uses target/device/ when present, else
 #                                            builds with cargo)
 #
-# GGWEB_WEBGPU_ADAPTER=<name substring> picks the adapter (default: "nvidia" when nvidia-smi
-# exists). LLM steps need the GGUFs in GGWEB_MODELS (default ~/.cache/ggweb/models) and are
-# skipped, saying so, without them. Each step has a time limit so one run fits a short lease.
+# Nothing is installed from the network. libcuda comes from the driver; libnvrtc from the
+# machine's CUDA toolkit or PyPI package (found with `find`, or GGWEB_NVRTC_LIB). Real model files
+# (GGWEB_MODELS, default ~/.cache/ggweb/models) are too large to carry (98-490 MB); without them
+# the LLM parity tests and `generate` runs are skipped, saying so, and decode speed is measured on
+# a random-weight model of SmolLM2-135M's shapes built in memory by the test binary. When $OUT is
+# set the whole log is also written to $OUT/device-check.log. Each step has a time limit.
+# GGWEB_WEBGPU_ADAPTER=<name substring> picks the Vulkan adapter (default "nvidia").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -20,18 +26,18 @@ dev=$root/target/device
 if [ "${1:-}" = "--prepare" ]; then
   set -e
   target=${CARGO_TARGET_DIR:-$root/target}
-  cargo build -q --release --bin ggweb
+  cargo build -q --release -p ggweb-cli --features cuda --bin ggweb
   mkdir -p "$dev"
   cp "$target/release/ggweb" "$dev/ggweb"
   # The test binaries cargo built (their names carry a hash).
-  cargo test -q --release -p ggweb-native-tests --test webgpu --test webgpu_llm --no-run \
+  cargo test -q --release -p ggweb-native-tests --features cuda --test cuda --test webgpu --no-run \
     --message-format=json 2>/dev/null |
     python3 -c "
 import json, sys, shutil
 for line in sys.stdin:
     m = json.loads(line)
     exe = m.get('executable')
-    if exe and m.get('target', {}).get('name') in ('webgpu', 'webgpu_llm'):
+    if exe and m.get('target', {}).get('name') in ('cuda', 'webgpu'):
         shutil.copy(exe, '$dev/' + m['target']['name'] + '-tests')
 "
   for f in "$dev"/*; do strip --strip-debug "$f" 2>/dev/null || true; done
@@ -39,6 +45,9 @@ for line in sys.stdin:
   exit 0
 fi
 
+if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
+  exec > >(tee "$OUT/device-check.log") 2>&1
+fi
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 failed=0
 run() { # run LIMIT_S DESCRIPTION CMD...: a failing or timed-out step is reported, the rest go on
@@ -48,55 +57,72 @@ run() { # run LIMIT_S DESCRIPTION CMD...: a failing or timed-out step is reporte
   return 0
 }
 
-source scripts/setup-gpu.sh
-if [ -z "${GGWEB_WEBGPU_ADAPTER:-}" ] && command -v nvidia-smi >/dev/null 2>&1; then
-  export GGWEB_WEBGPU_ADAPTER=nvidia
-fi
 step "machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-command -v vulkaninfo >/dev/null && vulkaninfo --summary 2>/dev/null | grep -E "deviceName|driverName" || true
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
 nproc; uptime
+# Kernels are compiled by NVRTC at run time: find a libnvrtc (toolkit or PyPI), newest first.
+if [ -z "${GGWEB_NVRTC_LIB:-}" ]; then
+  GGWEB_NVRTC_LIB=$(find /usr/local /opt /usr/lib /usr/lib64 "$HOME/.cache/ggweb/tools" -name 'libnvrtc.so*' \
+    ! -name '*builtins*' ! -name '*alt*' 2>/dev/null | sort -rV | head -n 1 || true)
+  export GGWEB_NVRTC_LIB
+fi
+echo "libnvrtc: ${GGWEB_NVRTC_LIB:-none found}"
+# CUBINs compiled here are cached for the later steps (each a new process).
+export GGWEB_CACHE=${GGWEB_CACHE:-$root/target/device-cache}
+mkdir -p "$GGWEB_CACHE"
 
 if [ -x "$dev/ggweb" ]; then
   bin=$dev/ggweb
-  ops=("$dev/webgpu-tests")
-  llm_tests=() # its fixture paths are this checkout's, not the device's
+  cuda_tests=("$dev/cuda-tests")
+  webgpu_tests=("$dev/webgpu-tests")
 else
-  step "build"
-  cargo build -q --release --bin ggweb || exit 1
+  step "build (--features cuda)"
+  cargo build -q --release -p ggweb-cli --features cuda --bin ggweb || exit 1
   bin=${CARGO_TARGET_DIR:-$root/target}/release/ggweb
-  ops=(cargo test -q --release -p ggweb-native-tests --test webgpu --)
-  llm_tests=(cargo test -q --release -p ggweb-native-tests --test webgpu_llm -- --nocapture)
+  cuda_tests=(cargo test -q --release -p ggweb-native-tests --features cuda --test cuda --)
+  webgpu_tests=(cargo test -q --release -p ggweb-native-tests --test webgpu --)
 fi
-
-step "adapter and MNIST on WebGPU"
-out=$(timeout 120 "$bin" mnist --model cnn --backend webgpu --json); echo "$out"
-if ! echo "$out" | grep '"backend":"WebGPU' >/dev/null; then
-  echo "device-check: no WebGPU adapter (Vulkan driver missing?)"; exit 1
-fi
-if [ -n "${GGWEB_WEBGPU_ADAPTER:-}" ] && echo "$out" | grep -i llvmpipe >/dev/null; then
-  echo "device-check: got lavapipe, not the GPU '$GGWEB_WEBGPU_ADAPTER'"; failed=$((failed+1))
-fi
-
-step "WebGPU ops vs the CPU backend (f16 and f32 paths, split weights)"
-# MNIST cases read crate/assets through a compile-time path; MNIST ran above.
-run 300 "webgpu op tests" "${ops[@]}" --skip mnist --test-threads 4
-
-step "mul_mat GFLOP/s: WebGPU vs CPU (m = k = 4096)"
-run 120 "bench webgpu" "$bin" bench --backend webgpu --types f32,f16,q4_0,q8_0,q4_K --n 1,512 --size 4096 --seconds 0.3
-run 120 "bench cpu" "$bin" bench --types q4_0,q4_K --threads "$(nproc)" --n 1,512 --size 4096 --seconds 0.3
 
 models=${GGWEB_MODELS:-$HOME/.cache/ggweb/models}
+skip_llm=()
+for t in smollm2:SmolLM2-135M-Instruct.Q4_1.gguf gemma3:gemma-3-270m-q4_k_m.gguf qwen2:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf; do
+  if [ ! -f "$models/${t#*:}" ]; then
+    echo "skipped: ${t%%:*} parity (no $models/${t#*:})"; skip_llm+=(--skip "${t%%:*}_cuda")
+  fi
+done
+
+step "CUDA: device, NVRTC, op table, buffers, MNIST, LLM parity vs the CPU"
+GGWEB_MODELS=$models run 300 "cuda tests" "${cuda_tests[@]}" --nocapture --test-threads 1 "${skip_llm[@]}"
+out=$(timeout 120 "$bin" mnist --model cnn --backend cuda --json); echo "$out"
+echo "$out" | grep '"backend":"CUDA' >/dev/null || { echo "device-check: MNIST did not run on CUDA"; failed=$((failed+1)); }
+
+step "CUDA mul_mat: GFLOP/s and GB/s of weights per type (m = k = 4096; H200: 4.8 TB/s HBM3e)"
+run 180 "bench cuda" "$bin" bench --backend cuda --types f32,f16,q4_0,q4_1,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K --n 1,512 --size 4096 --seconds 0.3
+run 60 "bench cpu" "$bin" bench --types q4_0,q4_K --threads "$(nproc)" --n 1 --size 4096 --seconds 0.3
+
+step "CUDA decode speed: random-weight SmolLM2-135M shapes (CUDA vs CPU)"
+run 180 "decode bench" "${cuda_tests[@]}" --ignored --nocapture bench_decode_random_smollm2_shape
+
 prompt="Once upon a time, in a small village at the edge of a great forest, there lived an old clockmaker who"
 for m in SmolLM2-135M-Instruct.Q4_1.gguf gemma-3-270m-q4_k_m.gguf; do
-  step "LLM $m: generate on WebGPU and on the CPU"
+  step "LLM $m: generate on CUDA and on the CPU"
   if [ ! -f "$models/$m" ]; then echo "skipped: $models/$m missing"; continue; fi
-  GGWEB_SCHED_DEBUG=1 run 180 "generate webgpu $m" "$bin" generate -m "$models/$m" -p "$prompt" -n 32 --json --backend webgpu 2> >(grep -E "^backend|split [0-9]|split into" >&2)
-  run 180 "generate cpu $m" "$bin" generate -m "$models/$m" -p "$prompt" -n 32 --json --threads "$(nproc)"
+  GGWEB_SCHED_DEBUG=1 run 120 "generate cuda $m" "$bin" generate -m "$models/$m" -p "$prompt" -n 64 --json --backend cuda 2> >(grep -E "^backend|split [0-9]" >&2)
+  run 120 "generate cpu $m" "$bin" generate -m "$models/$m" -p "$prompt" -n 64 --json --threads "$(nproc)"
 done
-if [ ${#llm_tests[@]} -gt 0 ] && [ -d "$models" ]; then
-  step "LLM parity WebGPU vs CPU"
-  run 300 "webgpu_llm tests" "${llm_tests[@]}"
+
+step "WebGPU on the GPU's Vulkan adapter"
+if ! ldconfig -p 2>/dev/null | grep -q libvulkan; then
+  echo "skipped: no Vulkan loader (carry .gl as scripts/setup-gpu.sh's notes and the device README say)"
+else
+  export GGWEB_WEBGPU_ADAPTER=${GGWEB_WEBGPU_ADAPTER:-nvidia}
+  out=$(timeout 120 "$bin" mnist --model cnn --backend webgpu --json); echo "$out"
+  if echo "$out" | grep '"backend":"WebGPU' >/dev/null; then
+    run 200 "webgpu op tests" "${webgpu_tests[@]}" --skip mnist --test-threads 4
+    run 90 "bench webgpu" "$bin" bench --backend webgpu --types f32,q4_0,q4_K --n 1,512 --size 4096 --seconds 0.3
+  else
+    echo "skipped: no WebGPU adapter"
+  fi
 fi
 
 step "summary"

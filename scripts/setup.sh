@@ -11,3 +11,5 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ggweb_nightly >/dev/null
 export GGWEB_CACHE="${GGWEB_CACHE:-$HOME/.cache/ggweb}"
 mkdir -p "$GGWEB_CACHE"
+# NVRTC from PyPI for the CUDA kernel compile test (scripts/setup-cuda.sh).
+source "$(dirname "${BASH_SOURCE[0]}")/setup-cuda.sh"

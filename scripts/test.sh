@@ -46,6 +46,14 @@ step "macOS type check (the Metal path: wgpu's Metal backend; no Apple SDK neede
 CARGO_TARGET_DIR="$root/target/check-apple" \
   cargo check -q --target aarch64-apple-darwin -p ggweb -p ggweb-cli
 
+step "CUDA backend (feature cuda): lints; NVRTC compiles every kernel for sm_80/sm_90 (no GPU here: device tests skip)"
+cargo clippy --release -q -p ggweb -p ggweb-cli -p ggweb-native-tests --features ggweb-native-tests/cuda,ggweb-cli/cuda --all-targets -- -D warnings
+if ! cargo test --release -q -p ggweb-native-tests --features cuda --test cuda -- --nocapture \
+    >"$root/target/cuda-tests.log" 2>&1; then
+  cat "$root/target/cuda-tests.log"; echo "CUDA tests failed"; exit 1
+fi
+grep -E 'test result|skipped|CUBIN|NVRTC' "$root/target/cuda-tests.log"
+
 step "GPU driver for the WebGPU tests (lavapipe)"
 source scripts/setup-gpu.sh
 

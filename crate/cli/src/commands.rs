@@ -46,7 +46,7 @@ enum Cmd {
         data: Option<PathBuf>,
         #[arg(long)]
         threads: Option<usize>,
-        /// cpu, webgpu or auto (WebGPU when an adapter exists).
+        /// cpu, webgpu, cuda or auto (CUDA when a device exists, else WebGPU when an adapter exists).
         #[arg(long, default_value = "cpu")]
         backend: String,
         #[arg(long)]
@@ -87,7 +87,7 @@ enum Cmd {
         seed: u64,
         #[arg(long)]
         threads: Option<usize>,
-        /// cpu, webgpu (the CPU for any op WebGPU lacks) or auto (WebGPU when an adapter exists).
+        /// cpu, webgpu, cuda or auto (a GPU when one exists); nodes a GPU backend lacks run on the CPU.
         #[arg(long, default_value = "cpu")]
         backend: String,
         /// Continue from this GGUF model (weights only; the optimizer starts fresh).
@@ -117,7 +117,7 @@ enum Cmd {
         model: PathBuf,
         #[arg(long)]
         threads: Option<usize>,
-        /// cpu, webgpu or auto (WebGPU when an adapter exists).
+        /// cpu, webgpu, cuda or auto (CUDA when a device exists, else WebGPU when an adapter exists).
         #[arg(long, default_value = "cpu")]
         backend: String,
         /// mean, cls or last (default: the file's bert.pooling_type).
@@ -154,7 +154,7 @@ enum Cmd {
         threads: Option<usize>,
         #[arg(long, default_value_t = 2048)]
         ctx_size: usize,
-        /// cpu, webgpu or auto (WebGPU when an adapter exists); the choice is printed.
+        /// cpu, webgpu, cuda or auto (CUDA, else WebGPU, when there); the choice is printed.
         #[arg(long, default_value = "cpu")]
         backend: String,
         /// Wrap the prompt in the model's chat template as a user message.
@@ -173,7 +173,7 @@ enum Cmd {
         logits_out: PathBuf,
         #[arg(long)]
         threads: Option<usize>,
-        /// cpu, webgpu or auto (WebGPU when an adapter exists); the choice is printed.
+        /// cpu, webgpu, cuda or auto (CUDA, else WebGPU, when there); the choice is printed.
         #[arg(long, default_value = "cpu")]
         backend: String,
     },
@@ -191,7 +191,7 @@ enum Cmd {
         threads: Option<usize>,
         #[arg(long, default_value_t = 4096)]
         ctx_size: usize,
-        /// cpu, webgpu or auto (WebGPU when an adapter exists); the choice is printed.
+        /// cpu, webgpu, cuda or auto (CUDA, else WebGPU, when there); the choice is printed.
         #[arg(long, default_value = "cpu")]
         backend: String,
     },
@@ -199,7 +199,7 @@ enum Cmd {
     Bench {
         #[arg(long)]
         json: bool,
-        /// cpu or webgpu.
+        /// cpu, webgpu or cuda.
         #[arg(long, default_value = "cpu")]
         backend: String,
         /// Weight types (comma-separated); default f32,f16,q4_0,q8_0,q4_K.
@@ -795,7 +795,7 @@ fn bench(
     let threads: Vec<usize> = threads.into_iter().map(|t| cpu_threads(Some(t))).collect();
     let ns: Vec<usize> = parse_list(ns, "1,512", "n")?;
     // The GPU does not use the CPU threads.
-    let threads = if backend == "webgpu" {
+    let threads = if backend == "webgpu" || backend == "cuda" {
         vec![1]
     } else {
         threads
@@ -804,12 +804,24 @@ fn bench(
     for &n in &ns {
         for &dt in &types {
             for &th in &threads {
+                let mut gbs = None;
                 let r = match backend {
                     "cpu" => ggweb::bench::bench_mul_mat(dt, size, n, size, th, seconds)?.gflops,
                     "webgpu" => webgpu_bench(dt, size, n, seconds)?,
+                    "cuda" => {
+                        let (gflops, weight_gbs) = cuda_bench(dt, size, n, seconds)?;
+                        if !as_json {
+                            println!(
+                                "mul_mat {:<5} m={size} n={n:<4} k={size} cuda: {weight_gbs:8.1} GB/s of weights",
+                                dt.name()
+                            );
+                        }
+                        gbs = Some(weight_gbs);
+                        gflops
+                    }
                     other => {
                         return Err(Error::InvalidArgument(format!(
-                            "bench backend '{other}' (cpu or webgpu)"
+                            "bench backend '{other}' (cpu, webgpu or cuda)"
                         )))
                     }
                 };
@@ -820,7 +832,7 @@ fn bench(
                         r
                     );
                 }
-                rows.push(json!({"op": "mul_mat", "type": dt.name(), "m": size, "n": n, "k": size, "threads": th, "backend": backend, "gflops": r}));
+                rows.push(json!({"op": "mul_mat", "type": dt.name(), "m": size, "n": n, "k": size, "threads": th, "backend": backend, "gflops": r, "weight_gb_per_s": gbs}));
             }
         }
     }
@@ -999,6 +1011,16 @@ fn chat(
 #[cfg(feature = "webgpu")]
 fn webgpu_bench(dt: DType, size: usize, n: usize, seconds: f64) -> Result<f64> {
     ggweb::backend::webgpu::bench_mul_mat_webgpu(dt, size, n, size, seconds)
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_bench(dt: DType, size: usize, n: usize, seconds: f64) -> Result<(f64, f64)> {
+    ggweb::backend::cuda::bench_mul_mat_cuda(dt, size, n, size, seconds)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_bench(_: DType, _: usize, _: usize, _: f64) -> Result<(f64, f64)> {
+    Err(Error::Backend("built without the cuda feature".into()))
 }
 
 #[cfg(not(feature = "webgpu"))]

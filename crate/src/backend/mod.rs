@@ -27,6 +27,8 @@ pub const WEBGPU_WEIGHT_TYPES: [crate::DType; 10] = [
     crate::DType::Q5_K,
     crate::DType::Q6_K,
 ];
+#[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+pub mod cuda;
 #[cfg(feature = "webgpu")]
 pub mod webgpu;
 
@@ -181,7 +183,13 @@ pub fn registries() -> Vec<Arc<dyn Registry>> {
     let gpu: Option<Arc<dyn Registry>> = Some(Arc::new(webgpu::WebGpuRegistry));
     #[cfg(not(feature = "webgpu"))]
     let gpu: Option<Arc<dyn Registry>> = None;
-    gpu.into_iter()
+    // CUDA before WebGPU: on an NVIDIA GPU both exist and CUDA is the native path.
+    #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+    let cuda: Option<Arc<dyn Registry>> = Some(Arc::new(cuda::CudaRegistry));
+    #[cfg(not(all(feature = "cuda", not(target_arch = "wasm32"))))]
+    let cuda: Option<Arc<dyn Registry>> = None;
+    cuda.into_iter()
+        .chain(gpu)
         .chain(std::iter::once(
             Arc::new(cpu::CpuRegistry) as Arc<dyn Registry>
         ))

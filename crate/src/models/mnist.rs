@@ -143,13 +143,7 @@ impl Mnist {
         let mut ctx = Context::new();
         // Each weight where the ops reading it run on the largest batch (the device's buffer
         // when it supports them, else the file bytes in place for the CPU).
-        #[cfg(feature = "webgpu")]
-        let device = runner
-            .webgpu
-            .clone()
-            .map(|d| d as Arc<dyn crate::backend::Device>);
-        #[cfg(not(feature = "webgpu"))]
-        let device: Option<Arc<dyn crate::backend::Device>> = None;
+        let device = runner.gpu_device();
         let w = Weights::load_placed(&mut ctx, &gguf, bytes.clone(), device.as_ref(), |ctx, w| {
             let params = Params::from_weights(kind, ctx, w)?;
             Ok(vec![forward(ctx, &params, MAX_BATCH)?.1])

@@ -1,5 +1,6 @@
 //! Choosing backends for a model and running its graphs through the scheduler: `cpu`, `webgpu`
-//! (WebGPU first, the CPU for what it cannot run) or `auto` (WebGPU when an adapter exists). The
+//! (WebGPU first, the CPU for what it cannot run), `cuda` (the same with a CUDA device; feature
+//! `cuda`) or `auto` (CUDA when a device exists, else WebGPU when an adapter exists). The
 //! choice and its reasons are kept in [`Runner::report`] for the CLI and the JS API.
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use crate::{Context, Error, Graph, Result};
 pub enum BackendChoice {
     Cpu,
     WebGpu,
+    Cuda,
     Auto,
 }
 
@@ -22,9 +24,10 @@ impl std::str::FromStr for BackendChoice {
         match s {
             "cpu" => Ok(BackendChoice::Cpu),
             "webgpu" => Ok(BackendChoice::WebGpu),
+            "cuda" => Ok(BackendChoice::Cuda),
             "auto" => Ok(BackendChoice::Auto),
             other => Err(Error::InvalidArgument(format!(
-                "unknown backend '{other}' (cpu, webgpu or auto)"
+                "unknown backend '{other}' (cpu, webgpu, cuda or auto)"
             ))),
         }
     }
@@ -51,10 +54,26 @@ pub struct Runner {
     /// The WebGPU device in use, if any (adapter report, f16 or f32 path).
     #[cfg(feature = "webgpu")]
     pub webgpu: Option<Arc<crate::backend::webgpu::WebGpuDevice>>,
+    /// The CUDA device in use, if any.
+    #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+    pub cuda: Option<Arc<crate::backend::cuda::CudaDevice>>,
 }
 
 impl Runner {
     pub fn new(choice: BackendChoice, n_threads: usize) -> Result<Runner> {
+        // CUDA: asked for (an error says why there is none), or first under auto.
+        #[allow(unused_mut)]
+        let mut no_cuda = "built without the cuda feature".to_string();
+        #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+        if matches!(choice, BackendChoice::Cuda | BackendChoice::Auto) {
+            match crate::backend::cuda::probe() {
+                Ok(dev) => return Self::with_cuda_device(dev, n_threads),
+                Err(why) => no_cuda = why,
+            }
+        }
+        if choice == BackendChoice::Cuda {
+            return Err(Error::Backend(format!("no CUDA device: {no_cuda}")));
+        }
         if choice != BackendChoice::Cpu {
             #[cfg(feature = "webgpu")]
             if let Some(dev) = crate::backend::webgpu::default_device() {
@@ -79,7 +98,47 @@ impl Runner {
             n_threads,
             #[cfg(feature = "webgpu")]
             webgpu: None,
+            #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+            cuda: None,
         })
+    }
+
+    /// CUDA on `dev` first, the CPU for the rest.
+    #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+    pub fn with_cuda_device(
+        dev: Arc<crate::backend::cuda::CudaDevice>,
+        n_threads: usize,
+    ) -> Result<Runner> {
+        use crate::backend::Device as _;
+        let report = format!(
+            "CUDA: {}; CPU ({n_threads} threads) for ops CUDA does not run",
+            dev.description()
+        );
+        let gpu: Box<dyn Backend> = Box::new(dev.backend());
+        let buft: Arc<dyn BufferType> = dev.cuda_buffer_type();
+        let sched = Scheduler::new(vec![gpu, cpu_backend(n_threads)])?;
+        Ok(Runner {
+            sched,
+            weights_buft: buft,
+            report,
+            gpu: true,
+            #[cfg(feature = "webgpu")]
+            webgpu: None,
+            cuda: Some(dev),
+        })
+    }
+
+    /// The GPU device in use (WebGPU or CUDA), if any.
+    pub fn gpu_device(&self) -> Option<Arc<dyn crate::backend::Device>> {
+        #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+        if let Some(d) = &self.cuda {
+            return Some(d.clone());
+        }
+        #[cfg(feature = "webgpu")]
+        if let Some(d) = &self.webgpu {
+            return Some(d.clone());
+        }
+        None
     }
 
     /// WebGPU on `dev` first, the CPU for the rest (tests open devices with their own options).
@@ -105,6 +164,8 @@ impl Runner {
             gpu: true,
             n_threads,
             webgpu: Some(dev),
+            #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+            cuda: None,
         })
     }
 
@@ -179,6 +240,11 @@ impl Runner {
                 let t = ctx.tensor(id);
                 #[cfg(feature = "webgpu")]
                 let reason = match self.webgpu.as_ref().and_then(|d| d.explain_op(ctx, id)) {
+                    Some(why) => why,
+                    None => reason,
+                };
+                #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+                let reason = match self.cuda.as_ref().and_then(|d| d.explain_op(ctx, id)) {
                     Some(why) => why,
                     None => reason,
                 };
