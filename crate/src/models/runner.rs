@@ -122,6 +122,7 @@ impl Runner {
             weights_buft: buft,
             report,
             gpu: true,
+            n_threads,
             #[cfg(feature = "webgpu")]
             webgpu: None,
             cuda: Some(dev),
@@ -173,6 +174,12 @@ impl Runner {
     /// beside this one's.
     pub fn like(&self) -> Result<Runner> {
         let n_threads = self.n_threads;
+        #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+        if let Some(dev) = &self.cuda {
+            let mut r = Self::with_cuda_device(dev.clone(), n_threads)?;
+            r.report = self.report.clone();
+            return Ok(r);
+        }
         #[cfg(feature = "webgpu")]
         if let Some(dev) = &self.webgpu {
             let mut r = Self::with_webgpu_device(dev.clone(), n_threads)?;
