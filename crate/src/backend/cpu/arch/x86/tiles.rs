@@ -509,8 +509,13 @@ k_tile!(
     tile_q6_k, 210, q6_k_cols
 );
 
-/// Most bytes of the next tile a quantized panel prefetches.
-const PREFETCH_MAX: usize = 1024;
+/// Most bytes of a tile a quantized panel prefetches at once.
+const PREFETCH_MAX: usize = 4096;
+
+/// Bytes ahead of the current tile that a quantized panel prefetches: about DRAM latency ×
+/// bandwidth with margin. (Prefetching only the next tile was too late for short rows: q8_0
+/// 49152 × 576, rows of 612 bytes, streamed at a third of the read bandwidth.)
+const LOOKAHEAD: usize = 4096;
 
 /// Prefetch `bytes` from `p` into L1 (a hint: never faults, any address is fine).
 #[inline(always)]
@@ -539,15 +544,18 @@ macro_rules! panel_impl {
             // SAFETY: forwarded from the caller.
             unsafe {
                 let span = R * pn.lda;
+                // Whole tiles ahead, at least LOOKAHEAD bytes.
+                let ahead = span * LOOKAHEAD.div_ceil(span.max(1));
                 panel_generic::<R, C>(pn, accumulate, |ar, o| {
                     if $prefetch {
-                        // Whole rows (quantized tiles run over all of k): the next tile's
-                        // rows are the next `span` bytes. Short rows (k of a few hundred, as
-                        // in small LLMs) defeat the hardware prefetcher; fetching the start
-                        // of the next tile hides the DRAM latency behind the current one
-                        // (SmolLM2 generation +40 %). Capped at 1 KiB: a burst over the
-                        // whole next tile of long rows (k = 4096) slowed GEMV by 20 %.
-                        prefetch(ar[0].wrapping_add(span), span.min(PREFETCH_MAX));
+                        // Whole rows (quantized tiles run over all of k): the tiles ahead are
+                        // the next bytes. Short rows (k of a few hundred, as in small LLMs)
+                        // defeat the hardware prefetcher, and the R rows of a tile are R
+                        // interleaved streams; fetching this tile's span `ahead` bytes on
+                        // hides the DRAM latency. Capped at 4 KiB: a burst over a whole
+                        // tile of long rows (k = 4096) slowed GEMV by 20 %, and those
+                        // rows are long enough for the hardware prefetcher.
+                        prefetch(ar[0].wrapping_add(ahead), span.min(PREFETCH_MAX));
                     }
                     $tile::<R, C>(n, ar, b, o)
                 });
