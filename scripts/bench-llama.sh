@@ -38,12 +38,13 @@ for r in json.load(sys.stdin):
     if r["op"] != "mul_mat" or (r["type"], r["k"], r["m"]) in seen:
         continue
     seen.add((r["type"], r["k"], r["m"]))
-    t, bs, ts = ids[r["type"]]
+    name = r["type"]
+    t, bs, ts = ids[name]
     k, m = r["k"], r["m"]
     row = k // bs * ts
     for n in (1, 120):
         print(29, 0, m, n, 1, 1, 0, 2, t, k, m, 1, 1, ts, row, row * m, row * m,
-              0, k, n, 1, 1, 4, 4 * k, 4 * k * n, 4 * k * n, f"{r[\"type\"]}_{k}x{m}_n{n}")
+              0, k, n, 1, 1, 4, 4 * k, 4 * k * n, 4 * k * n, f"{name}_{k}x{m}_n{n}")
 ' >"$TMP/shapes.txt"
 
 for round in $(seq "$ROUNDS"); do
