@@ -6,8 +6,9 @@
 #     ggml's `test-backend-ops perf` (a --test-file of the shapes; it runs 1 thread and re-runs
 #     one weight, so weights that fit stay in cache) vs `ggweb bench --llm --stream-mib 0
 #     --threads 1` (the same conditions); then ggweb's DRAM-streamed figures for the record.
-# Prints llama.cpp, ggweb and the ratio ggweb / llama.cpp (> 1: ggweb faster).
-#   scripts/bench-llama.sh [ROUNDS]     (env: LLAMA_BIN, GGWEB, MODELS_DIR)
+# The rounds repeat part 1; part 2 runs once after them (~8 min: ggml times each case for a
+# while). Prints llama.cpp, ggweb and the ratio ggweb / llama.cpp (> 1: ggweb faster).
+#   scripts/bench-llama.sh [ROUNDS]     (env: LLAMA_BIN, GGWEB, MODELS_DIR; SKIP_OPS=1: tokens/s only)
 # llama.cpp: the v0.5.0 bundle built with GGML_NATIVE at $LLAMA_BIN (see docs/PERFORMANCE.md);
 # ggweb: a release build (cargo build --release -p ggweb-cli).
 # Note: llama-bench's tg32 generates from an empty context, ggweb's after its prompt (a longer
@@ -65,9 +66,12 @@ print(f"{sys.argv[3]:<8} threads={sys.argv[4]} llama.cpp pp {pp:7.1f} tg {tg:6.1
 EOF
     done
   done
-  "$LLAMA_BIN/test-backend-ops" perf -o MUL_MAT -b CPU --test-file "$TMP/shapes.txt" 2>/dev/null >"$TMP/tbo.txt"
-  "$GGWEB" bench --llm --json --threads 1 --n 1,120 --seconds 0.2 --stream-mib 0 2>/dev/null >"$TMP/gb.json"
-  python3 - "$TMP/tbo.txt" "$TMP/gb.json" <<'EOF'
+done
+[ "${SKIP_OPS:-0}" = 1 ] && exit 0
+echo "## mul_mat shapes (once, after the rounds: ggml runs each case for a while)"
+"$LLAMA_BIN/test-backend-ops" perf -o MUL_MAT -b CPU --test-file "$TMP/shapes.txt" 2>/dev/null >"$TMP/tbo.txt"
+"$GGWEB" bench --llm --json --threads 1 --n 1,120 --seconds 0.2 --stream-mib 0 2>/dev/null >"$TMP/gb.json"
+python3 - "$TMP/tbo.txt" "$TMP/gb.json" <<'EOF'
 import json, re, sys
 us = {}
 for line in open(sys.argv[1]):
@@ -83,6 +87,5 @@ for r in json.load(open(sys.argv[2])):
         print(f"  {r['model']:<8} {r['tensor']:<19} {key:<22} ggml {us[key]:9.1f} ggweb {r['us']:9.1f}"
               f"  ratio {us[key]/r['us']:.2f}")
 EOF
-done
 echo "## ggweb, weights streamed from DRAM (128 MiB of copies), with the read bandwidth"
 "$GGWEB" bench --llm --threads 1,2 --n 1 --seconds 0.3
