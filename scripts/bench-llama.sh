@@ -8,7 +8,8 @@
 #     --threads 1` (the same conditions); then ggweb's DRAM-streamed figures for the record.
 # The rounds repeat part 1; part 2 runs once after them (~8 min: ggml times each case for a
 # while). Prints llama.cpp, ggweb and the ratio ggweb / llama.cpp (> 1: ggweb faster).
-#   scripts/bench-llama.sh [ROUNDS]     (env: LLAMA_BIN, GGWEB, MODELS_DIR; SKIP_OPS=1: tokens/s only)
+#   scripts/bench-llama.sh [ROUNDS]     (env: LLAMA_BIN, GGWEB, MODELS_DIR; SKIP_OPS=1: tokens/s only;
+#   GGWEB_OLD=path: also an older ggweb build in the same rounds, for a before/after ratio)
 # llama.cpp: the v0.5.0 bundle built with GGML_NATIVE at $LLAMA_BIN (see docs/PERFORMANCE.md);
 # ggweb: a release build (cargo build --release -p ggweb-cli).
 # Note: llama-bench's tg32 generates from an empty context, ggweb's after its prompt (a longer
@@ -55,14 +56,22 @@ for round in $(seq "$ROUNDS"); do
     for t in 1 2; do
       "$LLAMA_BIN/llama-bench" -m "$file" -p 120 -n 32 -t "$t" -r 2 -o json 2>/dev/null >"$TMP/l.json"
       "$GGWEB" generate -m "$file" -p "$PROMPT" -n 32 --temp 0 --threads "$t" --json 2>/dev/null >"$TMP/g.json"
-      python3 - "$TMP/l.json" "$TMP/g.json" "$name" "$t" <<'EOF'
+      echo '{}' >"$TMP/o.json"
+      if [ -n "${GGWEB_OLD:-}" ]; then
+        "$GGWEB_OLD" generate -m "$file" -p "$PROMPT" -n 32 --temp 0 --threads "$t" --json 2>/dev/null >"$TMP/o.json"
+      fi
+      python3 - "$TMP/l.json" "$TMP/g.json" "$name" "$t" "$TMP/o.json" <<'EOF'
 import json, sys
-l = json.load(open(sys.argv[1])); g = json.load(open(sys.argv[2]))
+l = json.load(open(sys.argv[1])); g = json.load(open(sys.argv[2])); o = json.load(open(sys.argv[5]))
 pp = next(r["avg_ts"] for r in l if r["n_prompt"] > 0)
 tg = next(r["avg_ts"] for r in l if r["n_gen"] > 0)
 gpp, gtg = g["prompt_tok_per_s"], g["gen_tok_per_s"]
-print(f"{sys.argv[3]:<8} threads={sys.argv[4]} llama.cpp pp {pp:7.1f} tg {tg:6.1f} | ggweb pp {gpp:7.1f}"
-      f" ({len(g['prompt_ids'])} tok) tg {gtg:6.1f} | ratio pp {gpp/pp:.2f} tg {gtg/tg:.2f}")
+line = (f"{sys.argv[3]:<8} threads={sys.argv[4]} llama.cpp pp {pp:7.1f} tg {tg:6.1f} | ggweb pp {gpp:7.1f}"
+        f" ({len(g['prompt_ids'])} tok) tg {gtg:6.1f} | ratio pp {gpp/pp:.2f} tg {gtg/tg:.2f}")
+if o:
+    opp, otg = o["prompt_tok_per_s"], o["gen_tok_per_s"]
+    line += f" | old pp {opp:7.1f} tg {otg:6.1f} ratio pp {opp/pp:.2f} tg {otg/tg:.2f}"
+print(line)
 EOF
     done
   done
