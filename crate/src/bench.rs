@@ -15,13 +15,21 @@ pub struct BenchResult {
     /// 2·m·n·k / seconds_per_iter / 1e9.
     pub gflops: f64,
     pub seconds_per_iter: f64,
+    /// Weight bytes read per mul_mat / seconds_per_iter / 1e9 (each weight read once).
+    pub weight_gbps: f64,
+    /// The fastest iteration's weight GB/s: on a shared machine the least disturbed by other
+    /// processes (the median is the figure to quote, this one to compare kernels under load).
+    pub best_weight_gbps: f64,
+    /// Copies of the weight the measurement rotates over (1: the same weight every time, so
+    /// it stays in cache when it fits).
+    pub copies: usize,
 }
 
 impl std::fmt::Display for BenchResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} {:>5} m={} n={} k={} threads={}: {:.3} ms/iter, {:.1} GFLOP/s",
+            "{} {:>5} m={} n={} k={} threads={}: {:.3} ms/iter, {:.1} GFLOP/s, {:.2} GB/s weights ({} copies)",
             self.op,
             self.dtype.name(),
             self.m,
@@ -29,7 +37,9 @@ impl std::fmt::Display for BenchResult {
             self.k,
             self.threads,
             self.seconds_per_iter * 1e3,
-            self.gflops
+            self.gflops,
+            self.weight_gbps,
+            self.copies
         )
     }
 }
@@ -48,7 +58,8 @@ fn fill_random(out: &mut [f32], seed: u64) {
 /// Time `mul_mat(W, x)` with W [k, m] of `dtype` (random, quantized with `quant::quantize_row`)
 /// and x [k, n] f32 on the CPU backend with `threads` threads: one warm-up compute, then
 /// repeated computes until `min_seconds` have passed (at least 3); `seconds_per_iter` is the
-/// median iteration. FLOPs = 2·m·n·k.
+/// median iteration. FLOPs = 2·m·n·k. The weight is the same every iteration (cache-resident
+/// when it fits); [`bench_mul_mat_streamed`] measures weights streamed from DRAM.
 pub fn bench_mul_mat(
     dtype: DType,
     m: usize,
@@ -57,31 +68,57 @@ pub fn bench_mul_mat(
     threads: usize,
     min_seconds: f64,
 ) -> Result<BenchResult> {
+    bench_mul_mat_streamed(dtype, m, n, k, threads, min_seconds, 0)
+}
+
+/// As [`bench_mul_mat`], over enough copies of the weight that together they hold at least
+/// `stream_bytes` (one graph of one mul_mat per copy, all with the same x): with
+/// `stream_bytes` well over the last-level cache every weight comes from DRAM, as the layers
+/// of an LLM do during generation. `seconds_per_iter` is per mul_mat (graph time / copies).
+pub fn bench_mul_mat_streamed(
+    dtype: DType,
+    m: usize,
+    n: usize,
+    k: usize,
+    threads: usize,
+    min_seconds: f64,
+    stream_bytes: usize,
+) -> Result<BenchResult> {
     if cfg!(target_arch = "wasm32") {
         return Err(Error::UnsupportedOp(
             "bench_mul_mat needs a native clock".into(),
         ));
     }
+    let row_bytes = dtype.row_size(k)?;
+    let weight_bytes = row_bytes * m;
+    let copies = stream_bytes.div_ceil(weight_bytes.max(1)).max(1);
     let mut ctx = Context::new();
-    let w = ctx.new_tensor_2d(dtype, k, m)?;
     let x = ctx.new_tensor_2d(DType::F32, k, n)?;
-    let y = ctx.mul_mat(w, x)?;
+    let mut ws = Vec::with_capacity(copies);
+    let mut ys = Vec::with_capacity(copies);
+    for _ in 0..copies {
+        let w = ctx.new_tensor_2d(dtype, k, m)?;
+        ys.push(ctx.mul_mat(w, x)?);
+        ws.push(w);
+    }
     alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type())?;
 
-    // Weights, a row at a time.
-    let row_bytes = dtype.row_size(k)?;
+    // Weights, a row at a time (quantized once; every copy holds the same bytes).
     let mut row = vec![0f32; k];
-    let mut bytes = vec![0u8; row_bytes * m];
+    let mut bytes = vec![0u8; weight_bytes];
     for (i, dst) in bytes.chunks_exact_mut(row_bytes).enumerate() {
         fill_random(&mut row, 0x9E37_79B9 + i as u64);
         crate::quant::quantize_row(dtype, &row, dst)?;
     }
-    ctx.set_bytes(w, &bytes)?;
+    for &w in &ws {
+        ctx.set_bytes(w, &bytes)?;
+    }
+    drop(bytes);
     let mut xv = vec![0f32; k * n];
     fill_random(&mut xv, 12345);
     ctx.set_f32(x, &xv)?;
 
-    let graph = Graph::build(&ctx, &[y]);
+    let graph = Graph::build(&ctx, &ys);
     let mut backend = CpuBackend::new(threads);
     backend.compute(&ctx, &graph)?; // warm-up
                                     // Per-iteration times; the median is reported because the machines this runs on are shared
@@ -96,7 +133,8 @@ pub fn bench_mul_mat(
         times.push(el);
     }
     times.sort_by(f64::total_cmp);
-    let spi = times[times.len() / 2];
+    let spi = times[times.len() / 2] / copies as f64;
+    let best = times[0] / copies as f64;
     Ok(BenchResult {
         op: "mul_mat".into(),
         dtype,
@@ -106,7 +144,113 @@ pub fn bench_mul_mat(
         threads: backend.n_threads(),
         gflops: 2.0 * m as f64 * n as f64 * k as f64 / spi / 1e9,
         seconds_per_iter: spi,
+        weight_gbps: weight_bytes as f64 / spi / 1e9,
+        best_weight_gbps: weight_bytes as f64 / best / 1e9,
+        copies,
     })
+}
+
+/// One weight matrix of a model: its type, row length k and row count m (mul_mat's
+/// weight [k, m]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LlmShape {
+    pub model: &'static str,
+    pub tensor: &'static str,
+    pub dtype: DType,
+    pub k: usize,
+    pub m: usize,
+}
+
+const fn shape(
+    model: &'static str,
+    tensor: &'static str,
+    dtype: DType,
+    k: usize,
+    m: usize,
+) -> LlmShape {
+    LlmShape {
+        model,
+        tensor,
+        dtype,
+        k,
+        m,
+    }
+}
+
+/// The distinct weight matrices of the models the project runs (from their GGUF files:
+/// SmolLM2-135M-Instruct Q4_1, gemma-3-270m Q4_K_M, Qwen2.5-0.5B Q4_K_M; where a Q4_K_M file
+/// mixes two types for one tensor across layers, both are listed).
+pub const LLM_SHAPES: &[LlmShape] = &[
+    shape("smollm2", "attn_q/attn_output", DType::Q4_1, 576, 576),
+    shape("smollm2", "attn_k/attn_v", DType::Q4_1, 576, 192),
+    shape("smollm2", "ffn_gate/ffn_up", DType::Q4_1, 576, 1536),
+    shape("smollm2", "ffn_down", DType::Q4_1, 1536, 576),
+    shape("smollm2", "output (tied)", DType::Q8_0, 576, 49152),
+    shape("gemma3", "attn_q", DType::Q5_0, 640, 1024),
+    shape("gemma3", "attn_k/attn_v", DType::Q5_0, 640, 256),
+    shape("gemma3", "attn_v", DType::Q8_0, 640, 256),
+    shape("gemma3", "attn_output", DType::Q4_K, 1024, 640),
+    shape("gemma3", "ffn_gate/ffn_up", DType::Q5_0, 640, 2048),
+    shape("gemma3", "ffn_down", DType::Q4_K, 2048, 640),
+    shape("gemma3", "ffn_down", DType::Q6_K, 2048, 640),
+    shape("gemma3", "output (tied)", DType::Q8_0, 640, 262144),
+    shape("qwen2.5", "attn_q/attn_output", DType::Q5_0, 896, 896),
+    shape("qwen2.5", "attn_k/attn_v", DType::Q5_0, 896, 128),
+    shape("qwen2.5", "attn_v", DType::Q8_0, 896, 128),
+    shape("qwen2.5", "ffn_gate/ffn_up", DType::Q5_0, 896, 4864),
+    shape("qwen2.5", "ffn_down", DType::Q4_K, 4864, 896),
+    shape("qwen2.5", "ffn_down", DType::Q6_K, 4864, 896),
+    shape("qwen2.5", "output", DType::Q8_0, 896, 151936),
+];
+
+/// STREAM-like read bandwidth in GB/s: `threads` threads each sum their share of a `bytes`
+/// buffer (touched once before), repeated until `min_seconds` have passed (at least 3); the
+/// median pass. The roof a GEMV streaming its weights from DRAM can reach.
+pub fn read_bandwidth(bytes: usize, threads: usize, min_seconds: f64) -> Result<f64> {
+    if cfg!(target_arch = "wasm32") {
+        return Err(Error::UnsupportedOp(
+            "read_bandwidth needs a native clock".into(),
+        ));
+    }
+    let threads = threads.max(1);
+    let words = (bytes / 8).next_multiple_of(8 * threads).max(8 * threads);
+    let buf: Vec<u64> = (0..words as u64).collect();
+    let share = words / threads;
+    let pass = || {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = buf
+                .chunks(share)
+                .map(|part| {
+                    s.spawn(move || {
+                        // Eight independent sums: the loop vectorises and is never bound by
+                        // an add's latency, only by the loads.
+                        let mut acc = [0u64; 8];
+                        for c in part.chunks_exact(8) {
+                            for (a, v) in acc.iter_mut().zip(c) {
+                                *a = a.wrapping_add(*v);
+                            }
+                        }
+                        acc.iter().fold(0u64, |a, b| a.wrapping_add(*b))
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or(0))
+                .fold(0u64, u64::wrapping_add)
+        })
+    };
+    std::hint::black_box(pass());
+    let mut times = Vec::new();
+    let mut total = 0.0;
+    while times.len() < 3 || total < min_seconds {
+        let t = now();
+        std::hint::black_box(pass());
+        let el = elapsed(t);
+        total += el;
+        times.push(el);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((words * 8) as f64 / times[times.len() / 2] / 1e9)
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -432,6 +432,21 @@ fn cont_and_cast() {
             }
         }
     }
+    // f16 with a contiguous dim 1 (attention's transposed V cache) into f32: the blocked
+    // path of 32 dst rows per block, here with full and partial blocks, rows split across
+    // threads mid-block, and odd sizes (1 and 3 threads; exact: f16 -> f32 is lossless).
+    for shape in [[37, 71, 3, 1], [5, 33, 2, 2], [130, 32, 1, 1]] {
+        seed += 1;
+        check(
+            &format!("cast f16 -> f32 transposed {shape:?}"),
+            seed,
+            None,
+            |h| {
+                let a = h.input(DType::F16, shape, Layout::Transposed);
+                h.ctx.cast(a, DType::F32).unwrap()
+            },
+        );
+    }
     for t in [DType::F32, DType::F16, DType::I32] {
         for l in LAYOUTS {
             seed += 1;

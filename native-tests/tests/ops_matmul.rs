@@ -293,7 +293,8 @@ fn tiled_vs_scalar(wt: DType, k: usize, m: usize, n: usize, b2: [usize; 2], thre
 /// Every quantized type's mul_mat (register tiles for q4_0/q4_1/q5_0/q5_1/q8_0/q4_K/q5_K/q6_K
 /// with AVX2, vec_dot elsewhere) against the scalar vec_dot on the same quantized operands, for
 /// GEMV and every GEMM tile width and remainder (n = 1, 2, 3, 5, 17), odd row counts (tile
-/// remainders), one and several blocks per row, broadcast batches and 1-3 threads.
+/// remainders), one and several blocks per row (up to 18, or k = 576 for 32-blocks), broadcast
+/// batches and 1-3 threads.
 /// Tolerance: max |err| <= 2e-5 * max |ref| for every type — the block sums are exact integers,
 /// only the order of the f32 accumulation over blocks (and lanes) differs.
 #[test]
@@ -306,7 +307,9 @@ fn mul_mat_quantized_matches_scalar_vec_dot() {
     let mut case = 0;
     for wt in types {
         let bs = wt.block_size();
-        for nb in [1, 5] {
+        // 18 blocks of 32: SmolLM2's k = 576 (the GEMV panels prefetch tiles ahead, past the
+        // chunk's end).
+        for nb in [1, 5, 18] {
             for m in [1, 6, 37] {
                 for n in [1, 2, 3, 5, 17] {
                     case += 1;

@@ -199,6 +199,18 @@ enum Cmd {
     Bench {
         #[arg(long)]
         json: bool,
+        /// The weight shapes of the project's LLMs (SmolLM2, gemma3, Qwen2.5) instead of
+        /// m = k = size, weights streamed from DRAM (see --stream-mib), with GB/s of weights
+        /// and the machine's read bandwidth (CPU only; --n defaults to 1,120).
+        #[arg(long)]
+        llm: bool,
+        /// With --llm: only these models (comma-separated: smollm2, gemma3, qwen2.5).
+        #[arg(long)]
+        models: Option<String>,
+        /// With --llm: rotate over copies of each weight holding at least this many MiB
+        /// (over the last-level cache, so weights come from DRAM; 0: one copy).
+        #[arg(long, default_value_t = 128)]
+        stream_mib: usize,
         /// cpu, webgpu or cuda.
         #[arg(long, default_value = "cpu")]
         backend: String,
@@ -304,13 +316,22 @@ pub fn run() -> Result<()> {
         }
         Cmd::Bench {
             json,
+            llm,
+            models,
+            stream_mib,
             backend,
             types,
             threads,
             n,
             size,
             seconds,
-        } => bench(json, &backend, types, threads, n, size, seconds),
+        } => {
+            if llm {
+                bench_llm(json, models, threads, n, stream_mib, seconds)
+            } else {
+                bench(json, &backend, types, threads, n, size, seconds)
+            }
+        }
         Cmd::Tokenize {
             model,
             no_bos,
@@ -833,6 +854,72 @@ fn bench(
                     );
                 }
                 rows.push(json!({"op": "mul_mat", "type": dt.name(), "m": size, "n": n, "k": size, "threads": th, "backend": backend, "gflops": r, "weight_gb_per_s": gbs}));
+            }
+        }
+    }
+    if as_json {
+        println!("{}", serde_json::Value::Array(rows));
+    }
+    Ok(())
+}
+
+/// `ggweb bench --llm`: the machine's read bandwidth, then every LLM weight shape streamed
+/// from DRAM at each n and thread count, with the fraction of that bandwidth it reaches.
+fn bench_llm(
+    as_json: bool,
+    models: Option<String>,
+    threads: Option<String>,
+    ns: Option<String>,
+    stream_mib: usize,
+    seconds: f64,
+) -> Result<()> {
+    let models: Option<Vec<String>> =
+        models.map(|m| m.split(',').map(|s| s.trim().to_string()).collect());
+    let threads: Vec<usize> = parse_list(threads, "1,2", "thread count")?;
+    let threads: Vec<usize> = threads.into_iter().map(|t| cpu_threads(Some(t))).collect();
+    let ns: Vec<usize> = parse_list(ns, "1,120", "n")?;
+    let stream = stream_mib << 20;
+    let mut rows = Vec::new();
+    let mut roof = Vec::new();
+    for &th in &threads {
+        // At least 256 MiB: far over any last-level cache.
+        let gbps = ggweb::bench::read_bandwidth(stream.max(256 << 20), th, seconds)?;
+        if !as_json {
+            println!("read bandwidth threads={th}: {gbps:.2} GB/s");
+        }
+        rows.push(json!({"op": "read", "threads": th, "gbps": gbps}));
+        roof.push(gbps);
+    }
+    for &n in &ns {
+        for s in ggweb::bench::LLM_SHAPES {
+            if models
+                .as_ref()
+                .is_some_and(|m| !m.iter().any(|x| x == s.model))
+            {
+                continue;
+            }
+            for (&th, &rb) in threads.iter().zip(&roof) {
+                let r = ggweb::bench::bench_mul_mat_streamed(
+                    s.dtype, s.m, n, s.k, th, seconds, stream,
+                )?;
+                if !as_json {
+                    println!(
+                        "{:<8} {:<19} {:<5} k={:<5} m={:<6} n={n:<4} threads={th}: {:8.1} GFLOP/s {:6.2} GB/s ({:3.0} % of read bw; best {:6.2} GB/s)",
+                        s.model,
+                        s.tensor,
+                        s.dtype.name(),
+                        s.k,
+                        s.m,
+                        r.gflops,
+                        r.weight_gbps,
+                        100.0 * r.weight_gbps / rb,
+                        r.best_weight_gbps
+                    );
+                }
+                rows.push(json!({"op": "mul_mat", "model": s.model, "tensor": s.tensor,
+                    "type": s.dtype.name(), "m": s.m, "n": n, "k": s.k, "threads": th,
+                    "backend": "cpu", "gflops": r.gflops, "gbps": r.weight_gbps, "best_gbps": r.best_weight_gbps,
+                    "copies": r.copies, "us": r.seconds_per_iter * 1e6}));
             }
         }
     }

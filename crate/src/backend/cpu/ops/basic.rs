@@ -659,6 +659,39 @@ impl<'a> FlatReader<'a> {
     }
 }
 
+/// f16 `s` whose dim 1 is contiguous (a transposed view: attention's V cache, cast to f32
+/// every token) into f32 rows of `d` (same shape): blocks of up to [`TRANSPOSE_ROWS`] dst rows,
+/// read as runs of that many contiguous f16 values (one vector conversion each), instead of
+/// one strided element at a time per row (18 % of a SmolLM2 token at 120 positions).
+fn copy_transposed_f16(s: &TensorRef, d: &TensorRef, range: std::ops::Range<usize>) {
+    let ne0 = d.ne[0];
+    let mut tmp = vec![0f32; TRANSPOSE_ROWS * ne0];
+    let mut run = [0f32; TRANSPOSE_ROWS];
+    let mut ir = range.start;
+    while ir < range.end {
+        let (i1, i2, i3) = row_index(ir, &d.ne);
+        let nb = TRANSPOSE_ROWS.min(range.end - ir).min(d.ne[1] - i1);
+        for i0 in 0..ne0 {
+            // SAFETY: elements (i0, i1..i1 + nb, i2, i3) are inside s and contiguous (nb[1]
+            // is one f16).
+            let src = unsafe { std::slice::from_raw_parts(s.at(i0, i1, i2, i3), 2 * nb) };
+            crate::backend::cpu::dequantize_row(DType::F16, src, &mut run[..nb])
+                .expect("f16 always converts");
+            for (b, v) in run[..nb].iter().enumerate() {
+                tmp[b * ne0 + i0] = *v;
+            }
+        }
+        for b in 0..nb {
+            // SAFETY: row i1 + b of dst (i1 + b < ne1), one of this thread's rows.
+            unsafe { store_row(d, i1 + b, i2, i3, &tmp[b * ne0..(b + 1) * ne0]) };
+        }
+        ir += nb;
+    }
+}
+
+/// Rows per block of [`copy_transposed_f16`]: runs of 64 bytes of f16, one cache line.
+const TRANSPOSE_ROWS: usize = 32;
+
 /// Dup / Cont / Cpy: src0's elements in logical order into dst's, converting types.
 fn copy(p: &ComputeParams, node: &NodeRef) {
     let (d, s) = (&node.dst, node.src0());
@@ -679,6 +712,16 @@ fn copy(p: &ComputeParams, node: &NodeRef) {
         // SAFETY: both tensors are contiguous with equal byte sizes (same type and element
         // count); this thread copies its own span of dst rows.
         unsafe { std::ptr::copy(s.ptr.add(start), d.ptr.add(start), len) };
+        return;
+    }
+    if s.ne == d.ne
+        && s.dtype == DType::F16
+        && d.dtype == DType::F32
+        && s.nb[1] == 2
+        && d.nb[0] == 4
+        && ne0 > 1
+    {
+        copy_transposed_f16(s, d, range);
         return;
     }
     if s.ne == d.ne {

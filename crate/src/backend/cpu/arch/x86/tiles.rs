@@ -107,6 +107,11 @@ unsafe fn tile_legacy<
     decode: impl Fn(*const u8) -> __m256i,
 ) {
     const { assert!(C <= 8, "one f32 lane per column") };
+    if C == 1 {
+        // SAFETY: forwarded (one column).
+        unsafe { gemv_legacy::<R, C, XS, YS, SIGNED, MIN>(n, a, b[0], out, decode) };
+        return;
+    }
     // SAFETY: block indices < n/32; features enabled by the caller.
     unsafe {
         let ones = _mm256_set1_epi16(1);
@@ -162,6 +167,67 @@ unsafe fn tile_legacy<
             for c in 0..C {
                 out[r][c] = hsum(acc[r][c]) + m[c];
             }
+        }
+    }
+}
+
+/// [`tile_legacy`] for one column (GEMV, token generation), fewer operations per block: the
+/// first 4 bytes of a block (f16 d and, in q4_1/q5_1/q8_1, the f16 m or s) are converted
+/// with one instruction for the row and the column, multiplied once into [dx·dy, mx·sy],
+/// lane 0 scales the integer dot and lane 1 (the min term) is summed as it is. (Lane 1 of a
+/// block without a min holds its first quants as an f16: never read.)
+///
+/// # Safety
+/// As [`tile_legacy`], with C = 1.
+#[inline(always)]
+unsafe fn gemv_legacy<
+    const R: usize,
+    const C: usize,
+    const XS: usize,
+    const YS: usize,
+    const SIGNED: bool,
+    const MIN: bool,
+>(
+    n: usize,
+    a: [*const u8; R],
+    b: *const u8,
+    out: &mut [[f32; C]; R],
+    decode: impl Fn(*const u8) -> __m256i,
+) {
+    // SAFETY: block indices < n/32 (each block holds at least 4 bytes); features enabled by
+    // the caller.
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut accm = [_mm_setzero_ps(); R];
+        let head =
+            |p: *const u8| _mm_cvtph_ps(_mm_cvtsi32_si128((p as *const i32).read_unaligned()));
+        for blk in 0..n / 32 {
+            let yb = b.add(blk * YS);
+            let ys = head(yb);
+            let qy = _mm256_loadu_si256(yb.add(YS - 32) as *const __m256i);
+            for r in 0..R {
+                let xb = a[r].add(blk * XS);
+                let prod = _mm_mul_ps(head(xb), ys);
+                let qx: __m256i = decode(xb);
+                let p = if SIGNED {
+                    dot_i8_pairs(_mm256_sign_epi8(qx, qx), qx, qy)
+                } else {
+                    _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(qx, qy), ones))
+                };
+                acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(prod), p, acc[r]);
+                if MIN {
+                    accm[r] = _mm_add_ps(accm[r], prod);
+                }
+            }
+        }
+        for r in 0..R {
+            let m = if MIN {
+                _mm_cvtss_f32(_mm_movehdup_ps(accm[r]))
+            } else {
+                0.0
+            };
+            out[r][0] = hsum(acc[r]) + m;
         }
     }
 }
@@ -509,8 +575,13 @@ k_tile!(
     tile_q6_k, 210, q6_k_cols
 );
 
-/// Most bytes of the next tile a quantized panel prefetches.
-const PREFETCH_MAX: usize = 1024;
+/// Most bytes of a tile a quantized panel prefetches at once.
+const PREFETCH_MAX: usize = 4096;
+
+/// Bytes ahead of the current tile that a quantized panel prefetches: about DRAM latency ×
+/// bandwidth with margin. (Prefetching only the next tile was too late for short rows: q8_0
+/// 49152 × 576, rows of 612 bytes, streamed at a third of the read bandwidth.)
+const LOOKAHEAD: usize = 4096;
 
 /// Prefetch `bytes` from `p` into L1 (a hint: never faults, any address is fine).
 #[inline(always)]
@@ -539,15 +610,18 @@ macro_rules! panel_impl {
             // SAFETY: forwarded from the caller.
             unsafe {
                 let span = R * pn.lda;
+                // Whole tiles ahead, at least LOOKAHEAD bytes.
+                let ahead = span * LOOKAHEAD.div_ceil(span.max(1));
                 panel_generic::<R, C>(pn, accumulate, |ar, o| {
                     if $prefetch {
-                        // Whole rows (quantized tiles run over all of k): the next tile's
-                        // rows are the next `span` bytes. Short rows (k of a few hundred, as
-                        // in small LLMs) defeat the hardware prefetcher; fetching the start
-                        // of the next tile hides the DRAM latency behind the current one
-                        // (SmolLM2 generation +40 %). Capped at 1 KiB: a burst over the
-                        // whole next tile of long rows (k = 4096) slowed GEMV by 20 %.
-                        prefetch(ar[0].wrapping_add(span), span.min(PREFETCH_MAX));
+                        // Whole rows (quantized tiles run over all of k): the tiles ahead are
+                        // the next bytes. Short rows (k of a few hundred, as in small LLMs)
+                        // defeat the hardware prefetcher, and the R rows of a tile are R
+                        // interleaved streams; fetching this tile's span `ahead` bytes on
+                        // hides the DRAM latency. Capped at 4 KiB: a burst over a whole
+                        // tile of long rows (k = 4096) slowed GEMV by 20 %, and those
+                        // rows are long enough for the hardware prefetcher.
+                        prefetch(ar[0].wrapping_add(ahead), span.min(PREFETCH_MAX));
                     }
                     $tile::<R, C>(n, ar, b, o)
                 });
