@@ -898,7 +898,12 @@ impl Trainer {
     /// [`Trainer::evaluate`] with the weights read asynchronously (the forward pass runs on the
     /// CPU).
     pub async fn evaluate_async(&self, images: &[f32], labels: &[u8]) -> Result<Score> {
-        score(self.to_gguf_async().await?, self.cfg.n_threads, images, labels)
+        score(
+            self.to_gguf_async().await?,
+            self.cfg.n_threads,
+            images,
+            labels,
+        )
     }
 }
 
