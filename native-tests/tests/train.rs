@@ -211,3 +211,43 @@ fn steps_in_chunks_equal_fit() {
         .run_steps(&mut st, &images[..784], &labels[..1], 1)
         .is_err());
 }
+
+#[test]
+fn async_steps_equal_blocking_steps() {
+    // The browser's path (run_steps_async / end_epoch_async / evaluate_async over step_async)
+    // trains the same run as run_steps / end_epoch: the same order, weights and figures.
+    use ggweb::backend::webgpu::block_on;
+    let (images, labels) = train_subset(700);
+    let cfg = config(32, 16);
+    let mut a = Trainer::new(MnistKind::Fc, cfg).unwrap();
+    let mut sa = a.start_fit(&images, &labels).unwrap();
+    let steps_a = a.run_steps(&mut sa, &images, &labels, 100).unwrap();
+    let ea = a.end_epoch(&mut sa, &images, &labels).unwrap();
+    let mut b = Trainer::new(MnistKind::Fc, cfg).unwrap();
+    let mut sb = b.start_fit(&images, &labels).unwrap();
+    let mut steps_b = Vec::new();
+    while !sb.epoch_complete() {
+        steps_b.extend(block_on(b.run_steps_async(&mut sb, &images, &labels, 5)).unwrap());
+    }
+    assert!(block_on(b.end_epoch_async(&mut sb, &images, &labels[..1])).is_err());
+    let eb = block_on(b.end_epoch_async(&mut sb, &images, &labels)).unwrap();
+    assert!(sb.finished());
+    assert_eq!(steps_a.len(), 665 / 32);
+    assert_eq!(steps_a.len(), steps_b.len());
+    for (x, y) in steps_a.iter().zip(&steps_b) {
+        assert_eq!((x.epoch, x.step, x.accuracy), (y.epoch, y.step, y.accuracy));
+        assert!((x.loss - y.loss).abs() < 1e-12, "{} vs {}", x.loss, y.loss);
+    }
+    assert_eq!(a.to_gguf().unwrap(), b.to_gguf().unwrap());
+    assert_eq!(ea.validation, eb.validation);
+    assert_eq!(ea.train.accuracy, eb.train.accuracy);
+    assert!((ea.train.loss - eb.train.loss).abs() < 1e-12);
+    let (ti, tl) = test_set();
+    let (ti, tl) = (&ti[..500 * 784], &tl[..500]);
+    assert_eq!(
+        a.evaluate(ti, tl).unwrap(),
+        block_on(b.evaluate_async(ti, tl)).unwrap()
+    );
+    // A label that is not a digit is an error, not a panic.
+    assert!(a.evaluate(&ti[..784], &[10]).is_err());
+}

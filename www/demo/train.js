@@ -4,7 +4,7 @@ const $ = (id) => document.getElementById(id);
 // What the end-to-end test reads (www/test-e2e/train-e2e.mjs).
 const state = (window.__train = { ready: false, training: false, done: false, steps: 0, epochs: [], test: null, error: null, prediction: null, info: null });
 const params = new URLSearchParams(location.search);
-for (const [k, id] of [['model', 'model'], ['n', 'count'], ['epochs', 'epochs'], ['batch', 'batch'], ['lr', 'lr'], ['build', 'build']]) {
+for (const [k, id] of [['model', 'model'], ['n', 'count'], ['epochs', 'epochs'], ['batch', 'batch'], ['lr', 'lr'], ['build', 'build'], ['backend', 'backend']]) {
   if (params.has(k)) $(id).value = params.get(k);
 }
 const ENGINES = { auto: { threads: false }, simd: { threads: false, relaxed: false }, scalar: { threads: false, simd: false } };
@@ -95,6 +95,7 @@ $('train').addEventListener('click', async () => {
     $('status').textContent = 'starting the worker…';
     trainer = await Trainer.create({
       model: $('model').value, epochs, batchSize: Number($('batch').value), lr: Number($('lr').value), engine: ENGINES[$('build').value],
+      backend: $('backend').value,
       // ?pbatch=N: images per graph evaluation (default: the whole batch; www/bench/train.mjs sets ggml's 500).
       physicalBatchSize: params.has('pbatch') ? Number(params.get('pbatch')) : undefined,
     });
@@ -102,7 +103,9 @@ $('train').addEventListener('click', async () => {
     const spe = Math.floor((n - Math.floor(n * 0.05)) / Number($('batch').value));
     totalSteps = spe * epochs;
     $('progress').max = totalSteps;
-    $('status').textContent = `training ${trainer.info.model} in a worker (${trainer.info.build} build, graph ${(trainer.info.graphBytes / 2 ** 20).toFixed(1)} MiB)…`;
+    const bi = trainer.info.backend;
+    const where = bi.backend === 'webgpu' ? `WebGPU (${bi.adapter?.name ?? '?'}, ${bi.f16 ? 'f16' : 'f32'} path)` : `the CPU (${bi.reason})`;
+    $('status').textContent = `training ${trainer.info.model} in a worker on ${where} (${trainer.info.build} build, graph ${(trainer.info.graphBytes / 2 ** 20).toFixed(1)} MiB)…`;
     const r = await trainer.fit(
       { imagesIdx: trainIdx.images.slice(), labelsIdx: trainIdx.labels.slice(), limit: n },
       {

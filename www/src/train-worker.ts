@@ -63,10 +63,10 @@ async function handle(req: Req): Promise<void> {
         return;
       }
       case 'evaluate':
-        post({ id, value: trainer.evaluate(args[0], args[1]) });
+        post({ id, value: await trainer.evaluateAsync(args[0], args[1]) });
         return;
       case 'toGGUF': {
-        const bytes = trainer.toGGUF();
+        const bytes = await trainer.toGGUFAsync();
         post({ id, value: bytes }, [bytes.buffer as ArrayBuffer]);
         return;
       }

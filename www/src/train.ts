@@ -18,11 +18,14 @@
  * time and then yields, so `stop()` and an AbortSignal are seen within a step or two; `fit`
  * without data continues a stopped run. Errors reject with a `code` (`shape`,
  * `invalid-argument`, `bad-gguf`, `bad-model`, `unsupported`, `aborted`, `busy`, …) and the
- * trainer stays usable. Training runs on the CPU build (WebGPU has no backward kernels yet:
- * `backend: 'webgpu'` rejects with `unsupported`).
+ * trainer stays usable. `backend: 'webgpu'` trains on WebGPU (in the page or its Worker: Chromium's
+ * Workers have `navigator.gpu`), `auto` where an adapter exists; `backendInfo` says what runs
+ * and why (with the graph's placements on WebGPU). The threads build has no WebGPU: on a
+ * cross-origin-isolated page give `engine: { threads: false }` (the default).
  */
 import { engine, type InitOptions } from './wasm.js';
 import { coded, isNode, nodeImport, toError, type GgwebError } from './env.js';
+import { chooseBackend, type Backend, type BackendInfo } from './backend.js';
 import type { TrainerCore } from '../wasm/simd/ggweb.js';
 
 export interface TrainerOptions {
@@ -53,8 +56,11 @@ export interface TrainerOptions {
   seed?: number;
   /** Continue training these weights (a GGUF in ggml's MNIST layout; fresh optimizer state). */
   resume?: Uint8Array;
-  /** `cpu` (default). `webgpu`/`auto` are for when WebGPU training lands: `webgpu` rejects today, `auto` runs on the CPU. */
-  backend?: 'cpu' | 'webgpu' | 'auto';
+  /**
+   * `cpu` (default), `webgpu` (rejects with `unsupported` where there is no WebGPU, e.g. Node) or
+   * `auto` (WebGPU when an adapter exists, else the CPU).
+   */
+  backend?: Backend;
 }
 
 /** One optimizer step's figures (over its batch). */
@@ -111,6 +117,8 @@ export interface TrainerInfo {
   model: 'fc' | 'cnn';
   /** Bytes of the planned training graph (forward + backward + optimizer). */
   graphBytes: number;
+  /** Where training runs and why; `placements`: where the training graph's nodes run (WebGPU). */
+  backend: BackendInfo;
   /** The engine build in the worker (`simd`, `relaxed`, …) and its threads. */
   build: string;
   threads: number;
@@ -166,28 +174,40 @@ export class LocalTrainer {
   #stop = false;
   #running = false;
   readonly model: 'fc' | 'cnn';
+  /** Where training runs and why (`placements`: the training graph's nodes per backend, on WebGPU). */
+  readonly backendInfo: BackendInfo;
 
-  private constructor(core: TrainerCore) {
+  private constructor(core: TrainerCore, info: BackendInfo) {
     this.#core = core;
     this.model = core.kind as 'fc' | 'cnn';
+    this.backendInfo = info;
+    if (info.backend === 'webgpu') info.placements = core.placements() as BackendInfo['placements'];
+  }
+
+  /** On WebGPU every call goes through the engine's async entry points (device reads are async). */
+  get #gpu(): boolean {
+    return this.backendInfo.backend === 'webgpu';
   }
 
   static async create(opts: TrainerOptions = {}): Promise<LocalTrainer> {
     const m = await engine();
-    if (opts.backend === 'webgpu') {
-      throw coded('training on WebGPU is not available yet (no backward or optimizer kernels there): use backend cpu', 'unsupported');
-    }
-    if (opts.backend !== undefined && opts.backend !== 'cpu' && opts.backend !== 'auto') {
+    if (opts.backend !== undefined && opts.backend !== 'cpu' && opts.backend !== 'webgpu' && opts.backend !== 'auto') {
       throw coded(`invalid argument: backend must be 'cpu', 'webgpu' or 'auto', got '${String(opts.backend)}'`, 'invalid-argument');
     }
     const args = coreArgs(opts);
+    let info: BackendInfo;
+    try {
+      info = await chooseBackend(opts.backend);
+    } catch (e) {
+      throw coded(toError(e).message, 'unsupported');
+    }
     try {
       if (opts.resume !== undefined) {
         if (!(opts.resume instanceof Uint8Array)) throw coded('invalid argument: resume must be the bytes of a GGUF (Uint8Array)', 'invalid-argument');
-        return new LocalTrainer(m.TrainerCore.fromGguf(opts.resume, ...args));
+        return new LocalTrainer(m.TrainerCore.fromGguf(opts.resume, ...args, info.backend), info);
       }
       const kind = opts.model ?? 'fc';
-      return new LocalTrainer(new m.TrainerCore(kind, ...args));
+      return new LocalTrainer(new m.TrainerCore(kind, ...args, info.backend), info);
     } catch (e) {
       throw toError(e);
     }
@@ -200,12 +220,21 @@ export class LocalTrainer {
   }
 
   get info(): Omit<TrainerInfo, 'build' | 'threads'> {
-    return { model: this.model, graphBytes: this.#c().graphBytes };
+    return { model: this.model, graphBytes: this.#get(() => this.#c().graphBytes), backend: this.backendInfo };
   }
 
   /** Optimizer steps per epoch on the data set last given (0 before). */
   get stepsPerEpoch(): number {
-    return this.#c().stepsPerEpoch;
+    return this.#get(() => this.#c().stepsPerEpoch);
+  }
+
+  /** A getter of the engine's (busy while an async call is in flight), its errors coded. */
+  #get<T>(f: () => T): T {
+    try {
+      return f();
+    } catch (e) {
+      throw toError(e);
+    }
   }
 
   /** Start a run on new data (epoch 0); the next `fit()` trains on it. */
@@ -246,7 +275,7 @@ export class LocalTrainer {
   async fit(data?: TrainData, opts: FitOptions = {}): Promise<FitResult> {
     if (data !== undefined) this.setData(data);
     const core = this.#c();
-    if (core.stepsPerEpoch === 0) throw coded('no training data: give fit data, or call setData first', 'invalid-argument');
+    if (this.stepsPerEpoch === 0) throw coded('no training data: give fit data, or call setData first', 'invalid-argument');
     const slice = num(opts.sliceMs ?? 30, 'sliceMs');
     this.#running = true;
     this.#stop = false;
@@ -262,7 +291,7 @@ export class LocalTrainer {
           if (this.#stop || opts.signal?.aborted) break;
           let r: { steps: StepStats[]; epoch?: Omit<EpochStats, 'seconds'>; done: boolean };
           try {
-            r = core.runSteps(1) as typeof r;
+            r = (this.#gpu ? await core.runStepsAsync(1) : core.runSteps(1)) as typeof r;
           } catch (e) {
             throw toError(e);
           }
@@ -287,10 +316,14 @@ export class LocalTrainer {
     return { epochs, steps, stopped: !done, done, seconds: (performance.now() - t0) / 1000 };
   }
 
-  /** Loss and accuracy of the current weights on `images` (n × 784 in [0, 1]) / `labels`. */
+  /**
+   * Loss and accuracy of the current weights on `images` (n × 784 in [0, 1]) / `labels`. CPU
+   * trainers only (WebGPU weights are read back asynchronously: use `evaluateAsync`).
+   */
   evaluate(images: Float32Array, labels: Uint8Array | ArrayLike<number>): Score {
     const core = this.#c();
     if (!(images instanceof Float32Array)) throw coded('invalid argument: images must be a Float32Array', 'invalid-argument');
+    if (this.#gpu) throw coded('evaluate needs a CPU trainer: this one trains on WebGPU (use evaluateAsync)', 'unsupported');
     try {
       return core.evaluate(images, labels instanceof Uint8Array ? labels : Uint8Array.from(labels)) as Score;
     } catch (e) {
@@ -298,10 +331,36 @@ export class LocalTrainer {
     }
   }
 
-  /** The current weights as GGUF bytes in ggml's MNIST layout (`Mnist.load` and ggml's mnist-eval read them). */
-  toGGUF(): Uint8Array {
+  /** `evaluate` on every backend (the forward pass runs on the CPU). */
+  async evaluateAsync(images: Float32Array, labels: Uint8Array | ArrayLike<number>): Promise<Score> {
+    const core = this.#c();
+    if (!(images instanceof Float32Array)) throw coded('invalid argument: images must be a Float32Array', 'invalid-argument');
     try {
-      return this.#c().toGguf();
+      return (await core.evaluateAsync(images, labels instanceof Uint8Array ? labels : Uint8Array.from(labels))) as Score;
+    } catch (e) {
+      throw toError(e);
+    }
+  }
+
+  /**
+   * The current weights as GGUF bytes in ggml's MNIST layout (`Mnist.load` and ggml's mnist-eval
+   * read them). CPU trainers only (use `toGGUFAsync` on WebGPU).
+   */
+  toGGUF(): Uint8Array {
+    const core = this.#c();
+    if (this.#gpu) throw coded('toGGUF needs a CPU trainer: this one trains on WebGPU (use toGGUFAsync)', 'unsupported');
+    try {
+      return core.toGguf();
+    } catch (e) {
+      throw toError(e);
+    }
+  }
+
+  /** `toGGUF` on every backend. */
+  async toGGUFAsync(): Promise<Uint8Array> {
+    const core = this.#c();
+    try {
+      return (await core.toGgufAsync()) as Uint8Array;
     } catch (e) {
       throw toError(e);
     }
@@ -397,6 +456,11 @@ export class Trainer {
       t.#port.terminate();
       throw e;
     }
+  }
+
+  /** Where training runs and why (`info.backend`). */
+  get backendInfo(): BackendInfo {
+    return this.info.backend;
   }
 
   /** Start a run on new data (epoch 0) without training yet. */

@@ -230,5 +230,30 @@ test('LocalTrainer runs on the calling thread', async () => {
   assert.equal(r.steps, 10);
   assert.equal(r.epochs[0].validation.images, 0);
   assert.ok(t.info.graphBytes > 0);
+  assert.equal(t.backendInfo.backend, 'cpu');
+  // The async entry points (what WebGPU trainers use) give what the sync ones give on the CPU.
+  assert.deepEqual(await t.toGGUFAsync(), t.toGGUF());
+  const x = testSet.images.subarray(0, 200 * 784), y = testSet.labels.subarray(0, 200);
+  assert.deepEqual(await t.evaluateAsync(x, y), t.evaluate(x, y));
+  // On the CPU an async call never waits inside, so two at once both complete (on WebGPU the
+  // second is rejected as busy: train-e2e.mjs).
+  const [g2, e2] = await Promise.all([t.toGGUFAsync(), t.evaluateAsync(x, y)]);
+  assert.deepEqual([g2, e2], [t.toGGUF(), t.evaluate(x, y)]);
+  await assert.rejects(t.evaluateAsync(x, y.subarray(1)), codeIs('shape'));
+  const r2 = await t.fit({ imagesIdx: new Uint8Array(trainImagesIdx), labelsIdx: new Uint8Array(trainLabelsIdx), limit: 500 });
+  assert.equal(r2.steps, 10);
   t.dispose();
+});
+
+test('Trainer backends in Node (no WebGPU): webgpu rejects with a code, auto trains on the CPU', async () => {
+  await assert.rejects(LocalTrainer.create({ backend: 'webgpu' }), (e) => e.code === 'unsupported' && /webgpu/i.test(e.message));
+  await assert.rejects(Trainer.create({ backend: 'webgpu', engine: workerEngine }), codeIs('unsupported'));
+  await assert.rejects(Trainer.create({ backend: 'tpu', engine: workerEngine }), codeIs('invalid-argument'));
+  const t = await Trainer.create({ backend: 'auto', epochs: 1, batchSize: 50, engine: workerEngine });
+  assert.equal(t.backendInfo.backend, 'cpu');
+  assert.equal(t.backendInfo.requested, 'auto');
+  assert.match(t.backendInfo.reason, /no WebGPU/);
+  const r = await t.fit(idxData(300));
+  assert.equal(r.steps, Math.floor(285 / 50));
+  await t.dispose();
 });

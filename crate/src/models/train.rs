@@ -673,30 +673,22 @@ impl Trainer {
         images: &[f32],
         labels: &[u8],
     ) -> Result<EpochStats> {
-        if !st.epoch_complete() || st.finished() {
-            return Err(Error::InvalidArgument(format!(
-                "epoch {} is not complete ({} of {} steps)",
-                st.epoch, st.step, st.steps_per_epoch
-            )));
-        }
-        if labels.len() != st.n || images.len() != st.n * IMAGE_PIXELS {
-            return Err(Error::Shape(format!(
-                "{} labels / {} pixels, but training started on {} images",
-                labels.len(),
-                images.len(),
-                st.n
-            )));
-        }
+        check_epoch_end(st, images, labels)?;
+        let validation = if st.n_train < st.n {
+            self.evaluate(&images[st.n_train * IMAGE_PIXELS..], &labels[st.n_train..])?
+        } else {
+            Score::default()
+        };
+        Ok(self.close_epoch(st, validation))
+    }
+
+    /// The finished epoch's figures with its `validation` score; moves `st` to the next epoch.
+    fn close_epoch(&self, st: &mut FitState, validation: Score) -> EpochStats {
         let k = self.cfg.batch_logical / self.cfg.batch_physical;
         let train = Score {
             loss: st.loss_sum / (st.steps_per_epoch * k) as f64,
             accuracy: st.correct as f64 / st.seen as f64,
             images: st.seen,
-        };
-        let validation = if st.n_train < st.n {
-            self.evaluate(&images[st.n_train * IMAGE_PIXELS..], &labels[st.n_train..])?
-        } else {
-            Score::default()
         };
         let stats = EpochStats {
             epoch: st.epoch,
@@ -710,7 +702,7 @@ impl Trainer {
         st.loss_sum = 0.0;
         st.correct = 0;
         st.seen = 0;
-        Ok(stats)
+        stats
     }
 
     /// One optimizer step on exactly one logical batch (`images`: batch_logical × 784,
@@ -777,22 +769,7 @@ impl Trainer {
     /// Loss and accuracy of the current weights on `images` / `labels` (through the saved
     /// model's forward pass, `Mnist`).
     pub fn evaluate(&self, images: &[f32], labels: &[u8]) -> Result<Score> {
-        let bytes = self.to_gguf()?;
-        let mut m = mnist::Mnist::from_bytes(Arc::new(bytes), self.cfg.n_threads)?;
-        let logits = m.logits(images)?;
-        let (mut loss, mut correct) = (0f64, 0usize);
-        for (l, &y) in logits.chunks(N_CLASSES).zip(labels) {
-            let max = l.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-            let lse = l.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln() + max;
-            loss += lse - l[y as usize] as f64;
-            correct += (mnist::argmax(l) == y) as usize;
-        }
-        let n = labels.len().max(1) as f64;
-        Ok(Score {
-            loss: loss / n,
-            accuracy: correct as f64 / n,
-            images: labels.len(),
-        })
+        score(self.to_gguf()?, self.cfg.n_threads, images, labels)
     }
 
     /// The current weights as a GGUF file in ggml's MNIST layout (`ggweb mnist` and ggml's
@@ -850,6 +827,129 @@ impl FitState {
     pub fn finished(&self) -> bool {
         self.epoch >= self.epochs
     }
+}
+
+/// The async path for the browser, where WebGPU memory is read asynchronously: the same run
+/// as [`Trainer::run_steps`] / [`Trainer::end_epoch`] / [`Trainer::evaluate`] (the same seeded
+/// order, the same figures), each step through [`Trainer::step_async`].
+impl Trainer {
+    /// [`Trainer::run_steps`] with async reads.
+    pub async fn run_steps_async(
+        &mut self,
+        st: &mut FitState,
+        images: &[f32],
+        labels: &[u8],
+        n: usize,
+    ) -> Result<Vec<StepStats>> {
+        check_same_data(st, images, labels)?;
+        let (bl, bp) = (self.cfg.batch_logical, self.cfg.batch_physical);
+        let k = (bl / bp) as f64;
+        let mut img_buf = vec![0f32; bl * IMAGE_PIXELS];
+        let mut lab_buf = vec![0u8; bl];
+        let mut out = Vec::new();
+        while out.len() < n && !st.finished() && !st.epoch_complete() {
+            if !st.shuffled {
+                st.clock = Some(Clock::start());
+                for i in (1..st.n_train).rev() {
+                    st.order.swap(i, self.rng.below(i + 1));
+                }
+                st.shuffled = true;
+            }
+            let step = st.step;
+            for (j, &src) in st.order[step * bl..(step + 1) * bl].iter().enumerate() {
+                img_buf[j * IMAGE_PIXELS..(j + 1) * IMAGE_PIXELS]
+                    .copy_from_slice(&images[src * IMAGE_PIXELS..(src + 1) * IMAGE_PIXELS]);
+                lab_buf[j] = labels[src];
+            }
+            let (loss, accuracy) = self.step_async(&img_buf, &lab_buf).await?;
+            st.step += 1;
+            // run_steps sums the k physical batches' losses and counts the right answers.
+            st.loss_sum += loss * k;
+            st.correct += (accuracy * bl as f64).round() as usize;
+            st.seen += bl;
+            out.push(StepStats {
+                epoch: st.epoch,
+                step,
+                steps_per_epoch: st.steps_per_epoch,
+                loss,
+                accuracy,
+            });
+        }
+        Ok(out)
+    }
+
+    /// [`Trainer::end_epoch`] with async reads.
+    pub async fn end_epoch_async(
+        &mut self,
+        st: &mut FitState,
+        images: &[f32],
+        labels: &[u8],
+    ) -> Result<EpochStats> {
+        check_epoch_end(st, images, labels)?;
+        let validation = if st.n_train < st.n {
+            self.evaluate_async(&images[st.n_train * IMAGE_PIXELS..], &labels[st.n_train..])
+                .await?
+        } else {
+            Score::default()
+        };
+        Ok(self.close_epoch(st, validation))
+    }
+
+    /// [`Trainer::evaluate`] with the weights read asynchronously (the forward pass runs on the
+    /// CPU).
+    pub async fn evaluate_async(&self, images: &[f32], labels: &[u8]) -> Result<Score> {
+        score(
+            self.to_gguf_async().await?,
+            self.cfg.n_threads,
+            images,
+            labels,
+        )
+    }
+}
+
+/// Loss and accuracy of the MNIST model in `gguf` on `images` / `labels` (through `Mnist` on
+/// the CPU).
+fn score(gguf: Vec<u8>, n_threads: usize, images: &[f32], labels: &[u8]) -> Result<Score> {
+    check_data(images, labels)?;
+    let mut m = mnist::Mnist::from_bytes(Arc::new(gguf), n_threads)?;
+    let logits = m.logits(images)?;
+    let (mut loss, mut correct) = (0f64, 0usize);
+    for (l, &y) in logits.chunks(N_CLASSES).zip(labels) {
+        let max = l.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+        let lse = l.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln() + max;
+        loss += lse - l[y as usize] as f64;
+        correct += (mnist::argmax(l) == y) as usize;
+    }
+    let n = labels.len().max(1) as f64;
+    Ok(Score {
+        loss: loss / n,
+        accuracy: correct as f64 / n,
+        images: labels.len(),
+    })
+}
+
+/// `images` / `labels` are the ones `st`'s run started on (in size).
+fn check_same_data(st: &FitState, images: &[f32], labels: &[u8]) -> Result<()> {
+    if labels.len() != st.n || images.len() != st.n * IMAGE_PIXELS {
+        return Err(Error::Shape(format!(
+            "{} labels / {} pixels, but training started on {} images",
+            labels.len(),
+            images.len(),
+            st.n
+        )));
+    }
+    Ok(())
+}
+
+/// The epoch under way in `st` has run all its steps, on these images.
+fn check_epoch_end(st: &FitState, images: &[f32], labels: &[u8]) -> Result<()> {
+    if !st.epoch_complete() || st.finished() {
+        return Err(Error::InvalidArgument(format!(
+            "epoch {} is not complete ({} of {} steps)",
+            st.epoch, st.step, st.steps_per_epoch
+        )));
+    }
+    check_same_data(st, images, labels)
 }
 
 /// `images` hold 784 pixels per label, and every label is a digit.
