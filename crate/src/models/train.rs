@@ -602,14 +602,7 @@ impl Trainer {
         labels: &[u8],
         n: usize,
     ) -> Result<Vec<StepStats>> {
-        if labels.len() != st.n || images.len() != st.n * IMAGE_PIXELS {
-            return Err(Error::Shape(format!(
-                "{} labels / {} pixels, but training started on {} images",
-                labels.len(),
-                images.len(),
-                st.n
-            )));
-        }
+        check_same_data(st, images, labels)?;
         let (bl, bp) = (self.cfg.batch_logical, self.cfg.batch_physical);
         let k = bl / bp;
         self.ctx.set_f32(self.loss_grad, &[1.0 / k as f32])?;
@@ -618,13 +611,7 @@ impl Trainer {
         let mut lab_buf = vec![0u8; bp];
         let mut out = Vec::new();
         while out.len() < n && !st.finished() && !st.epoch_complete() {
-            if !st.shuffled {
-                st.clock = Some(Clock::start());
-                for i in (1..st.n_train).rev() {
-                    st.order.swap(i, self.rng.below(i + 1));
-                }
-                st.shuffled = true;
-            }
+            st.begin_epoch(&mut self.rng);
             let step = st.step;
             let (mut step_loss, mut step_correct) = (0f64, 0usize);
             self.set_hparams(self.steps + 1)?;
@@ -804,6 +791,18 @@ pub struct FitState {
 }
 
 impl FitState {
+    /// At an epoch's first step: start its clock and shuffle its order (seeded by `rng`).
+    fn begin_epoch(&mut self, rng: &mut SplitMix) {
+        if self.shuffled {
+            return;
+        }
+        self.clock = Some(Clock::start());
+        for i in (1..self.n_train).rev() {
+            self.order.swap(i, rng.below(i + 1));
+        }
+        self.shuffled = true;
+    }
+
     /// The epoch under way (0-based; = the epoch count when finished).
     pub fn epoch(&self) -> usize {
         self.epoch
@@ -848,13 +847,7 @@ impl Trainer {
         let mut lab_buf = vec![0u8; bl];
         let mut out = Vec::new();
         while out.len() < n && !st.finished() && !st.epoch_complete() {
-            if !st.shuffled {
-                st.clock = Some(Clock::start());
-                for i in (1..st.n_train).rev() {
-                    st.order.swap(i, self.rng.below(i + 1));
-                }
-                st.shuffled = true;
-            }
+            st.begin_epoch(&mut self.rng);
             let step = st.step;
             for (j, &src) in st.order[step * bl..(step + 1) * bl].iter().enumerate() {
                 img_buf[j * IMAGE_PIXELS..(j + 1) * IMAGE_PIXELS]
