@@ -70,13 +70,7 @@ pub struct CudaBuffer {
 
 impl CudaBuffer {
     fn check(&self, offset: usize, len: usize) -> Result<()> {
-        if offset.checked_add(len).is_none_or(|end| end > self.size) {
-            return Err(Error::Backend(format!(
-                "{len} bytes at {offset} outside a CUDA buffer of {} bytes",
-                self.size
-            )));
-        }
-        Ok(())
+        check_range("CUDA", offset, len, self.size)
     }
 }
 
@@ -208,13 +202,7 @@ unsafe impl Sync for CudaHostBuffer {}
 
 impl CudaHostBuffer {
     fn range(&self, offset: usize, len: usize) -> Result<()> {
-        if offset.checked_add(len).is_none_or(|end| end > self.size) {
-            return Err(Error::Backend(format!(
-                "{len} bytes at {offset} outside a pinned buffer of {} bytes",
-                self.size
-            )));
-        }
-        Ok(())
+        check_range("pinned", offset, len, self.size)
     }
 }
 
@@ -266,4 +254,14 @@ impl Drop for CudaHostBuffer {
             let _ = unsafe { result::free_host(self.ptr.cast()) };
         }
     }
+}
+
+/// `len` bytes at `offset` lie inside a buffer of `size` bytes (`what`: the kind, for the error).
+fn check_range(what: &str, offset: usize, len: usize, size: usize) -> Result<()> {
+    if offset.checked_add(len).is_none_or(|end| end > size) {
+        return Err(Error::Backend(format!(
+            "{len} bytes at {offset} outside a {what} buffer of {size} bytes"
+        )));
+    }
+    Ok(())
 }
