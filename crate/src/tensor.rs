@@ -220,6 +220,17 @@ pub enum Op {
         scale: f32,
         max_bias: f32,
     },
+    /// Attention in one pass (ggml_flash_attn_ext). src0: q f32 [dk, n_tokens, n_head, ne3];
+    /// src1: k [dk, n_kv, n_head_kv, ne3]; src2: v [dv, n_kv, n_head_kv, ne3] (k and v f16 or
+    /// f32, any strides: views of a KV cache); src3: an optional mask (f32 or f16) as
+    /// soft_max's, [n_kv, >= n_tokens, …]. The result, f32 [dv, n_head, n_tokens, ne3], is
+    /// softmax(s) · v per query row with s = scale · q·k (then softcap · tanh(s / softcap)
+    /// when softcap > 0) + slope · mask; head h reads kv head h / (n_head / n_head_kv).
+    FlashAttnExt {
+        scale: f32,
+        max_bias: f32,
+        softcap: f32,
+    },
     /// src1: positions (i32, one per ne2 row); src2: optional frequency factors.
     Rope(RopeParams),
     /// Rows of src0 picked by the i32 indices in src1.
@@ -339,6 +350,7 @@ impl Op {
             Op::RmsNorm { .. } => "RMS_NORM",
             Op::MulMat => "MUL_MAT",
             Op::SoftMax { .. } => "SOFT_MAX",
+            Op::FlashAttnExt { .. } => "FLASH_ATTN_EXT",
             Op::Rope(_) => "ROPE",
             Op::GetRows => "GET_ROWS",
             Op::Im2Col { .. } => "IM2COL",

@@ -746,3 +746,157 @@ fn quantized_reshaping_copy_keeps_bytes() {
         );
     }
 }
+
+#[test]
+fn flash_attn_ext() {
+    use support_basic::Layout;
+    let mut seed = 9000;
+    // (dk, dv, n_kv, n_tokens, n_head, n_head_kv): a generated token over a long cache (split
+    // into kv chunks on 3 threads), a short prompt, one kv head per query head, odd sizes.
+    let shapes = [
+        (20, 12, 150, 1, 6, 2),
+        (20, 12, 37, 3, 6, 3),
+        (9, 7, 70, 2, 2, 2),
+        (16, 16, 5, 4, 4, 1),
+    ];
+    for (dk, dv, n_kv, n_tok, n_head, n_head_kv) in shapes {
+        for kv_type in [DType::F16, DType::F32] {
+            for (ql, kl) in [
+                (Layout::Contig, Layout::Contig),
+                (Layout::Permuted, Layout::Padded),
+            ] {
+                for (max_bias, softcap) in [(0.0, 0.0), (8.0, 0.0), (0.0, 4.0)] {
+                    seed += 1;
+                    let label = format!(
+                        "flash_attn_ext dk {dk} dv {dv} kv {n_kv} tokens {n_tok} heads {n_head}/{n_head_kv} \
+                         {kv_type} {ql:?}/{kl:?} bias {max_bias} softcap {softcap}"
+                    );
+                    // q values exact in f16, so the kernel's f16 copy of q (the K dot's type) is
+                    // exact and the tolerance only covers f32 sums and exp_approx.
+                    let tol = Tol {
+                        abs: 2e-5,
+                        rel: 2e-4,
+                    };
+                    check(&label, seed, Some(tol), |h| {
+                        let nq = dk * n_tok * n_head;
+                        let qv: Vec<f32> = (0..nq)
+                            .map(|_| half::f16::from_f32(h.rng_f32(-1.0, 1.0)).to_f32())
+                            .collect();
+                        let q =
+                            h.input_fill(DType::F32, [dk, n_tok, n_head, 1], ql, Fill::Values(qv));
+                        let k = h.input_fill(
+                            kv_type,
+                            [dk, n_kv, n_head_kv, 1],
+                            kl,
+                            Fill::Uniform(-1.0, 1.0),
+                        );
+                        let v = h.input_fill(
+                            kv_type,
+                            [dv, n_kv, n_head_kv, 1],
+                            kl,
+                            Fill::Uniform(-2.0, 2.0),
+                        );
+                        // A causal-looking mask padded to more rows than tokens, with the last
+                        // token's row fully masked when there are several (its output is zeros).
+                        let rows = n_tok + 1;
+                        let vals: Vec<f32> = (0..n_kv * rows)
+                            .map(|i| {
+                                let (j, t) = (i % n_kv, i / n_kv);
+                                let masked = j > n_kv - n_tok + t || (n_tok > 1 && t == n_tok - 1);
+                                if masked {
+                                    f32::NEG_INFINITY
+                                } else {
+                                    h.rng_f32(-1.0, 0.0)
+                                }
+                            })
+                            .collect();
+                        let m = h.leaf_fill(DType::F32, &[n_kv, rows], Fill::Values(vals));
+                        let scale = 1.0 / (dk as f32).sqrt() * 3.0;
+                        h.ctx
+                            .flash_attn_ext(q, k, v, Some(m), scale, max_bias, softcap)
+                            .unwrap()
+                    });
+                }
+            }
+        }
+        // Without a mask, f16 mask.
+        seed += 1;
+        check(
+            &format!("flash_attn_ext no mask dk {dk} kv {n_kv}"),
+            seed,
+            Some(Tol {
+                abs: 2e-5,
+                rel: 2e-4,
+            }),
+            |h| {
+                let q = h.input_fill(
+                    DType::F32,
+                    [dk, n_tok, n_head, 1],
+                    Layout::Contig,
+                    Fill::Uniform(-1.0, 1.0),
+                );
+                let k = h.input(DType::F32, [dk, n_kv, n_head_kv, 1], Layout::Contig);
+                let v = h.input(DType::F32, [dv, n_kv, n_head_kv, 1], Layout::Contig);
+                h.ctx.flash_attn_ext(q, k, v, None, 0.5, 0.0, 0.0).unwrap()
+            },
+        );
+        seed += 1;
+        check(
+            &format!("flash_attn_ext f16 mask dk {dk} kv {n_kv}"),
+            seed,
+            Some(Tol {
+                abs: 2e-5,
+                rel: 2e-4,
+            }),
+            |h| {
+                let q = h.input_fill(
+                    DType::F32,
+                    [dk, n_tok, n_head, 1],
+                    Layout::Contig,
+                    Fill::Uniform(-1.0, 1.0),
+                );
+                let k = h.input(DType::F32, [dk, n_kv, n_head_kv, 1], Layout::Contig);
+                let v = h.input(DType::F32, [dv, n_kv, n_head_kv, 1], Layout::Contig);
+                let m = h.leaf_fill(DType::F16, &[n_kv, n_tok], Fill::Uniform(-3.0, 0.0));
+                h.ctx
+                    .flash_attn_ext(q, k, v, Some(m), 0.5, 0.0, 0.0)
+                    .unwrap()
+            },
+        );
+    }
+}
+
+#[test]
+fn flash_attn_ext_shape_errors() {
+    let mut c = ggweb::Context::new();
+    let q = c.new_tensor(DType::F32, &[8, 2, 6]).unwrap();
+    let k = c.new_tensor(DType::F16, &[8, 10, 4]).unwrap(); // 6 heads over 4 kv heads
+    let v = c.new_tensor(DType::F16, &[8, 10, 4]).unwrap();
+    assert!(matches!(
+        c.flash_attn_ext(q, k, v, None, 1.0, 0.0, 0.0),
+        Err(Error::Shape(_))
+    ));
+    let k = c.new_tensor(DType::F16, &[8, 10, 3]).unwrap();
+    let v_short = c.new_tensor(DType::F16, &[8, 9, 3]).unwrap();
+    assert!(matches!(
+        c.flash_attn_ext(q, k, v_short, None, 1.0, 0.0, 0.0),
+        Err(Error::Shape(_))
+    ));
+    let v = c.new_tensor(DType::F16, &[8, 10, 3]).unwrap();
+    let m_short = c.new_tensor(DType::F32, &[10, 1]).unwrap();
+    assert!(matches!(
+        c.flash_attn_ext(q, k, v, Some(m_short), 1.0, 0.0, 0.0),
+        Err(Error::Shape(_))
+    ));
+    let m_i32 = c.new_tensor(DType::I32, &[10, 2]).unwrap();
+    assert!(c
+        .flash_attn_ext(q, k, v, Some(m_i32), 1.0, 0.0, 0.0)
+        .is_err());
+    let q16 = c.new_tensor(DType::F16, &[8, 2, 6]).unwrap();
+    assert!(c.flash_attn_ext(q16, k, v, None, 1.0, 0.0, 0.0).is_err());
+    assert!(c.flash_attn_ext(q, k, v, None, f32::NAN, 0.0, 0.0).is_err());
+    assert!(c.flash_attn_ext(q, k, v, None, 1.0, 1.0, 0.0).is_err()); // ALiBi without a mask
+    let m = c.new_tensor(DType::F32, &[10, 2]).unwrap();
+    let out = c.flash_attn_ext(q, k, v, Some(m), 1.0, 0.0, 0.0).unwrap();
+    assert_eq!(c.tensor(out).ne, [8, 6, 2, 1]);
+}

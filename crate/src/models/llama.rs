@@ -264,6 +264,9 @@ pub struct LlamaModel {
     n_past: usize,
     /// Where the last graph ran (GPU runs only: the browser and the CLI report it).
     last_placements: Option<crate::models::runner::Placements>,
+    /// Attention as one FLASH_ATTN_EXT op: the default on CPUs with its fast kernels (the GPU
+    /// backends have no such op yet).
+    flash_attn: bool,
     _kv: Vec<Arc<dyn Buffer>>,
     /// The file bytes the weights are read from (one per part of a split model).
     _bytes: Vec<Arc<dyn HostBytes>>,
@@ -495,6 +498,7 @@ impl LlamaModel {
             report.push_str(&format!("; kept in CPU memory: {}", w.on_host.join(", ")));
         }
         let mark = ctx.mark();
+        let runner_gpu = runner.gpu;
         Ok(LlamaModel {
             hp,
             n_ctx,
@@ -510,6 +514,7 @@ impl LlamaModel {
             report,
             n_past: 0,
             last_placements: None,
+            flash_attn: !runner_gpu && crate::backend::cpu::arch::fused_attention_pays(),
             _kv: kv,
             _bytes: parts.iter().map(|p| p.1.clone()).collect(),
         })
@@ -557,6 +562,23 @@ impl LlamaModel {
     /// True when a GPU backend is in use.
     pub fn uses_gpu(&self) -> bool {
         self.runner.gpu
+    }
+
+    /// Attention as one fused op (the default on x86-64 CPUs) or as mul_mat + soft_max + mul_mat
+    /// (the only way on a GPU backend: asking for the fused op there is an `UnsupportedOp`).
+    pub fn set_flash_attn(&mut self, on: bool) -> Result<()> {
+        if on && self.runner.gpu {
+            return Err(Error::UnsupportedOp(
+                "FLASH_ATTN_EXT on a GPU backend (its kernels are not written yet)".into(),
+            ));
+        }
+        self.flash_attn = on;
+        Ok(())
+    }
+
+    /// Whether attention runs as one fused op.
+    pub fn flash_attn(&self) -> bool {
+        self.flash_attn
     }
 
     /// The WebGPU device in use, if any.
@@ -800,17 +822,23 @@ impl LlamaModel {
             let kc = ctx.view(l.k_cache, &[dk, n_kv, hp.n_head_kv], &[k_row, 2 * dk], 0)?;
             let vc = ctx.view(l.v_cache, &[dv, n_kv, hp.n_head_kv], &[v_row, 2 * dv], 0)?;
             let qp = ctx.permute(q, [0, 2, 1, 3])?; // [dk, n_tokens, n_head]
-            let kq = ctx.mul_mat(kc, qp)?; // [n_kv, n_tokens, n_head]
             let m = if swa { mask_swa.unwrap_or(mask) } else { mask };
             // gemma3 scales q by 1/sqrt(head_dim) before attention: the same as scaling here.
-            let kq = ctx.soft_max_ext(kq, Some(m), kq_scale, 0.0)?;
-            let vt = ctx.transpose(vc)?; // [n_kv, dv, n_head_kv]
-                                         // f32 so the softmax weights are not rounded to f16 (as flash attention keeps them).
-            let vt = ctx.cast(vt, DType::F32)?;
-            let kqv = ctx.mul_mat(vt, kq)?; // [dv, n_tokens, n_head]
-            let kqv = ctx.permute(kqv, [0, 2, 1, 3])?; // [dv, n_head, n_tokens]
-            let kqv = ctx.cont(kqv)?;
-            let kqv = ctx.reshape(kqv, &[dv * hp.n_head, n_tokens])?;
+            let kqv = if self.flash_attn {
+                // One pass over the f16 cache: no scores tensor, no f32 copy of V.
+                let o = ctx.flash_attn_ext(qp, kc, vc, Some(m), kq_scale, 0.0, 0.0)?;
+                ctx.reshape(o, &[dv * hp.n_head, n_tokens])?
+            } else {
+                let kq = ctx.mul_mat(kc, qp)?; // [n_kv, n_tokens, n_head]
+                let kq = ctx.soft_max_ext(kq, Some(m), kq_scale, 0.0)?;
+                let vt = ctx.transpose(vc)?; // [n_kv, dv, n_head_kv]
+                                             // f32 so the softmax weights are not rounded to f16 (as flash attention keeps them).
+                let vt = ctx.cast(vt, DType::F32)?;
+                let kqv = ctx.mul_mat(vt, kq)?; // [dv, n_tokens, n_head]
+                let kqv = ctx.permute(kqv, [0, 2, 1, 3])?; // [dv, n_head, n_tokens]
+                let kqv = ctx.cont(kqv)?;
+                ctx.reshape(kqv, &[dv * hp.n_head, n_tokens])?
+            };
             let cur = ctx.mul_mat(l.wo, kqv)?;
             let mut cur = with_bias(ctx, cur, l.bo)?;
             if let Some(pn) = l.post_attn_norm {

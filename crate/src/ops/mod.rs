@@ -7,6 +7,7 @@
 use crate::tensor::{Op, RopeParams, UnaryOp};
 use crate::{Context, DType, Error, Result, TensorId};
 
+mod attention;
 mod nn;
 mod train;
 

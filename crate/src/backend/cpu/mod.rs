@@ -95,6 +95,11 @@ impl NodeRef {
             .as_ref()
             .expect("op has src1 (checked at build time)")
     }
+    pub fn src2(&self) -> &TensorRef {
+        self.src[2]
+            .as_ref()
+            .expect("op has src2 (checked at build time)")
+    }
 }
 
 /// Per-thread parameters of a kernel call (ggml_compute_params).

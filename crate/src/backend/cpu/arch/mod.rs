@@ -118,6 +118,51 @@ pub fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
     }
 }
 
+/// Whether the fused attention op has its fast kernels here (x86-64 with AVX2/FMA/F16C). Where
+/// it does not, mul_mat + soft_max attention runs on the (SIMD) matmul tiles and is faster.
+pub fn fused_attention_pays() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Dots of four f16 rows (each `q.len()` long) with the f32 vector `q`, where this machine has
+/// a kernel for it (x86-64 AVX2); `None` elsewhere (the caller falls back to one row at a time).
+///
+/// # Safety
+/// Each `k[r]` points at `q.len()` readable f16 values.
+#[allow(unused_variables)]
+pub unsafe fn dot4_f16_f32(k: [*const f16; 4], q: &[f32]) -> Option<[f32; 4]> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: as the caller guarantees.
+        unsafe { x86::attention::dot4_f16_f32(k, q) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
+/// `accs[h] += ws[h] · v` for every head h (`accs`: `ws.len()` rows of `v.len()` values), the
+/// f16 row converted once for all heads where a kernel exists (x86-64 AVX2).
+pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if x86::attention::axpy_heads_f16(ws, v, accs) {
+        return;
+    }
+    for (w, acc) in ws.iter().zip(accs.chunks_exact_mut(v.len().max(1))) {
+        if *w != 0.0 {
+            axpy_f16(*w, v, acc);
+        }
+    }
+}
+
 /// y += a·x with f16 `x` and f32 `y`, the fastest kernel available.
 pub fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]

@@ -172,7 +172,7 @@ fn row_index(ir: usize, ne: &[usize; 4]) -> (usize, usize, usize) {
 ///
 /// # Safety
 /// The row indices are inside `t`, whose type is `convertible`.
-unsafe fn load_row(t: &TensorRef, i1: usize, i2: usize, i3: usize, out: &mut [f32]) {
+pub(super) unsafe fn load_row(t: &TensorRef, i1: usize, i2: usize, i3: usize, out: &mut [f32]) {
     let n = out.len();
     // SAFETY: indices inside the tensor (caller); the row spans n elements at stride nb[0].
     unsafe {

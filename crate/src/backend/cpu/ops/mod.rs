@@ -4,6 +4,7 @@ use super::{ComputeParams, NodeRef};
 use crate::tensor::Op;
 use crate::{Context, Error, Result, TensorId};
 
+pub mod attention;
 pub mod basic;
 pub mod matmul;
 pub mod train;
@@ -44,6 +45,8 @@ fn is_matmul_family(op: &Op) -> bool {
 pub fn check_supported(node: &NodeRef) -> Result<()> {
     let ok = if is_matmul_family(&node.op) {
         matmul::supported(node)
+    } else if matches!(node.op, Op::FlashAttnExt { .. }) {
+        attention::supported(node)
     } else if train::is_train_op(&node.op) {
         train::supported(node)
     } else {
@@ -71,6 +74,8 @@ pub fn check_supported(node: &NodeRef) -> Result<()> {
 pub fn work_size(node: &NodeRef, nth: usize) -> usize {
     if is_matmul_family(&node.op) {
         matmul::work_size(node, nth)
+    } else if matches!(node.op, Op::FlashAttnExt { .. }) {
+        attention::work_size(node, nth)
     } else {
         basic::work_size(node, nth)
     }
@@ -80,6 +85,8 @@ pub fn work_size(node: &NodeRef, nth: usize) -> usize {
 pub fn forward(p: &ComputeParams, node: &NodeRef) {
     if is_matmul_family(&node.op) {
         matmul::forward(p, node)
+    } else if matches!(node.op, Op::FlashAttnExt { .. }) {
+        attention::forward(p, node)
     } else if train::is_train_op(&node.op) {
         train::forward(p, node)
     } else {

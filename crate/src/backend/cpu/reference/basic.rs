@@ -264,6 +264,57 @@ pub fn compute(op: &Op, srcs: &[Option<&Dense>], dst_ne: [usize; 4]) -> Result<D
                 }
             }
         }
+        Op::FlashAttnExt {
+            scale,
+            max_bias,
+            softcap,
+        } => {
+            let (k, v) = (src(srcs, 1, op)?, src(srcs, 2, op)?);
+            let mask = srcs.get(3).copied().flatten();
+            let (dk, n_kv, n_head) = (a.ne[0], k.ne[1], a.ne[2]);
+            let group = n_head / k.ne[2];
+            for i3 in 0..dst_ne[3] {
+                for t in 0..dst_ne[2] {
+                    for h in 0..n_head {
+                        let (hk, k3) = (h / group, i3 % k.ne[3]);
+                        let slope = alibi_slope(max_bias as f64, n_head, h);
+                        let s: Vec<f64> = (0..n_kv)
+                            .map(|j| {
+                                let dot: f64 = (0..dk)
+                                    .map(|d| {
+                                        a.get([d, t, h, i3]) as f64 * k.get([d, j, hk, k3]) as f64
+                                    })
+                                    .sum();
+                                let mut x = dot * scale as f64;
+                                if softcap > 0.0 {
+                                    x = softcap as f64 * (x / softcap as f64).tanh();
+                                }
+                                match mask {
+                                    Some(m) => {
+                                        x + slope * m.get([j, t, h % m.ne[2], i3 % m.ne[3]]) as f64
+                                    }
+                                    None => x,
+                                }
+                            })
+                            .collect();
+                        let max = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                        // A row with every position masked attends to nothing: zeros.
+                        let w: Vec<f64> = if max == f64::NEG_INFINITY {
+                            vec![0.0; n_kv]
+                        } else {
+                            s.iter().map(|x| (x - max).exp()).collect()
+                        };
+                        let total: f64 = w.iter().sum();
+                        for d in 0..dst_ne[0] {
+                            let acc: f64 =
+                                (0..n_kv).map(|j| w[j] * v.get([d, j, hk, k3]) as f64).sum();
+                            let r = if total > 0.0 { acc / total } else { 0.0 };
+                            out.set([d, h, t, i3], r as f32);
+                        }
+                    }
+                }
+            }
+        }
         Op::Rope(p) => {
             let pos = src(srcs, 1, op)?;
             let freq = srcs.get(2).copied().flatten();

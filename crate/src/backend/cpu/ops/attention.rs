@@ -1,0 +1,358 @@
+//! Fused attention (FLASH_ATTN_EXT): one pass over the KV cache per query row with an online
+//! softmax, reading f16 K/V rows in place.
+//!
+//! Work items are (token, kv head, seq) groups: the n_head / n_head_kv query heads that share a
+//! kv head are done together, so each K row is read and each V row converted to f32 once for
+//! all of them (grouped-query attention). When there are fewer groups than threads can use (a
+//! generated token has n_head_kv groups) the kv positions are split into chunks as well; each
+//! chunk leaves its partial (max, sum, accumulator) in the work buffer and, after a barrier,
+//! the partials of a row are merged (flash decoding).
+
+use crate::backend::cpu::arch::{self, exp_approx};
+use crate::backend::cpu::{thread_range, type_traits, ComputeParams, NodeRef, TensorRef};
+use crate::tensor::{Alibi, Op};
+use crate::DType;
+
+use super::basic::load_row;
+
+/// Scores per block: the online-softmax state is rescaled once per block, not per position.
+const BLOCK: usize = 32;
+/// The fewest kv positions worth a chunk of their own.
+const MIN_CHUNK: usize = 64;
+
+pub fn supported(node: &NodeRef) -> bool {
+    let (Some(q), Some(k), Some(v)) = (node.src[0], node.src[1], node.src[2]) else {
+        return false;
+    };
+    let row_contiguous = |t: &TensorRef| t.nb[0] == t.dtype.type_size();
+    q.dtype == DType::F32
+        && matches!(k.dtype, DType::F16 | DType::F32)
+        && matches!(v.dtype, DType::F16 | DType::F32)
+        && row_contiguous(&k)
+        && row_contiguous(&v)
+        && node.dst.dtype == DType::F32
+        && node.dst.is_contiguous()
+        && !matches!(node.src[3], Some(m) if !matches!(m.dtype, DType::F32 | DType::F16))
+}
+
+/// The split of one node's work: `groups` (token, kv head, seq) groups × `chunks` kv ranges.
+struct Split {
+    groups: usize,
+    /// Query heads per kv head.
+    g: usize,
+    chunks: usize,
+    chunk_len: usize,
+}
+
+impl Split {
+    fn new(node: &NodeRef, nth: usize) -> Split {
+        let (q, k) = (node.src0(), node.src1());
+        let n_kv = k.ne[1];
+        let g = q.ne[2] / k.ne[2].max(1);
+        let groups = q.ne[1] * k.ne[2] * q.ne[3];
+        // Enough items for every thread (4 per thread evens out uneven groups), but chunks of at
+        // least MIN_CHUNK positions: below that the merge costs more than it spreads.
+        let want = if nth > 1 {
+            (4 * nth).div_ceil(groups.max(1))
+        } else {
+            1
+        };
+        let chunk_len = n_kv
+            .div_ceil(want.min(n_kv.div_ceil(MIN_CHUNK)).max(1))
+            .max(1);
+        Split {
+            groups,
+            g,
+            chunks: n_kv.div_ceil(chunk_len).max(1),
+            chunk_len,
+        }
+    }
+
+    /// f32 values of one partial: per head its max, its sum and dv accumulators.
+    fn partial_len(&self, dv: usize) -> usize {
+        self.g * (dv + 2)
+    }
+}
+
+pub fn work_size(node: &NodeRef, nth: usize) -> usize {
+    let s = Split::new(node, nth);
+    if s.chunks == 1 {
+        return 0;
+    }
+    s.groups * s.chunks * s.partial_len(node.src2().ne[0]) * 4
+}
+
+/// The online-softmax state of one query head (its accumulators are a row of `accs`).
+#[derive(Clone, Copy)]
+struct HeadState {
+    max: f32,
+    sum: f32,
+}
+
+pub fn forward(p: &ComputeParams, node: &NodeRef) {
+    let Op::FlashAttnExt {
+        scale,
+        max_bias,
+        softcap,
+    } = node.op
+    else {
+        unreachable!("dispatched on FLASH_ATTN_EXT")
+    };
+    let (q, k, v, d) = (node.src0(), node.src1(), node.src2(), &node.dst);
+    let mask = node.src[3].as_ref();
+    let (dk, dv, n_kv) = (q.ne[0], v.ne[0], k.ne[1]);
+    let (n_tokens, n_head_kv) = (q.ne[1], k.ne[2]);
+    let split = Split::new(node, p.nth);
+    let g = split.g;
+    let alibi = Alibi::new(max_bias, q.ne[2]);
+    let kt = type_traits(k.dtype).expect("k type checked by supported");
+    let qt = type_traits(kt.vec_dot_type).expect("a vec_dot type has traits");
+    let q_bytes = kt.vec_dot_type.row_size(dk).expect("dk fits a row");
+    let k_bytes = dk * k.dtype.type_size();
+    // f16 K against an f32 q, four rows at a time, where the machine has that kernel; else
+    // one vec_dot per row with q in K's vec_dot type (as mul_mat does).
+    // SAFETY: zero-length rows: nothing is read.
+    let dot4 = k.dtype == DType::F16
+        && unsafe { arch::dot4_f16_f32([std::ptr::null(); 4], &[]) }.is_some();
+
+    let mut qf = vec![0f32; g * dk];
+    let mut qv = vec![0u8; if dot4 { 0 } else { g * q_bytes }];
+    let mut masks = vec![0f32; if mask.is_some() { g * n_kv } else { 0 }];
+    let mut scores = vec![0f32; g * BLOCK];
+    let mut vrow = vec![0f32; dv];
+    let mut accs = vec![0f32; g * dv];
+    let mut ws = vec![0f32; g];
+    let mut heads = vec![
+        HeadState {
+            max: f32::NEG_INFINITY,
+            sum: 0.0
+        };
+        g
+    ];
+
+    let items = split.groups * split.chunks;
+    for item in thread_range(items, p.ith, p.nth) {
+        let (group, chunk) = (item / split.chunks, item % split.chunks);
+        let hk = group % n_head_kv;
+        let t = (group / n_head_kv) % n_tokens;
+        let i3 = group / (n_head_kv * n_tokens);
+        let k3 = i3 % k.ne[3];
+        let j_lo = chunk * split.chunk_len;
+        let j_hi = (j_lo + split.chunk_len).min(n_kv);
+
+        for gi in 0..g {
+            let h = hk * g + gi;
+            let qrow = &mut qf[gi * dk..(gi + 1) * dk];
+            // SAFETY: t < q.ne1, h < q.ne2, i3 < q.ne3.
+            unsafe { load_row(q, t, h, i3, qrow) };
+            if dot4 {
+                // q rounded to f16 as the one-row path (and mul_mat's f16 path, and llama.cpp)
+                // rounds it: the same scores whichever kernel this machine has.
+                qrow.iter_mut()
+                    .for_each(|x| *x = half::f16::from_f32(*x).to_f32());
+            } else {
+                (qt.from_f32)(qrow, &mut qv[gi * q_bytes..(gi + 1) * q_bytes]);
+            }
+            if let Some(m) = mask {
+                // SAFETY: mask ne0 == n_kv, ne1 >= n_tokens, ne2 | n_head, ne3 | q.ne3 (checked at
+                // build time).
+                let row = &mut masks[gi * n_kv..(gi + 1) * n_kv];
+                unsafe { load_row(m, t, h % m.ne[2], i3 % m.ne[3], row) };
+                let slope = alibi.slope(h);
+                if slope != 1.0 {
+                    row.iter_mut().for_each(|x| *x *= slope);
+                }
+            }
+        }
+        accs.fill(0.0);
+        heads.fill(HeadState {
+            max: f32::NEG_INFINITY,
+            sum: 0.0,
+        });
+
+        for b0 in (j_lo..j_hi).step_by(BLOCK) {
+            let b1 = (b0 + BLOCK).min(j_hi);
+            // Scores of the block for every head of the group; masked positions skip the dot.
+            for gi in 0..g {
+                let mrow = mask.map(|_| &masks[gi * n_kv..(gi + 1) * n_kv]);
+                let sc = &mut scores[gi * BLOCK..(gi + 1) * BLOCK];
+                let mut j = b0;
+                while j < b1 {
+                    let cnt = (b1 - j).min(4);
+                    if mrow.is_some_and(|m| m[j..j + cnt].iter().all(|&x| x == f32::NEG_INFINITY)) {
+                        sc[j - b0..j - b0 + cnt].fill(f32::NEG_INFINITY);
+                        j += cnt;
+                        continue;
+                    }
+                    // SAFETY: rows j.. < n_kv of kv head hk < n_head_kv, k3 < k.ne3; rows are
+                    // contiguous (supported), dk values each.
+                    let krow = |r: usize| unsafe { k.at(0, j + r.min(cnt - 1), hk, k3) };
+                    let dots = if dot4 {
+                        let rows = [0, 1, 2, 3].map(|r| krow(r) as *const half::f16);
+                        // SAFETY: each row holds dk f16 values; dot4 is available (checked).
+                        unsafe { arch::dot4_f16_f32(rows, &qf[gi * dk..(gi + 1) * dk]) }
+                            .expect("checked above")
+                    } else {
+                        let qrow = &qv[gi * q_bytes..(gi + 1) * q_bytes];
+                        [0, 1, 2, 3].map(|r| {
+                            // SAFETY: as above; k_bytes bytes per row.
+                            let kb = unsafe { std::slice::from_raw_parts(krow(r), k_bytes) };
+                            (kt.vec_dot)(dk, kb, qrow)
+                        })
+                    };
+                    for r in 0..cnt {
+                        let mv = mrow.map_or(0.0, |m| m[j + r]);
+                        sc[j - b0 + r] = if mv == f32::NEG_INFINITY {
+                            f32::NEG_INFINITY
+                        } else {
+                            let mut x = dots[r] * scale;
+                            if softcap > 0.0 {
+                                x = softcap * (x / softcap).tanh();
+                            }
+                            x + mv
+                        };
+                    }
+                    j += cnt;
+                }
+            }
+            // Rescale each head's state to the block's new max, then turn scores into weights.
+            let mut any = false;
+            for (gi, hs) in heads.iter_mut().enumerate() {
+                let sc = &mut scores[gi * BLOCK..gi * BLOCK + (b1 - b0)];
+                let bmax = sc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                if bmax == f32::NEG_INFINITY {
+                    sc.fill(0.0);
+                    continue;
+                }
+                any = true;
+                if bmax > hs.max {
+                    let c = exp_approx(hs.max - bmax);
+                    accs[gi * dv..(gi + 1) * dv]
+                        .iter_mut()
+                        .for_each(|a| *a *= c);
+                    hs.sum *= c;
+                    hs.max = bmax;
+                }
+                // Exps in a loop of their own (it vectorizes), then the sum.
+                for x in sc.iter_mut() {
+                    *x = exp_approx(*x - hs.max);
+                }
+                hs.sum += sc.iter().sum::<f32>();
+            }
+            if !any {
+                continue;
+            }
+            for j in b0..b1 {
+                for (gi, w) in ws.iter_mut().enumerate() {
+                    *w = scores[gi * BLOCK + (j - b0)];
+                }
+                if ws.iter().all(|&w| w == 0.0) {
+                    continue;
+                }
+                // SAFETY: row j < n_kv of kv head hk, k3 < v.ne3: dv contiguous values of v's
+                // type (supported), aligned (typed views are).
+                unsafe {
+                    let vp = v.at(0, j, hk, k3);
+                    if v.dtype == DType::F16 {
+                        let x = std::slice::from_raw_parts(vp as *const half::f16, dv);
+                        arch::axpy_heads_f16(&ws, x, &mut accs);
+                    } else {
+                        let x = std::slice::from_raw_parts(vp as *const f32, dv);
+                        for (w, acc) in ws.iter().zip(accs.chunks_exact_mut(dv)) {
+                            if *w != 0.0 {
+                                arch::axpy_f32(*w, x, acc);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
+        if split.chunks == 1 {
+            for (gi, hs) in heads.iter().enumerate() {
+                // SAFETY: dst is contiguous f32 [dv, n_head, n_tokens, ne3]; this row belongs to
+                // this item alone.
+                let out = unsafe {
+                    std::slice::from_raw_parts_mut(d.at(0, hk * g + gi, t, i3) as *mut f32, dv)
+                };
+                finish(out, &accs[gi * dv..(gi + 1) * dv], hs.sum);
+            }
+        } else {
+            // SAFETY: the work buffer holds groups × chunks partials (work_size); this item's
+            // slot is written by this thread alone.
+            let slot = unsafe { partial(p, &split, dv, item) };
+            for (gi, hs) in heads.iter().enumerate() {
+                let o = gi * (dv + 2);
+                slot[o] = hs.max;
+                slot[o + 1] = hs.sum;
+                slot[o + 2..o + 2 + dv].copy_from_slice(&accs[gi * dv..(gi + 1) * dv]);
+            }
+        }
+    }
+    if split.chunks == 1 {
+        return;
+    }
+
+    // Merge the chunks of each (group, head) row.
+    p.barrier.wait();
+    for row in thread_range(split.groups * g, p.ith, p.nth) {
+        let (group, gi) = (row / g, row % g);
+        let hk = group % n_head_kv;
+        let t = (group / n_head_kv) % n_tokens;
+        let i3 = group / (n_head_kv * n_tokens);
+        let o = gi * (dv + 2);
+        let mut max = f32::NEG_INFINITY;
+        for c in 0..split.chunks {
+            // SAFETY: written before the barrier by the thread of item (group, c).
+            let s = unsafe { partial(p, &split, dv, group * split.chunks + c) };
+            max = max.max(s[o]);
+        }
+        vrow.fill(0.0);
+        let mut sum = 0f32;
+        if max != f32::NEG_INFINITY {
+            for c in 0..split.chunks {
+                // SAFETY: as above.
+                let s = unsafe { partial(p, &split, dv, group * split.chunks + c) };
+                if s[o] == f32::NEG_INFINITY {
+                    continue;
+                }
+                let w = exp_approx(s[o] - max);
+                sum += s[o + 1] * w;
+                arch::axpy_f32(w, &s[o + 2..o + 2 + dv], &mut vrow);
+            }
+        }
+        // SAFETY: as in the unsplit case; rows are split between threads.
+        let out =
+            unsafe { std::slice::from_raw_parts_mut(d.at(0, hk * g + gi, t, i3) as *mut f32, dv) };
+        finish(out, &vrow, sum);
+    }
+}
+
+/// The partial of work item `item` in the work buffer.
+///
+/// # Safety
+/// The work buffer is `work_size` bytes for this split; no other thread writes the slot while
+/// it is borrowed.
+#[allow(clippy::mut_from_ref)]
+unsafe fn partial<'a>(
+    p: &'a ComputeParams,
+    split: &Split,
+    dv: usize,
+    item: usize,
+) -> &'a mut [f32] {
+    let len = split.partial_len(dv);
+    // SAFETY: item < groups × chunks, so the slot lies inside the 64-byte aligned work buffer.
+    unsafe { std::slice::from_raw_parts_mut((p.wdata as *mut f32).add(item * len), len) }
+}
+
+/// `out = acc / sum`, or zeros for a row every position of which was masked.
+fn finish(out: &mut [f32], acc: &[f32], sum: f32) {
+    if sum > 0.0 {
+        let inv = 1.0 / sum;
+        for (o, a) in out.iter_mut().zip(acc) {
+            *o = a * inv;
+        }
+    } else {
+        out.fill(0.0);
+    }
+}
