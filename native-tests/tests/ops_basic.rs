@@ -758,6 +758,9 @@ fn flash_attn_ext() {
         (20, 12, 37, 3, 6, 3),
         (9, 7, 70, 2, 2, 2),
         (16, 16, 5, 4, 4, 1),
+        // More query heads per kv head than are done together (16 → 2 blocks of 8; 9 → 3 × 3).
+        (8, 8, 70, 2, 16, 1),
+        (8, 8, 33, 1, 9, 1),
     ];
     for (dk, dv, n_kv, n_tok, n_head, n_head_kv) in shapes {
         for kv_type in [DType::F16, DType::F32] {

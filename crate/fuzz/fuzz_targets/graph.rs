@@ -110,8 +110,17 @@ fuzz_target!(|data: &[u8]| {
             14 => ctx.norm(a, b.f32()),
             15 => ctx.rms_norm(a, b.f32()),
             16 => {
-                let mask = (b.u8() & 1 == 1).then_some(c);
-                ctx.soft_max_ext(a, mask, b.f32(), b.f32().abs())
+                let sel = b.u8();
+                if sel & 2 == 0 {
+                    let mask = (sel & 1 == 1).then_some(c);
+                    ctx.soft_max_ext(a, mask, b.f32(), b.f32().abs())
+                } else {
+                    // Fused attention: q = a, k = c, v and the mask from the pool.
+                    let v = pool[b.u8() as usize % pool.len()];
+                    let m = pool[b.u8() as usize % pool.len()];
+                    let mask = (sel & 1 == 1).then_some(m);
+                    ctx.flash_attn_ext(a, c, v, mask, b.f32(), b.f32().abs(), b.f32().abs())
+                }
             }
             17 => {
                 let mode = if b.u8() & 1 == 1 {

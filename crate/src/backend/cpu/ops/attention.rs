@@ -2,10 +2,10 @@
 //! softmax, reading f16 K/V rows in place.
 //!
 //! Work items are (token, kv head, seq) groups: the n_head / n_head_kv query heads that share a
-//! kv head are done together, so each K row is read and each V row converted to f32 once for
-//! all of them (grouped-query attention). When there are fewer groups than threads can use (a
-//! generated token has n_head_kv groups) the kv positions are split into chunks as well; each
-//! chunk leaves its partial (max, sum, accumulator) in the work buffer and, after a barrier,
+//! kv head (up to MAX_HEADS of them) are done together, so each K row is read and each V row
+//! converted once for all of them (grouped-query attention). When there are fewer groups than
+//! threads can use (a generated token has n_head_kv groups) the kv positions are split into
+//! chunks as well; each chunk leaves its partial (max, sum, accumulator) in the work buffer and, after a barrier,
 //! the partials of a row are merged (flash decoding).
 
 use crate::backend::cpu::arch::{self, exp_approx};
@@ -35,11 +35,21 @@ pub fn supported(node: &NodeRef) -> bool {
         && !matches!(node.src[3], Some(m) if !matches!(m.dtype, DType::F32 | DType::F16))
 }
 
-/// The split of one node's work: `groups` (token, kv head, seq) groups × `chunks` kv ranges.
+/// Query heads done together at most: bounds the per-thread buffers (heads × n_kv mask values,
+/// heads × dv accumulators) whatever the shapes.
+const MAX_HEADS: usize = 8;
+
+/// The split of one node's work: `groups` (head block, kv head, token, seq) groups × `chunks`
+/// kv ranges.
 struct Split {
     groups: usize,
-    /// Query heads per kv head.
+    /// Query heads per group: the largest divisor of n_head / n_head_kv up to MAX_HEADS, so every
+    /// group is full.
     g: usize,
+    /// Groups per kv head.
+    n_sub: usize,
+    n_head_kv: usize,
+    n_tokens: usize,
     chunks: usize,
     chunk_len: usize,
 }
@@ -48,8 +58,13 @@ impl Split {
     fn new(node: &NodeRef, nth: usize) -> Split {
         let (q, k) = (node.src0(), node.src1());
         let n_kv = k.ne[1];
-        let g = q.ne[2] / k.ne[2].max(1);
-        let groups = q.ne[1] * k.ne[2] * q.ne[3];
+        let per_kv = q.ne[2] / k.ne[2].max(1);
+        let g = (1..=MAX_HEADS.min(per_kv.max(1)))
+            .rev()
+            .find(|d| per_kv % d == 0)
+            .unwrap_or(1);
+        let n_sub = per_kv / g;
+        let groups = q.ne[1] * k.ne[2] * q.ne[3] * n_sub;
         // Enough items for every thread (4 per thread evens out uneven groups), but chunks of at
         // least MIN_CHUNK positions: below that the merge costs more than it spreads.
         let want = if nth > 1 {
@@ -63,9 +78,22 @@ impl Split {
         Split {
             groups,
             g,
+            n_sub,
+            n_head_kv: k.ne[2],
+            n_tokens: q.ne[1],
             chunks: n_kv.div_ceil(chunk_len).max(1),
             chunk_len,
         }
+    }
+
+    /// Group `group`'s first query head, kv head, token and seq.
+    fn locate(&self, group: usize) -> (usize, usize, usize, usize) {
+        let sub = group % self.n_sub;
+        let rest = group / self.n_sub;
+        let hk = rest % self.n_head_kv;
+        let t = (rest / self.n_head_kv) % self.n_tokens;
+        let i3 = rest / (self.n_head_kv * self.n_tokens);
+        ((hk * self.n_sub + sub) * self.g, hk, t, i3)
     }
 
     /// f32 values of one partial: per head its max, its sum and dv accumulators.
@@ -101,7 +129,6 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     let (q, k, v, d) = (node.src0(), node.src1(), node.src2(), &node.dst);
     let mask = node.src[3].as_ref();
     let (dk, dv, n_kv) = (q.ne[0], v.ne[0], k.ne[1]);
-    let (n_tokens, n_head_kv) = (q.ne[1], k.ne[2]);
     let split = Split::new(node, p.nth);
     let g = split.g;
     let alibi = Alibi::new(max_bias, q.ne[2]);
@@ -133,15 +160,13 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     let items = split.groups * split.chunks;
     for item in thread_range(items, p.ith, p.nth) {
         let (group, chunk) = (item / split.chunks, item % split.chunks);
-        let hk = group % n_head_kv;
-        let t = (group / n_head_kv) % n_tokens;
-        let i3 = group / (n_head_kv * n_tokens);
+        let (h0, hk, t, i3) = split.locate(group);
         let k3 = i3 % k.ne[3];
         let j_lo = chunk * split.chunk_len;
         let j_hi = (j_lo + split.chunk_len).min(n_kv);
 
         for gi in 0..g {
-            let h = hk * g + gi;
+            let h = h0 + gi;
             let qrow = &mut qf[gi * dk..(gi + 1) * dk];
             // SAFETY: t < q.ne1, h < q.ne2, i3 < q.ne3.
             unsafe { load_row(q, t, h, i3, qrow) };
@@ -273,7 +298,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
                 // SAFETY: dst is contiguous f32 [dv, n_head, n_tokens, ne3]; this row belongs to
                 // this item alone.
                 let out = unsafe {
-                    std::slice::from_raw_parts_mut(d.at(0, hk * g + gi, t, i3) as *mut f32, dv)
+                    std::slice::from_raw_parts_mut(d.at(0, h0 + gi, t, i3) as *mut f32, dv)
                 };
                 finish(out, &accs[gi * dv..(gi + 1) * dv], hs.sum);
             }
@@ -297,9 +322,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     p.barrier.wait();
     for row in thread_range(split.groups * g, p.ith, p.nth) {
         let (group, gi) = (row / g, row % g);
-        let hk = group % n_head_kv;
-        let t = (group / n_head_kv) % n_tokens;
-        let i3 = group / (n_head_kv * n_tokens);
+        let (h0, _, t, i3) = split.locate(group);
         let o = gi * (dv + 2);
         let mut max = f32::NEG_INFINITY;
         for c in 0..split.chunks {
@@ -323,7 +346,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
         }
         // SAFETY: as in the unsplit case; rows are split between threads.
         let out =
-            unsafe { std::slice::from_raw_parts_mut(d.at(0, hk * g + gi, t, i3) as *mut f32, dv) };
+            unsafe { std::slice::from_raw_parts_mut(d.at(0, h0 + gi, t, i3) as *mut f32, dv) };
         finish(out, &vrow, sum);
     }
 }
