@@ -258,6 +258,15 @@ impl FileStream {
         })
     }
 
+    /// At the end of a stream whose data went elsewhere: [`FileStream::finish`]'s checks, then
+    /// the header itself (moved out, not copied: a large vocabulary is megabytes).
+    pub fn take_header(&mut self) -> Result<Gguf> {
+        self.finish()?;
+        self.header
+            .take()
+            .ok_or_else(|| Error::InvalidArgument("the header of this stream was taken".into()))
+    }
+
     /// The parsed header and the whole file, for a model to use in place (once).
     pub fn take_file(&mut self) -> Result<(Gguf, std::sync::Arc<AlignedBytes>)> {
         if !self.keep_data {

@@ -111,9 +111,8 @@ impl ModelStream {
         let received = self.file.received();
         let part = match self.device.as_ref() {
             Some((_, w)) => {
-                let g = self.file.finish()?.clone();
                 w.end_part()?;
-                (g, None)
+                (self.file.take_header()?, None)
             }
             None => {
                 let (g, bytes) = self.file.take_file()?;
@@ -385,23 +384,26 @@ impl LlmCore {
         split::check_parts(&headers).map_err(js_err)?;
         let file_bytes = file.done_bytes as usize;
         file.done_bytes = 0;
-        let header = parts[0].0.clone();
+        // The first header moves into the model (not copied: a vocabulary is megabytes).
+        let mut parts = parts.into_iter();
+        let (header, first_bytes) = parts.next().ok_or_else(|| JsError::new("no model files"))?;
+        let rest: Vec<_> = parts.collect();
         // An unsupported architecture is named before anything else is read.
         ggweb::models::llama::HParams::from_gguf(&header).map_err(js_err)?;
         let n_ctx = n_ctx.max(1) as usize;
         let llm = match file.device.take() {
             Some((runner, weights)) => {
+                drop(rest);
                 let (ctx, w) = weights.finish().map_err(js_err)?;
                 LlamaModel::from_weights(ctx, w, &header, n_ctx, runner)
                     .and_then(|m| Llm::with_model(m, &header))
             }
             None => {
-                let mut held: Vec<(&Gguf, Arc<dyn HostBytes>)> = Vec::with_capacity(parts.len());
-                for (g, bytes) in &parts {
-                    let b = bytes
-                        .clone()
-                        .ok_or_else(|| JsError::new("file bytes were not kept"))?;
-                    held.push((g, b));
+                let mut held: Vec<(&Gguf, Arc<dyn HostBytes>)> = Vec::with_capacity(rest.len() + 1);
+                let kept = || JsError::new("file bytes were not kept");
+                held.push((&header, first_bytes.ok_or_else(kept)?));
+                for (g, bytes) in &rest {
+                    held.push((g, bytes.clone().ok_or_else(kept)?));
                 }
                 Llm::from_parts(&held, n_ctx, choice, crate::cpu_threads())
             }
