@@ -342,3 +342,70 @@ fn streamed_weights_on_webgpu_equal_the_uploaded_ones() {
     // The old path keeps the file in host memory as well.
     assert_eq!(old.memory().weights_host, file.bytes().len() as u64);
 }
+
+/// A device buffer type with small buffers (host memory underneath, so the test reads it back).
+struct SmallDevice(Arc<dyn BufferType>);
+
+impl BufferType for SmallDevice {
+    fn name(&self) -> &str {
+        "small-device"
+    }
+    fn alignment(&self) -> usize {
+        256
+    }
+    fn max_size(&self) -> usize {
+        64 << 10
+    }
+    fn alloc_buffer(
+        self: Arc<Self>,
+        size: usize,
+    ) -> ggweb::Result<Arc<dyn ggweb::backend::Buffer>> {
+        self.0.clone().alloc_buffer(size)
+    }
+    fn is_host(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn weights_larger_than_a_device_buffer_stay_on_the_host_and_every_byte_lands() {
+    let file = std::fs::read(phi3()).unwrap();
+    let g = Gguf::parse(&file).unwrap();
+    let buft: Arc<dyn BufferType> = Arc::new(SmallDevice(ggweb::backend::cpu::cpu_buffer_type()));
+    let (ctx, w, _) = stream(&[&file], buft.clone()).unwrap();
+    let big: Vec<&str> = g
+        .tensors
+        .iter()
+        .filter(|t| t.size > 64 << 10)
+        .map(|t| t.name.as_str())
+        .collect();
+    assert!(!big.is_empty(), "the fixture has tensors over 64 KiB");
+    assert_eq!(w.on_host.len(), big.len(), "{:?}", w.on_host);
+    for (note, name) in w.on_host.iter().zip(&big) {
+        assert!(
+            note.starts_with(name) && note.contains("largest buffer"),
+            "{note}"
+        );
+    }
+    // The device buffers first (each within the device's largest buffer), the host one last.
+    let (host, device) = w.buffers.split_last().unwrap();
+    assert!(device.len() > 1 && device.iter().all(|b| b.size() <= 64 << 10));
+    let big_bytes: u64 = g
+        .tensors
+        .iter()
+        .filter(|t| t.size > 64 << 10)
+        .map(|t| t.size)
+        .sum();
+    assert!(host.size() as u64 >= big_bytes);
+    for t in &g.tensors {
+        let id = w.get(&t.name).unwrap();
+        let buffer = &ctx.tensor(id).data.as_ref().unwrap().buffer;
+        assert_eq!(Arc::ptr_eq(buffer, host), t.size > 64 << 10, "{}", t.name);
+        let start = (g.data_offset + t.offset) as usize;
+        assert!(
+            ctx.get_bytes(id).unwrap() == file[start..start + t.size as usize],
+            "{}: bytes differ",
+            t.name
+        );
+    }
+}
