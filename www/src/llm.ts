@@ -29,6 +29,18 @@ function isSourceList(s: ModelSource): s is readonly Source[] {
   return Array.isArray(s);
 }
 
+/** The parts of a split model named by its first part's URL or path (`…-00001-of-0000N.gguf`,
+ * as llama.cpp opens them); any other source alone. */
+function splitParts(s: Source): Source[] {
+  if (typeof s !== 'string' && !(s instanceof URL)) return [s];
+  const str = String(s);
+  const m = /-00001-of-(\d{5})\.gguf(?=$|[?#])/.exec(str);
+  const n = m ? Number(m[1]) : 1;
+  if (!m || n < 2) return [s];
+  const name = (i: number) => `-${String(i + 1).padStart(5, '0')}-of-${m[1]}.gguf`;
+  return Array.from({ length: n }, (_, i) => str.slice(0, m.index) + name(i) + str.slice(m.index + m[0].length));
+}
+
 export interface LLMProgress {
   /** Bytes read so far. */
   loaded: number;
@@ -328,8 +340,9 @@ export class LLM {
 
   /**
    * Load a GGUF from a URL, a path (Node), a File/Blob, or bytes; or a split model
-   * (`*-00001-of-0000N.gguf` …) from the list of its parts in order (its `split.*` keys are
-   * checked: a wrong count or order is refused after part 1's header, before the rest downloads).
+   * (`*-00001-of-0000N.gguf` …) from the list of its parts in order, or from the URL or path of
+   * part 1 alone (the others named alike). Its `split.*` keys are checked: a wrong count or order
+   * is refused after part 1's header, before the rest downloads.
    * On WebGPU the weights go to GPU buffers as their bytes arrive (the file never sits in the wasm
    * heap, so a model larger than wasm32 memory can run); on the CPU a file that cannot fit the
    * heap is an `out-of-memory` error as soon as its size or header says so.
@@ -338,7 +351,7 @@ export class LLM {
     const t0 = now();
     const m = await engine();
     const backendInfo = await chooseBackend(opts.backend);
-    const sources: Source[] = isSourceList(source) ? [...source] : [source];
+    const sources: Source[] = isSourceList(source) ? [...source] : splitParts(source);
     if (sources.length === 0) throw coded('no model files given', 'invalid-argument');
     // Progress over the whole model: every part's size when all are known.
     const sizes = sources.length > 1 ? await Promise.all(sources.map((s) => sourceSize(s, opts.signal))) : [];

@@ -46,6 +46,19 @@ test('split GGUF from paths: same logits as the whole file, progress over all pa
   llm.free();
 });
 
+test('split GGUF from the path of part 1 alone: the other parts named alike', async () => {
+  const llm = await LLM.load(parts[0], { nCtx: 64 });
+  assert.equal(llm.loadInfo.parts, 3);
+  const ours = await llm.logits(PROMPT_IDS);
+  assert.ok(ours.every((x, i) => x === reference[i]));
+  llm.free();
+  // Part 2 missing: the error names it.
+  const lone = path.join(dir, 'lone-00001-of-00003.gguf');
+  fs.copyFileSync(parts[0], lone);
+  await assert.rejects(LLM.load(lone), /lone-00002-of-00003\.gguf/);
+  fs.rmSync(lone);
+});
+
 test('split GGUF from Blobs (Files in a page)', async () => {
   const blobs = parts.map((p) => new Blob([fs.readFileSync(p)]));
   const llm = await LLM.load(blobs, { nCtx: 64 });
