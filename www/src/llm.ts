@@ -357,12 +357,18 @@ export class LLM {
     const sizes = sources.length > 1 ? await Promise.all(sources.map((s) => sourceSize(s, opts.signal))) : [];
     const grand = sizes.every((n) => n !== undefined) && sizes.length ? sizes.reduce((a, b) => a! + b!, 0) : undefined;
     const toDevice = backendInfo.backend === 'webgpu' && !opts.keepFile;
+    // Aborted on failure: a download refused part-way (a wrong part list, out of memory) stops,
+    // the Cache API's copy of the body included.
+    const ctl = new AbortController();
+    const onAbort = () => ctl.abort(opts.signal?.reason);
+    opts.signal?.addEventListener('abort', onAbort);
+    const openOpts = { ...opts, signal: ctl.signal };
     let stream: InstanceType<typeof m.ModelStream> | null = null;
     try {
       let loaded = 0;
       let fromCache = true;
       for (let i = 0; i < sources.length; i++) {
-        const src = await openModel(sources[i], opts);
+        const src = await openModel(sources[i], openOpts);
         fromCache &&= src.fromCache;
         if (stream) stream.nextPart(src.total);
         else stream = new m.ModelStream(src.total, toDevice ? 'webgpu' : 'cpu');
@@ -400,8 +406,10 @@ export class LLM {
       if (backendInfo.requested !== backendInfo.backend) info.backendNote = backendInfo.reason;
       return new LLM(core, info);
     } catch (e) {
+      ctl.abort(e);
       throw toError(e);
     } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
       stream?.free();
     }
   }
