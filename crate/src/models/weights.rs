@@ -217,12 +217,8 @@ impl Weights {
         buft: &Arc<dyn crate::backend::BufferType>,
         mut keep: impl FnMut(TensorId) -> Option<String>,
     ) -> Result<Weights> {
-        let align = buft.alignment().max(1);
-        let max = buft.max_size();
         let mut on_host = Vec::new();
-        // Groups of (tensor, file offset) that fit one device buffer each, in file order.
-        let mut groups: Vec<Vec<(TensorId, usize)>> = Vec::new();
-        let mut used = 0usize;
+        let mut packer = Packer::new(buft.as_ref());
         for info in &gguf.tensors {
             let Some(&id) = by_name.get(&info.name) else {
                 continue;
@@ -231,30 +227,17 @@ impl Weights {
                 on_host.push(format!("{} ({reason})", info.name));
                 continue;
             }
-            let size = buft.alloc_size(ctx, id);
-            if size > max {
-                on_host.push(format!(
-                    "{} ({size} bytes > the device's largest buffer, {max} bytes)",
-                    info.name
-                ));
-                continue;
-            }
-            let offset = ctx.tensor(id).data.as_ref().map_or(0, |d| d.offset);
-            let at = crate::alloc::align_up(used, align);
-            if groups.is_empty() || at + size > max {
-                groups.push(Vec::new());
-                used = 0;
-            } else {
-                used = at;
-            }
-            used += size;
-            if let Some(g) = groups.last_mut() {
-                g.push((id, offset));
+            if let Err(note) = packer.add(id, buft.alloc_size(ctx, id)) {
+                on_host.push(format!("{} ({note})", info.name));
             }
         }
-        let mut buffers = Vec::with_capacity(groups.len() + 1);
-        for group in groups {
-            let ids: Vec<TensorId> = group.iter().map(|&(id, _)| id).collect();
+        let mut buffers = Vec::with_capacity(packer.groups.len() + 1);
+        for ids in packer.groups {
+            // Where each tensor is in the file, before its data moves to the device.
+            let offsets: Vec<usize> = ids
+                .iter()
+                .map(|&id| ctx.tensor(id).data.as_ref().map_or(0, |d| d.offset))
+                .collect();
             for &id in &ids {
                 ctx.tensor_mut(id).data = None;
             }
@@ -262,7 +245,7 @@ impl Weights {
                 continue;
             };
             device.set_usage(BufferUsage::Weights);
-            for (id, offset) in group {
+            for (&id, offset) in ids.iter().zip(offsets) {
                 let n = ctx.tensor(id).nbytes();
                 let src = &file[start + offset..start + offset + n];
                 ctx.set_bytes(id, src)?;
@@ -291,6 +274,48 @@ impl Weights {
             .get(name)
             .copied()
             .ok_or_else(|| Error::Model(format!("missing tensor '{name}'")))
+    }
+}
+
+/// Packs tensors, in order, into groups that each fit one buffer of a buffer type (device
+/// memory is split by the device's largest buffer).
+struct Packer {
+    align: usize,
+    max: usize,
+    used: usize,
+    groups: Vec<Vec<TensorId>>,
+}
+
+impl Packer {
+    fn new(buft: &dyn crate::backend::BufferType) -> Packer {
+        Packer {
+            align: buft.alignment().max(1),
+            max: buft.max_size(),
+            used: 0,
+            groups: Vec::new(),
+        }
+    }
+
+    /// Add a tensor of `size` bytes; a note when it is larger than one buffer (not added).
+    fn add(&mut self, id: TensorId, size: usize) -> std::result::Result<(), String> {
+        if size > self.max {
+            return Err(format!(
+                "{size} bytes > the device's largest buffer, {} bytes",
+                self.max
+            ));
+        }
+        let at = crate::alloc::align_up(self.used, self.align);
+        match self.groups.last_mut() {
+            Some(g) if at + size <= self.max => {
+                g.push(id);
+                self.used = at + size;
+            }
+            _ => {
+                self.groups.push(vec![id]);
+                self.used = size;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -369,33 +394,26 @@ impl WeightsStream {
         // The reader checked that tensors do not overlap; data arrives in offset order.
         plan.sort_by_key(|p| p.0);
         let device = !self.buft.is_host();
-        let align = self.buft.alignment().max(1);
-        let max = self.buft.max_size();
-        let mut groups: Vec<Vec<TensorId>> = Vec::new();
+        let mut packer = Packer::new(self.buft.as_ref());
         let mut host = Vec::new();
-        let mut used = 0usize;
         for &(_, _, id) in &plan {
-            let size = self.buft.alloc_size(ctx, id);
-            if device && size > max {
-                self.on_host.push(format!(
-                    "{} ({size} bytes > the device's largest buffer, {max} bytes)",
-                    ctx.tensor(id).name
-                ));
-                host.push(id);
-                continue;
-            }
-            let at = crate::alloc::align_up(used, align);
-            if groups.is_empty() || at + size > max {
-                groups.push(Vec::new());
-                used = 0;
-            } else {
-                used = at;
-            }
-            used += size;
-            if let Some(g) = groups.last_mut() {
-                g.push(id);
+            match packer.add(id, self.buft.alloc_size(ctx, id)) {
+                Ok(()) => {}
+                // The scheduler runs the ops reading it on the CPU.
+                Err(note) if device => {
+                    self.on_host
+                        .push(format!("{} ({note})", ctx.tensor(id).name));
+                    host.push(id);
+                }
+                Err(note) => {
+                    return Err(Error::OutOfMemory(format!(
+                        "{}: {note}",
+                        ctx.tensor(id).name
+                    )))
+                }
             }
         }
+        let groups = packer.groups;
         let cpu = crate::backend::cpu::cpu_buffer_type();
         for (ids, buft) in groups
             .iter()

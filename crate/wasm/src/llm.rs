@@ -206,12 +206,6 @@ impl ModelStream {
             .map(|s| s.map_or(1, |(_, n)| n as u32))
     }
 
-    /// True when the weights stream to GPU buffers.
-    #[wasm_bindgen(getter, js_name = toDevice)]
-    pub fn to_device(&self) -> bool {
-        self.device.is_some()
-    }
-
     /// Bytes pushed so far (all parts).
     #[wasm_bindgen(getter)]
     pub fn received(&self) -> f64 {
