@@ -123,6 +123,8 @@ export interface MemoryInfo {
   kvCacheGpu: number;
   /** Compute buffers planned so far, all backends. */
   compute: number;
+  /** The part of `compute` in GPU buffers. */
+  computeGpu: number;
   /** The whole wasm linear memory (it never shrinks: the peak since the engine started). */
   wasmHeap: number;
   /** `performance.memory.usedJSHeapSize` where the browser has it. */

@@ -289,8 +289,9 @@ try {
       };
       check(s.streamed.loadInfo.weightsStreamed && !s.kept.loadInfo.weightsStreamed && s.split.loadInfo.parts === 3,
         `webgpu streaming: streamed ${s.streamed.loadInfo.weightsStreamed}, keepFile ${s.kept.loadInfo.weightsStreamed}, split parts ${s.split.loadInfo.parts} (${s.names.join(', ')})`);
-      check(m.weightsHost === 0 && m.weightsGpu >= s.streamed.fileBytes * 0.95 && m.kvCacheGpu === m.kvCache,
-        `webgpu streaming: weights ${mib(m.weightsHost)} MiB in the heap, ${mib(m.weightsGpu)} MiB on the GPU (file ${mib(s.streamed.fileBytes)} MiB), KV ${mib(m.kvCache)} MiB on the GPU`);
+      check(m.weightsHost === 0 && m.weightsGpu >= s.streamed.fileBytes * 0.95 && m.kvCacheGpu === m.kvCache && m.computeGpu > 0,
+        `webgpu streaming: weights ${mib(m.weightsHost)} MiB in the heap, ${mib(m.weightsGpu)} MiB on the GPU (file ${mib(s.streamed.fileBytes)} MiB), ` +
+        `KV ${mib(m.kvCache)} MiB on the GPU, compute ${mib(m.computeGpu)} of ${mib(m.compute)} MiB on the GPU`);
       check(m.wasmHeap <= 64 * 2 ** 20 + m.kvCache,
         `webgpu streaming: wasm heap ${mib(m.wasmHeap)} MiB <= 64 MiB + KV ${mib(m.kvCache)} MiB (keepFile path: weights ${mib(s.kept.memory.weightsHost)} MiB in the heap as well)`);
       check(s.kept.memory.weightsHost === s.kept.fileBytes, `webgpu keepFile: the file stays in the heap (${mib(s.kept.memory.weightsHost)} MiB)`);

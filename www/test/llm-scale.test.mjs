@@ -42,7 +42,7 @@ test('split GGUF from paths: same logits as the whole file, progress over all pa
   assert.equal(m.weightsGpu, 0);
   assert.equal(m.kvCacheGpu, 0);
   assert.equal(m.kvCache, 2 * 2 * i.nLayer * i.nCtx * i.nHeadKv * (i.nEmbd / i.nHead));
-  assert.ok(m.compute > 0 && m.wasmHeap > m.weights, JSON.stringify(m));
+  assert.ok(m.compute > 0 && m.computeGpu === 0 && m.wasmHeap > m.weights, JSON.stringify(m));
   llm.free();
 });
 

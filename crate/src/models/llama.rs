@@ -670,6 +670,11 @@ impl LlamaModel {
         self.memory
     }
 
+    /// Bytes of the compute buffers planned so far in host memory and in device memory.
+    pub fn compute_bytes_by_place(&self) -> (usize, usize) {
+        self.runner.buffer_bytes_by_place()
+    }
+
     /// Peak bytes of the compute buffers planned so far (all backends).
     pub fn compute_buffer_size(&self) -> usize {
         self.runner.buffer_sizes().iter().sum()

@@ -509,10 +509,11 @@ impl LlmCore {
         ))
     }
 
-    /// Bytes held: `{weights, weightsHost, weightsGpu, kvCache, kvCacheGpu, compute}`.
+    /// Bytes held: `{weights, weightsHost, weightsGpu, kvCache, kvCacheGpu, compute, computeGpu}`.
     /// `weights` = `weightsHost` + `weightsGpu`; host bytes are in the wasm heap (on the CPU
     /// path the file bytes, used in place; on WebGPU only weights too large for a GPU buffer).
-    /// `kvCache` includes `kvCacheGpu`; `compute` counts the compute buffers of all backends.
+    /// `kvCache` includes `kvCacheGpu`, `compute` (the compute buffers of all backends)
+    /// `computeGpu`.
     pub fn memory(&self) -> Result<JsValue, JsError> {
         let inner = self.b()?;
         let m = inner.llm.model.memory();
@@ -522,7 +523,9 @@ impl LlmCore {
         set(&o, "weightsGpu", m.weights_device as f64);
         set(&o, "kvCache", (m.kv_host + m.kv_device) as f64);
         set(&o, "kvCacheGpu", m.kv_device as f64);
-        set(&o, "compute", inner.llm.model.compute_buffer_size() as f64);
+        let (compute_host, compute_device) = inner.llm.model.compute_bytes_by_place();
+        set(&o, "compute", (compute_host + compute_device) as f64);
+        set(&o, "computeGpu", compute_device as f64);
         Ok(o.into())
     }
 
