@@ -58,6 +58,7 @@ export {
   type LLMInfo,
   type LoadInfo,
   type MemoryInfo,
+  type ModelSource,
   type SamplingOptions,
   type GenerateOptions,
   type GenerationResult,

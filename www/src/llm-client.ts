@@ -9,6 +9,7 @@ import {
   type LLMLoadOptions,
   type LoadInfo,
   type MemoryInfo,
+  type ModelSource,
   type TokenizeOptions,
 } from './llm.js';
 import type { Source } from './source.js';
@@ -62,13 +63,12 @@ export class WorkerLLM {
     return { id, done };
   }
 
-  static async load(source: Source, opts: LLMLoadOptions & { worker?: Worker; engine?: InitOptions } = {}): Promise<WorkerLLM> {
+  static async load(source: ModelSource, opts: LLMLoadOptions & { worker?: Worker; engine?: InitOptions } = {}): Promise<WorkerLLM> {
     const worker = opts.worker ?? new Worker(new URL('./llm-worker.js', import.meta.url), { type: 'module' });
     const w = new WorkerLLM(worker);
-    let src: unknown = source;
-    if (typeof source === 'string' || source instanceof URL) {
-      src = new URL(String(source), typeof location !== 'undefined' ? location.href : undefined).href;
-    }
+    const base = typeof location !== 'undefined' ? location.href : undefined;
+    const abs = (s: Source): unknown => (typeof s === 'string' || s instanceof URL ? new URL(String(s), base).href : s);
+    const src = Array.isArray(source) ? source.map(abs) : abs(source as Source);
     const { onProgress, signal, worker: _w, ...rest } = opts;
     signal?.throwIfAborted();
     const { done } = w.#send('load', [src, rest], (m) => m.progress && onProgress?.(m.progress));

@@ -7,18 +7,39 @@
  * const reply = await llm.chat([{ role: 'user', content: 'Hi!' }]);   // or `for await` it
  * ```
  *
- * The GGUF streams from its source into ONE wasm-side allocation of the final size and the
- * model uses those bytes in place (no second copy). A URL-loaded model is stored in the Cache API
+ * On the CPU the GGUF streams from its source into ONE wasm-side allocation of the final size
+ * and the model uses those bytes in place (no second copy); on WebGPU each weight goes to a GPU
+ * buffer as its bytes arrive and the file never sits in the wasm heap. A split GGUF loads from
+ * the list of its parts. A URL-loaded model is stored in the Cache API
  * (`ggweb-models`) and loaded from there next time. `LLM.loadInWorker` runs the same API in a
  * Web Worker so a page never blocks.
  */
 import { engine, wasmMemoryBytes } from './wasm.js';
 import { coded, isNode, toError } from './env.js';
-import { bodyChunks, fetchBody, openSource, type OpenSource, type Source } from './source.js';
+import { bodyChunks, fetchBody, openSource, sourceSize, type OpenSource, type Source } from './source.js';
 import { chooseBackend, type Backend, type BackendInfo } from './backend.js';
 import type { LlmCore } from '../wasm/simd/ggweb.js';
 
 export type { Backend };
+
+/** One GGUF, or the parts of a split model in order (URLs, paths, Files, bytes). */
+export type ModelSource = Source | readonly Source[];
+
+function isSourceList(s: ModelSource): s is readonly Source[] {
+  return Array.isArray(s);
+}
+
+/** The parts of a split model named by its first part's URL or path (`…-00001-of-0000N.gguf`,
+ * as llama.cpp opens them); any other source alone. */
+function splitParts(s: Source): Source[] {
+  if (typeof s !== 'string' && !(s instanceof URL)) return [s];
+  const str = String(s);
+  const m = /-00001-of-(\d{5})\.gguf(?=$|[?#])/.exec(str);
+  const n = m ? Number(m[1]) : 1;
+  if (!m || n < 2) return [s];
+  const name = (i: number) => `-${String(i + 1).padStart(5, '0')}-of-${m[1]}.gguf`;
+  return Array.from({ length: n }, (_, i) => str.slice(0, m.index) + name(i) + str.slice(m.index + m[0].length));
+}
 
 export interface LLMProgress {
   /** Bytes read so far. */
@@ -43,6 +64,11 @@ export interface LLMLoadOptions {
   backend?: Backend;
   /** Use the Cache API for URLs (default true where it exists). */
   cache?: boolean;
+  /**
+   * WebGPU: keep the whole file in the wasm heap and upload the weights from it (the path before
+   * weights streamed to the GPU; for comparisons). Default false.
+   */
+  keepFile?: boolean;
 }
 
 export interface LLMInfo {
@@ -75,14 +101,31 @@ export interface LoadInfo {
   backendInfo: BackendInfo;
   /** CPU kernels: `wasm32 simd128` or `scalar`. */
   kernels: string;
+  /** Files the model was loaded from (the parts of a split model). */
+  parts: number;
+  /** True when the weights streamed to GPU buffers without the file in the wasm heap. */
+  weightsStreamed: boolean;
 }
 
 export interface MemoryInfo {
-  /** The GGUF bytes (used in place as weights). */
+  /** Bytes holding weights, host + GPU. */
   weights: number;
+  /**
+   * Weight bytes in the wasm heap: on the CPU path the GGUF bytes (used in place); on WebGPU
+   * only weights too large for one GPU buffer (with `keepFile`, the whole file as well).
+   */
+  weightsHost: number;
+  /** Weight bytes in GPU buffers. */
+  weightsGpu: number;
+  /** KV cache bytes (f16 keys and values), host + GPU. */
   kvCache: number;
+  /** The part of `kvCache` in GPU buffers. */
+  kvCacheGpu: number;
+  /** Compute buffers planned so far, all backends. */
   compute: number;
-  /** The whole wasm linear memory. */
+  /** The part of `compute` in GPU buffers. */
+  computeGpu: number;
+  /** The whole wasm linear memory (it never shrinks: the peak since the engine started). */
   wasmHeap: number;
   /** `performance.memory.usedJSHeapSize` where the browser has it. */
   jsHeap?: number;
@@ -297,40 +340,78 @@ export class LLM {
     this.loadInfo = loadInfo;
   }
 
-  /** Load a GGUF from a URL, a path (Node), a File/Blob, or bytes. */
-  static async load(source: Source, opts: LLMLoadOptions = {}): Promise<LLM> {
+  /**
+   * Load a GGUF from a URL, a path (Node), a File/Blob, or bytes; or a split model
+   * (`*-00001-of-0000N.gguf` …) from the list of its parts in order, or from the URL or path of
+   * part 1 alone (the others named alike). Its `split.*` keys are checked: a wrong count or order
+   * is refused after part 1's header, before the rest downloads.
+   * On WebGPU the weights go to GPU buffers as their bytes arrive (the file never sits in the wasm
+   * heap, so a model larger than wasm32 memory can run); on the CPU a file that cannot fit the
+   * heap is an `out-of-memory` error as soon as its size or header says so.
+   */
+  static async load(source: ModelSource, opts: LLMLoadOptions = {}): Promise<LLM> {
     const t0 = now();
     const m = await engine();
     const backendInfo = await chooseBackend(opts.backend);
-    const src = await openModel(source, opts);
+    const sources: Source[] = isSourceList(source) ? [...source] : splitParts(source);
+    if (sources.length === 0) throw coded('no model files given', 'invalid-argument');
+    // Progress over the whole model: every part's size when all are known.
+    const sizes = sources.length > 1 ? await Promise.all(sources.map((s) => sourceSize(s, opts.signal))) : [];
+    const grand = sizes.every((n) => n !== undefined) && sizes.length ? sizes.reduce((a, b) => a! + b!, 0) : undefined;
+    const toDevice = backendInfo.backend === 'webgpu' && !opts.keepFile;
+    // Aborted on failure: a download refused part-way (a wrong part list, out of memory) stops,
+    // the Cache API's copy of the body included.
+    const ctl = new AbortController();
+    const onAbort = () => ctl.abort(opts.signal?.reason);
+    opts.signal?.addEventListener('abort', onAbort);
+    const openOpts = { ...opts, signal: ctl.signal };
     let stream: InstanceType<typeof m.ModelStream> | null = null;
     try {
-      stream = new m.ModelStream(src.total);
       let loaded = 0;
-      for await (const chunk of src.chunks) {
-        opts.signal?.throwIfAborted();
-        stream.push(chunk);
-        loaded += chunk.length;
-        opts.onProgress?.({ loaded, total: src.total ?? stream.total, fromCache: src.fromCache });
+      let fromCache = true;
+      for (let i = 0; i < sources.length; i++) {
+        const src = await openModel(sources[i], openOpts);
+        fromCache &&= src.fromCache;
+        if (stream) stream.nextPart(src.total);
+        else stream = new m.ModelStream(src.total, toDevice ? 'webgpu' : 'cpu');
+        let checked = i > 0;
+        for await (const chunk of src.chunks) {
+          opts.signal?.throwIfAborted();
+          const parsed = stream.push(chunk);
+          loaded += chunk.length;
+          if (parsed && !checked) {
+            checked = true;
+            const n = stream.nParts ?? 1;
+            if (n !== sources.length) {
+              throw coded(`the model is split in ${n} parts, ${sources.length} given (pass every part, in order)`, 'invalid-argument');
+            }
+          }
+          const total = sources.length > 1 ? grand : (src.total ?? stream.total);
+          opts.onProgress?.({ loaded, total, fromCache: src.fromCache });
+        }
+        if (src.cached) await src.cached;
       }
       opts.signal?.throwIfAborted();
-      const core = m.LlmCore.load(stream, Math.max(1, Math.floor(opts.nCtx ?? 2048)), backendInfo.backend);
-      if (src.cached) await src.cached;
+      const core = m.LlmCore.load(stream!, Math.max(1, Math.floor(opts.nCtx ?? 2048)), backendInfo.backend);
       // The engine's one-line report says what really runs (and which weights stayed on the host).
       if (backendInfo.backend === 'webgpu') backendInfo.reason = `${backendInfo.reason}: ${core.backendReport}`;
       const info: LoadInfo = {
         seconds: (now() - t0) / 1000,
         bytes: loaded,
-        fromCache: src.fromCache,
+        fromCache,
         backend: backendInfo.backend,
         kernels: m.cpuFeatures(),
         backendInfo,
+        parts: sources.length,
+        weightsStreamed: toDevice,
       };
       if (backendInfo.requested !== backendInfo.backend) info.backendNote = backendInfo.reason;
       return new LLM(core, info);
     } catch (e) {
+      ctl.abort(e);
       throw toError(e);
     } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
       stream?.free();
     }
   }
@@ -341,7 +422,7 @@ export class LLM {
    * cross-origin isolated).
    */
   static async loadInWorker(
-    source: Source,
+    source: ModelSource,
     opts: LLMLoadOptions & { worker?: Worker; engine?: import('./wasm.js').InitOptions } = {},
   ): Promise<WorkerLLM> {
     const { WorkerLLM } = await import('./llm-client.js');

@@ -54,6 +54,32 @@ export async function openSource(source: Source, signal?: AbortSignal): Promise<
   throw coded(`cannot load from ${Object.prototype.toString.call(source)}: expected a URL, path, Blob or bytes`, 'invalid-argument');
 }
 
+/** The size of a source without reading it (a URL: a HEAD request's Content-Length), or
+ * undefined when it cannot be known. */
+export async function sourceSize(source: Source, signal?: AbortSignal): Promise<number | undefined> {
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) return source.byteLength;
+  if (typeof Blob !== 'undefined' && source instanceof Blob) return source.size;
+  try {
+    if (typeof source === 'string' && isPath(source)) {
+      const fs = await nodeImport<typeof import('node:fs/promises')>('fs/promises');
+      return (await fs.stat(source)).size;
+    }
+    if (source instanceof URL && source.protocol === 'file:' && isNode) {
+      const [fs, url] = await Promise.all([
+        nodeImport<typeof import('node:fs/promises')>('fs/promises'),
+        nodeImport<typeof import('node:url')>('url'),
+      ]);
+      return (await fs.stat(url.fileURLToPath(source))).size;
+    }
+    const base = typeof location !== 'undefined' ? location.href : undefined;
+    const res = await fetch(new URL(String(source), base), { method: 'HEAD', signal });
+    const len = res.ok && !res.headers.get('content-encoding') ? res.headers.get('content-length') : null;
+    return len !== null ? Number(len) : undefined;
+  } catch {
+    return undefined; // the read itself reports what is wrong
+  }
+}
+
 async function* once(bytes: Uint8Array): AsyncGenerator<Uint8Array, void, undefined> {
   yield bytes;
 }
@@ -72,9 +98,10 @@ async function* blobChunks(blob: Blob, signal?: AbortSignal): AsyncGenerator<Uin
 
 async function openPath(path: string, signal?: AbortSignal): Promise<OpenSource> {
   const fs = await nodeImport<typeof import('node:fs/promises')>('fs/promises');
-  const fh = await fs.open(path, 'r');
-  const total = (await fh.stat()).size;
+  const total = (await fs.stat(path)).size;
+  // Opened on the first read: a source refused before it is read leaves no handle open.
   async function* gen(): AsyncGenerator<Uint8Array, void, undefined> {
+    const fh = await fs.open(path, 'r');
     try {
       let size = 64 << 10;
       for (let at = 0; at < total; ) {

@@ -5,15 +5,19 @@
 // benchmark (load s, prompt tok/s on a ~119-token prompt, generation tok/s, renderer peak memory).
 // Writes test-output/llm-e2e.json and test-output/chat*.png. Exit code 0 on success.
 // SmolLM2 on WebGPU (SwiftShader in headless Chromium: a CPU emulation of a GPU, f32 path) against
-// the CPU build on a short prompt: logits, 2 greedy tokens, placements, and the same in a worker.
+// the CPU build on a short prompt: logits, 2 greedy tokens, placements, and the same in a worker;
+// weights streamed to the GPU (wasm heap <= 64 MiB + KV cache, logits equal to the keepFile
+// path's) and a split model from Files on WebGPU and the CPU.
 // Env: LLM_BENCH=0 skips the benchmark; NATIVE_GGWEB=path runs `ggweb generate --threads 1` beside it;
 //      LLM_WEBGPU=0 skips the WebGPU part.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
 import { SMOLLM2, REFERENCE, PROMPT, PROMPT_IDS, GREEDY_7, compareLogits, QWEN2, QWEN2_DATA, readF16 } from '../test/helpers.mjs';
+import { splitGguf } from '../test/split-gguf.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const OUT = path.join(ROOT, 'test-output');
@@ -117,12 +121,15 @@ try {
     page = await browser.newPage();
     page.on('console', (m) => logs.push(`[${m.type()}] ${m.text()}`));
     page.on('pageerror', (e) => logs.push(`[pageerror] ${e.message}`));
-    await page.goto(`${base}/demo/`);
+    // Not cross-origin isolated: the single-thread build, which has WebGPU (the threads build has not).
+    await page.goto(`${base}/demo/?coi=0`);
     const q = await page.evaluate(async (url, prompt, n) => {
       const { LLM } = await import('/dist/index.js');
       const llm = await LLM.load(url, { nCtx: 128, backend: 'cpu', cache: false });
       const ids = await llm.tokenize(prompt);
       const last = Array.from(await llm.logits(ids));
+      const cpuMemory = llm.memory();
+      const fileBytes = llm.info.fileBytes;
       llm.reset();
       const g = await llm.complete(ids, { maxTokens: n, temperature: 0 });
       llm.reset();
@@ -130,7 +137,7 @@ try {
       llm.free();
       const gpu = await LLM.load(url, { nCtx: 16, backend: 'webgpu', cache: false });
       const gtwo = Array.from(await gpu.logits(ids.slice(0, 2)));
-      const r = { ids, last, tokens: g.tokens, text: g.text, two, gtwo, backendInfo: gpu.loadInfo.backendInfo };
+      const r = { ids, last, tokens: g.tokens, text: g.text, two, gtwo, backendInfo: gpu.loadInfo.backendInfo, cpuMemory, fileBytes };
       gpu.free();
       return r;
     }, '/models/' + path.basename(QWEN2), qref.prompt, want.length);
@@ -142,7 +149,27 @@ try {
     const cg = compareLogits(q.gtwo, q.two);
     check(q.backendInfo.backend === 'webgpu' && cg.argmaxOurs === cg.argmaxRef && cg.maxAbs <= 1.5 && cg.kl <= 0.01,
       `chromium qwen2: webgpu vs cpu (2 tokens): argmax ${cg.argmaxOurs}/${cg.argmaxRef}, max abs ${cg.maxAbs.toFixed(4)}, KL ${cg.kl.toExponential(3)}`);
-    results.qwen2 = { compare: c, tokens: q.tokens, webgpu: cg, seconds: (Date.now() - t0) / 1000 };
+    const qm = q.cpuMemory;
+    check(qm.wasmHeap <= 1.2 * q.fileBytes + qm.kvCache,
+      `chromium qwen2 cpu: wasm heap ${(qm.wasmHeap / 2 ** 20).toFixed(1)} MiB <= 1.2 x file ${(q.fileBytes / 2 ** 20).toFixed(1)} MiB + KV ${(qm.kvCache / 2 ** 20).toFixed(1)} MiB`);
+    await page.close();
+    // WebGPU in a fresh page (the heap's size is its peak): the weights streamed to the GPU.
+    page = await browser.newPage();
+    page.on('pageerror', (e) => logs.push(`[pageerror] ${e.message}`));
+    await page.goto(`${base}/demo/?coi=0`);
+    const qg = await page.evaluate(async (url, ids) => {
+      const { LLM } = await import('/dist/index.js');
+      const gpu = await LLM.load(url, { nCtx: 16, backend: 'webgpu', cache: false });
+      const logits = Array.from(await gpu.logits(ids));
+      const r = { logits, memory: gpu.memory(), report: gpu.loadInfo.backendInfo.reason };
+      gpu.free();
+      return r;
+    }, '/models/' + path.basename(QWEN2), q.ids.slice(0, 2));
+    const gm = qg.memory;
+    check(gm.wasmHeap <= 64 * 2 ** 20 + gm.kvCache && JSON.stringify(qg.logits) === JSON.stringify(q.gtwo),
+      `chromium qwen2 webgpu (streamed): wasm heap ${(gm.wasmHeap / 2 ** 20).toFixed(1)} MiB <= 64 MiB + KV ${(gm.kvCache / 2 ** 20).toFixed(1)} MiB; ` +
+      `weights ${(gm.weightsGpu / 2 ** 20).toFixed(1)} MiB on the GPU, ${(gm.weightsHost / 2 ** 20).toFixed(1)} MiB in the heap; logits equal the first load's`);
+    results.qwen2 = { compare: c, tokens: q.tokens, webgpu: cg, cpuMemory: qm, webgpuMemory: gm, seconds: (Date.now() - t0) / 1000 };
     console.log(`chromium qwen2 section: ${results.qwen2.seconds.toFixed(0)} s`);
     await page.close();
   }
@@ -216,6 +243,70 @@ try {
       `webgpu in a worker (auto → ${w.worker.loadInfo.backend}): max abs ${wc.maxAbs.toFixed(4)}, KL ${wc.kl.toExponential(3)}`);
     console.log(`webgpu (SwiftShader, CPU emulation): load ${w.gpu.loadS.toFixed(1)} s, ${ids.length}-token prompt ${w.gpu.logitsS.toFixed(1)} s (cpu wasm ${w.cpu.logitsS.toFixed(2)} s), gen ${w.gpu.stats.genTokPerS.toFixed(3)} tok/s (cpu wasm ${w.cpu.stats.genTokPerS.toFixed(1)} tok/s); section ${results.webgpu.seconds.toFixed(0)} s`);
     await page.close();
+  }
+
+  // ---- WebGPU weight streaming, in a fresh page (the wasm heap never shrinks: its size is the
+  // peak): the file's bytes go to GPU buffers as they arrive, so the heap stays <= 64 MiB + the KV
+  // cache; the logits equal those of the path that keeps the file and uploads from it (the same
+  // kernels), and a split model (3 parts as Files from an <input>) gives them too, on WebGPU and
+  // on the CPU. One prompt token per evaluation (SwiftShader is slow).
+  if (process.env.LLM_WEBGPU !== '0') {
+    const t0 = Date.now();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ggweb-split-e2e-'));
+    try {
+      const parts = splitGguf(SMOLLM2, dir, 3, 'smollm2');
+      page = await browser.newPage();
+      page.on('console', (m) => logs.push(`[${m.type()}] ${m.text()}`));
+      page.on('pageerror', (e) => logs.push(`[pageerror] ${e.message}`));
+      await page.goto(`${base}/demo/?coi=0`);
+      await page.evaluate(() => {
+        const i = Object.assign(document.createElement('input'), { type: 'file', multiple: true, id: 'parts' });
+        document.body.append(i);
+      });
+      await (await page.$('#parts')).uploadFile(...parts);
+      const s = await page.evaluate(async (url, ids) => {
+        const { LLM } = await import('/dist/index.js');
+        const files = [...document.getElementById('parts').files].sort((a, b) => (a.name < b.name ? -1 : 1));
+        const one = async (src, opts) => {
+          const llm = await LLM.load(src, { nCtx: 64, cache: false, ...opts });
+          const logits = Array.from(await llm.logits(ids));
+          const r = { logits, memory: llm.memory(), loadInfo: llm.loadInfo, fileBytes: llm.info.fileBytes };
+          llm.free();
+          return r;
+        };
+        const streamed = await one(url, { backend: 'webgpu' });
+        const split = await one(files, { backend: 'webgpu' });
+        const kept = await one(url, { backend: 'webgpu', keepFile: true });
+        const cpu = await one(url, { backend: 'cpu' });
+        const cpuSplit = await one(files, { backend: 'cpu' });
+        return { streamed, split, kept, cpu, cpuSplit, names: files.map((f) => f.name) };
+      }, MODEL_URL, PROMPT_IDS.slice(0, 1));
+      const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+      const m = s.streamed.memory;
+      const mib = (n) => (n / 2 ** 20).toFixed(1);
+      results.webgpuStreaming = {
+        streamed: m, kept: s.kept.memory, split: s.split.memory, cpu: s.cpu.memory, seconds: (Date.now() - t0) / 1000,
+      };
+      check(s.streamed.loadInfo.weightsStreamed && !s.kept.loadInfo.weightsStreamed && s.split.loadInfo.parts === 3,
+        `webgpu streaming: streamed ${s.streamed.loadInfo.weightsStreamed}, keepFile ${s.kept.loadInfo.weightsStreamed}, split parts ${s.split.loadInfo.parts} (${s.names.join(', ')})`);
+      check(m.weightsHost === 0 && m.weightsGpu >= s.streamed.fileBytes * 0.95 && m.kvCacheGpu === m.kvCache && m.computeGpu > 0,
+        `webgpu streaming: weights ${mib(m.weightsHost)} MiB in the heap, ${mib(m.weightsGpu)} MiB on the GPU (file ${mib(s.streamed.fileBytes)} MiB), ` +
+        `KV ${mib(m.kvCache)} MiB on the GPU, compute ${mib(m.computeGpu)} of ${mib(m.compute)} MiB on the GPU`);
+      check(m.wasmHeap <= 64 * 2 ** 20 + m.kvCache,
+        `webgpu streaming: wasm heap ${mib(m.wasmHeap)} MiB <= 64 MiB + KV ${mib(m.kvCache)} MiB (keepFile path: weights ${mib(s.kept.memory.weightsHost)} MiB in the heap as well)`);
+      check(s.kept.memory.weightsHost === s.kept.fileBytes, `webgpu keepFile: the file stays in the heap (${mib(s.kept.memory.weightsHost)} MiB)`);
+      check(same(s.streamed.logits, s.kept.logits), 'webgpu streaming: logits equal the keepFile path\'s bit for bit');
+      check(same(s.split.logits, s.streamed.logits), 'webgpu streaming: a split model (3 Files) gives the same logits');
+      check(same(s.cpuSplit.logits, s.cpu.logits) && s.cpuSplit.memory.weightsHost === s.cpuSplit.fileBytes,
+        'cpu: a split model (3 Files) gives the whole file\'s logits');
+      const c = compareLogits(s.streamed.logits, s.cpu.logits);
+      check(c.argmaxOurs === c.argmaxRef && c.maxAbs <= 1.5 && c.kl <= 0.01,
+        `webgpu streaming vs cpu: max abs ${c.maxAbs.toFixed(4)}, KL ${c.kl.toExponential(3)}`);
+      console.log(`webgpu streaming section: ${results.webgpuStreaming.seconds.toFixed(0)} s`);
+      await page.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   }
 
   // ---- the chat page ----

@@ -98,6 +98,20 @@ impl Scheduler {
             .collect()
     }
 
+    /// Bytes of the compute buffers in host memory and in device memory.
+    pub fn buffer_bytes_by_place(&self) -> (usize, usize) {
+        let mut by = (0, 0);
+        for (i, b) in self.bufts.iter().enumerate() {
+            let n = self.galloc.buffer_size(i);
+            if b.is_host() {
+                by.0 += n;
+            } else {
+                by.1 += n;
+            }
+        }
+        by
+    }
+
     /// The backend whose device can read the buffer that holds `t`'s data, if `t` has data.
     fn data_backend(&self, ctx: &Context, t: TensorId) -> Option<usize> {
         let buft = self.data_buft(ctx, t)?;

@@ -36,6 +36,8 @@ pub struct FileStream {
     needed: u64,
     header: Option<Gguf>,
     received: u64,
+    /// Without `keep_data`: the file offset and bytes past the header that arrived with it.
+    early: (u64, Vec<u8>),
 }
 
 /// The size of a file with header `g` as far as its tensors go.
@@ -76,6 +78,7 @@ impl FileStream {
             needed: 24,
             header: None,
             received: 0,
+            early: (0, Vec::new()),
         })
     }
 
@@ -177,7 +180,13 @@ impl FileStream {
                     let end = padded_len(&g);
                     end <= n && n - end <= g.alignment.max(1) as u64
                 });
-                self.head = Vec::new();
+                // Without kept data, the bytes past the header that came with it are held for
+                // a consumer of the tensor data ([`FileStream::take_early_data`]).
+                let mut head = std::mem::take(&mut self.head);
+                let from = usize::try_from(g.data_offset).map_or(head.len(), |o| o.min(head.len()));
+                head.drain(..from);
+                head.shrink_to_fit();
+                self.early = (from as u64, head);
                 self.header = Some(g);
                 if let (true, Some(n)) = (self.keep_data, agreed) {
                     let n =
@@ -192,6 +201,13 @@ impl FileStream {
             HeaderParse::NeedMore(n) => self.needed = n.max(have.len() as u64 + 1),
         }
         Ok(self.header.is_some())
+    }
+
+    /// Without `keep_data`, once the header is parsed: the bytes after it (from the data
+    /// section's start, or the header's end when the padding is still to come) that arrived in
+    /// the chunks that completed it, with their file offset; later chunks are the caller's.
+    pub fn take_early_data(&mut self) -> (u64, Vec<u8>) {
+        std::mem::take(&mut self.early)
     }
 
     pub fn received(&self) -> u64 {
@@ -240,6 +256,15 @@ impl FileStream {
                 self.received, self.needed
             ))
         })
+    }
+
+    /// At the end of a stream whose data went elsewhere: [`FileStream::finish`]'s checks, then
+    /// the header itself (moved out, not copied: a large vocabulary is megabytes).
+    pub fn take_header(&mut self) -> Result<Gguf> {
+        self.finish()?;
+        self.header
+            .take()
+            .ok_or_else(|| Error::InvalidArgument("the header of this stream was taken".into()))
     }
 
     /// The parsed header and the whole file, for a model to use in place (once).

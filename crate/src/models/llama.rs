@@ -244,6 +244,50 @@ impl Layer {
     }
 }
 
+/// Bytes a model holds, by where they are (host memory, which in the browser is the wasm heap,
+/// or device memory).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelMemory {
+    pub weights_host: u64,
+    pub weights_device: u64,
+    pub kv_host: u64,
+    pub kv_device: u64,
+}
+
+impl ModelMemory {
+    /// `bytes`: the file bytes kept (every weight buffer inside them is counted once, as them).
+    fn of(
+        weights: &[Arc<dyn Buffer>],
+        kv: &[Arc<dyn Buffer>],
+        bytes: &[Arc<dyn HostBytes>],
+    ) -> ModelMemory {
+        let mut m = ModelMemory {
+            weights_host: bytes.iter().map(|b| b.bytes().len() as u64).sum(),
+            ..ModelMemory::default()
+        };
+        let in_file = |p: *mut u8| {
+            bytes.iter().any(|b| {
+                let r = b.bytes().as_ptr_range();
+                (r.start as usize..r.end as usize).contains(&(p as usize))
+            })
+        };
+        for b in weights {
+            match b.host_ptr() {
+                Some(p) if in_file(p) => {}
+                Some(_) => m.weights_host += b.size() as u64,
+                None => m.weights_device += b.size() as u64,
+            }
+        }
+        for b in kv {
+            match b.host_ptr() {
+                Some(_) => m.kv_host += b.size() as u64,
+                None => m.kv_device += b.size() as u64,
+            }
+        }
+        m
+    }
+}
+
 /// A loaded language model with its KV cache and the backends it runs on.
 pub struct LlamaModel {
     pub hp: HParams,
@@ -267,6 +311,9 @@ pub struct LlamaModel {
     /// Attention as one FLASH_ATTN_EXT op: the default on CPUs with its fast kernels (the GPU
     /// backends have no such op yet).
     flash_attn: bool,
+    memory: ModelMemory,
+    /// The buffers holding the weights (file-backed or streamed).
+    _weights: Vec<Arc<dyn Buffer>>,
     _kv: Vec<Arc<dyn Buffer>>,
     /// The file bytes the weights are read from (one per part of a split model).
     _bytes: Vec<Arc<dyn HostBytes>>,
@@ -316,9 +363,37 @@ impl LlamaModel {
             .map(|p| p.0)
             .ok_or_else(|| Error::InvalidArgument("no model files".into()))?;
         let hp = HParams::from_gguf(gguf)?;
-        let n_ctx = n_ctx.clamp(1, hp.n_ctx_train.max(1));
         let mut ctx = Context::new();
         let w = Weights::load_parts(&mut ctx, parts, Some(runner.weights_buffer_type()))?;
+        let bytes = parts.iter().map(|p| p.1.clone()).collect();
+        Self::assemble(ctx, w, hp, n_ctx, runner, bytes)
+    }
+
+    /// Build from weights already in their buffers (e.g. streamed there by a
+    /// [`crate::models::weights::WeightsStream`] over `runner`'s weights buffer type; `ctx`
+    /// describes them); `gguf` is the header of the (first) file.
+    pub fn from_weights(
+        ctx: Context,
+        w: Weights,
+        gguf: &Gguf,
+        n_ctx: usize,
+        runner: Runner,
+    ) -> Result<LlamaModel> {
+        let hp = HParams::from_gguf(gguf)?;
+        Self::assemble(ctx, w, hp, n_ctx, runner, Vec::new())
+    }
+
+    /// The model over its weights (described in `ctx`); `bytes`: the file bytes they are read
+    /// from in place, kept alive with the model.
+    fn assemble(
+        mut ctx: Context,
+        w: Weights,
+        hp: HParams,
+        n_ctx: usize,
+        runner: Runner,
+        bytes: Vec<Arc<dyn HostBytes>>,
+    ) -> Result<LlamaModel> {
+        let n_ctx = n_ctx.clamp(1, hp.n_ctx_train.max(1));
         let spec = hp.spec;
         let opt = |name: &str| w.by_name.get(name).copied();
         // Required when the family says so, else used when present.
@@ -515,8 +590,10 @@ impl LlamaModel {
             n_past: 0,
             last_placements: None,
             flash_attn: !runner_gpu && crate::backend::cpu::arch::fused_attention_pays(),
+            memory: ModelMemory::of(&w.buffers, &kv, &bytes),
+            _weights: w.buffers,
             _kv: kv,
-            _bytes: parts.iter().map(|p| p.1.clone()).collect(),
+            _bytes: bytes,
         })
     }
 
@@ -608,6 +685,16 @@ impl LlamaModel {
 
     pub fn set_n_threads(&mut self, n: usize) {
         self.runner.set_n_threads(n);
+    }
+
+    /// Where the weights and the KV cache are, in bytes.
+    pub fn memory(&self) -> ModelMemory {
+        self.memory
+    }
+
+    /// Bytes of the compute buffers planned so far in host memory and in device memory.
+    pub fn compute_bytes_by_place(&self) -> (usize, usize) {
+        self.runner.buffer_bytes_by_place()
     }
 
     /// Peak bytes of the compute buffers planned so far (all backends).

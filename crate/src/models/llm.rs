@@ -42,6 +42,32 @@ impl Llm {
         Self::assemble(model, tokenizer, chat, architecture)
     }
 
+    /// Load from the parts of a split GGUF held in memory (headers and bytes, in order; one
+    /// part is an ordinary file) on the chosen backends.
+    pub fn from_parts(
+        parts: &[(&Gguf, Arc<dyn HostBytes>)],
+        n_ctx: usize,
+        backend: BackendChoice,
+        n_threads: usize,
+    ) -> Result<Llm> {
+        let gguf = parts
+            .first()
+            .map(|p| p.0)
+            .ok_or_else(|| Error::InvalidArgument("no model files".into()))?;
+        let runner = crate::models::runner::Runner::new(backend, n_threads)?;
+        let model = LlamaModel::with_runner_parts(parts, n_ctx, runner)?;
+        Self::with_model(model, gguf)
+    }
+
+    /// Wrap a model loaded from `gguf` (the header of its first file) with its tokenizer and
+    /// chat format.
+    pub fn with_model(model: LlamaModel, gguf: &Gguf) -> Result<Llm> {
+        let tokenizer = Tokenizer::from_gguf(gguf)?;
+        let chat = ChatFormat::from_gguf(gguf);
+        let architecture = gguf.architecture().unwrap_or("").to_string();
+        Self::assemble(model, tokenizer, chat, architecture)
+    }
+
     fn assemble(
         model: LlamaModel,
         tokenizer: Tokenizer,

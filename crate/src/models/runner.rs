@@ -264,6 +264,11 @@ impl Runner {
         }
     }
 
+    /// Bytes of compute buffers in host memory and in device memory.
+    pub fn buffer_bytes_by_place(&self) -> (usize, usize) {
+        self.sched.buffer_bytes_by_place()
+    }
+
     /// Bytes of compute buffers per backend.
     pub fn buffer_sizes(&self) -> Vec<usize> {
         self.sched.buffer_sizes()

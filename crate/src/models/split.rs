@@ -23,6 +23,62 @@ pub fn split_of(g: &Gguf) -> Result<Option<(usize, usize)>> {
     Ok((count > 1).then_some((no, count)))
 }
 
+/// Check that `g` is part `i` (0-based) of a model whose first part is `first`: part 1 must not
+/// say another part, and every later one must say `split.no` = `i` of the same `split.count`.
+/// Returns how many parts the model has (1 for an unsplit file).
+pub fn check_part(first: &Gguf, g: &Gguf, i: usize) -> Result<usize> {
+    let n = match split_of(first)? {
+        None => 1,
+        Some((0, n)) => n,
+        Some((no, n)) => {
+            return Err(Error::InvalidArgument(format!(
+                "the first file is part {} of {n} of a split model: give part 1 first",
+                no + 1
+            )))
+        }
+    };
+    if i >= n {
+        return Err(Error::InvalidArgument(format!(
+            "more files than the {n} parts split.count says"
+        )));
+    }
+    if i > 0 && split_of(g)? != Some((i, n)) {
+        return Err(Error::Gguf(format!(
+            "file {}: split.no/split.count do not say part {} of {n}",
+            i + 1,
+            i + 1
+        )));
+    }
+    Ok(n)
+}
+
+/// Check a whole split model's headers: every part present, in order, and the first part's
+/// `split.tensors.count` equal to the tensors the parts hold.
+pub fn check_parts(headers: &[&Gguf]) -> Result<()> {
+    let first = headers
+        .first()
+        .ok_or_else(|| Error::InvalidArgument("no model files".into()))?;
+    let mut n = 1;
+    for (i, g) in headers.iter().enumerate() {
+        n = check_part(first, g, i)?;
+    }
+    if headers.len() != n {
+        return Err(Error::InvalidArgument(format!(
+            "the model is split in {n} parts, {} given",
+            headers.len()
+        )));
+    }
+    let total: usize = headers.iter().map(|g| g.tensors.len()).sum();
+    if let Some(want) = first.get("split.tensors.count") {
+        if want.as_usize() != Some(total) {
+            return Err(Error::Gguf(format!(
+                "split.tensors.count says {want:?}, the {n} parts hold {total} tensors"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The path of part `i` (0-based) of `n`, given the first part's path.
 pub fn part_path(first: &std::path::Path, i: usize, n: usize) -> Result<std::path::PathBuf> {
     let name = first
@@ -58,22 +114,11 @@ pub fn open_parts(path: &std::path::Path) -> Result<Vec<std::sync::Arc<crate::gg
     for i in 1..n {
         let p = part_path(path, i, n)?;
         let f = crate::gguf::GgufFile::open(&p)?;
-        if split_of(f.header())? != Some((i, n)) {
-            return Err(Error::Gguf(format!(
-                "{}: split.no/split.count do not say part {} of {n}",
-                p.display(),
-                i + 1
-            )));
-        }
+        check_part(parts[0].header(), f.header(), i)
+            .map_err(|e| Error::Gguf(format!("{}: {e}", p.display())))?;
         parts.push(Arc::new(f));
     }
-    let total: usize = parts.iter().map(|p| p.header().tensors.len()).sum();
-    if let Some(want) = parts[0].header().get("split.tensors.count") {
-        if want.as_usize() != Some(total) {
-            return Err(Error::Gguf(format!(
-                "split.tensors.count says {want:?}, the {n} parts hold {total} tensors"
-            )));
-        }
-    }
+    let headers: Vec<&Gguf> = parts.iter().map(|p| p.header()).collect();
+    check_parts(&headers)?;
     Ok(parts)
 }

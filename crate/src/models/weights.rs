@@ -217,12 +217,8 @@ impl Weights {
         buft: &Arc<dyn crate::backend::BufferType>,
         mut keep: impl FnMut(TensorId) -> Option<String>,
     ) -> Result<Weights> {
-        let align = buft.alignment().max(1);
-        let max = buft.max_size();
         let mut on_host = Vec::new();
-        // Groups of (tensor, file offset) that fit one device buffer each, in file order.
-        let mut groups: Vec<Vec<(TensorId, usize)>> = Vec::new();
-        let mut used = 0usize;
+        let mut packer = Packer::new(buft.as_ref());
         for info in &gguf.tensors {
             let Some(&id) = by_name.get(&info.name) else {
                 continue;
@@ -231,30 +227,17 @@ impl Weights {
                 on_host.push(format!("{} ({reason})", info.name));
                 continue;
             }
-            let size = buft.alloc_size(ctx, id);
-            if size > max {
-                on_host.push(format!(
-                    "{} ({size} bytes > the device's largest buffer, {max} bytes)",
-                    info.name
-                ));
-                continue;
-            }
-            let offset = ctx.tensor(id).data.as_ref().map_or(0, |d| d.offset);
-            let at = crate::alloc::align_up(used, align);
-            if groups.is_empty() || at + size > max {
-                groups.push(Vec::new());
-                used = 0;
-            } else {
-                used = at;
-            }
-            used += size;
-            if let Some(g) = groups.last_mut() {
-                g.push((id, offset));
+            if let Err(note) = packer.add(id, buft.alloc_size(ctx, id)) {
+                on_host.push(format!("{} ({note})", info.name));
             }
         }
-        let mut buffers = Vec::with_capacity(groups.len() + 1);
-        for group in groups {
-            let ids: Vec<TensorId> = group.iter().map(|&(id, _)| id).collect();
+        let mut buffers = Vec::with_capacity(packer.groups.len() + 1);
+        for ids in packer.groups {
+            // Where each tensor is in the file, before its data moves to the device.
+            let offsets: Vec<usize> = ids
+                .iter()
+                .map(|&id| ctx.tensor(id).data.as_ref().map_or(0, |d| d.offset))
+                .collect();
             for &id in &ids {
                 ctx.tensor_mut(id).data = None;
             }
@@ -262,7 +245,7 @@ impl Weights {
                 continue;
             };
             device.set_usage(BufferUsage::Weights);
-            for (id, offset) in group {
+            for (&id, offset) in ids.iter().zip(offsets) {
                 let n = ctx.tensor(id).nbytes();
                 let src = &file[start + offset..start + offset + n];
                 ctx.set_bytes(id, src)?;
@@ -291,6 +274,284 @@ impl Weights {
             .get(name)
             .copied()
             .ok_or_else(|| Error::Model(format!("missing tensor '{name}'")))
+    }
+}
+
+/// Packs tensors, in order, into groups that each fit one buffer of a buffer type (device
+/// memory is split by the device's largest buffer).
+struct Packer {
+    align: usize,
+    max: usize,
+    used: usize,
+    groups: Vec<Vec<TensorId>>,
+}
+
+impl Packer {
+    fn new(buft: &dyn crate::backend::BufferType) -> Packer {
+        Packer {
+            align: buft.alignment().max(1),
+            max: buft.max_size(),
+            used: 0,
+            groups: Vec::new(),
+        }
+    }
+
+    /// Add a tensor of `size` bytes; a note when it is larger than one buffer (not added).
+    fn add(&mut self, id: TensorId, size: usize) -> std::result::Result<(), String> {
+        if size > self.max {
+            return Err(format!(
+                "{size} bytes > the device's largest buffer, {} bytes",
+                self.max
+            ));
+        }
+        let at = crate::alloc::align_up(self.used, self.align);
+        match self.groups.last_mut() {
+            Some(g) if at + size <= self.max => {
+                g.push(id);
+                self.used = at + size;
+            }
+            _ => {
+                self.groups.push(vec![id]);
+                self.used = size;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Weights filled from a GGUF's bytes as they arrive in file order (a download, Blob slices),
+/// straight into the buffers they end up in: the header decides each tensor's place first (the
+/// device buffer type's buffers, grouped as [`Weights::load_into`] groups them; a tensor larger
+/// than one device buffer in host memory), then each arriving byte range is written there and
+/// dropped. Only a word (< 4 bytes) of a tensor is ever staged, so on a GPU the file's bytes
+/// never accumulate in host memory. The parts of a split GGUF follow one another.
+pub struct WeightsStream {
+    ctx: Context,
+    buft: Arc<dyn crate::backend::BufferType>,
+    by_name: HashMap<String, TensorId>,
+    buffers: Vec<Arc<dyn Buffer>>,
+    on_host: Vec<String>,
+    /// The current part's tensors in data order: (offset in the data section, bytes, tensor).
+    plan: Vec<(u64, usize, TensorId)>,
+    /// The tensor being filled (index into `plan`).
+    next: usize,
+    /// Bytes of `plan[next]` written to its buffer (a multiple of 4 until it is complete).
+    written: usize,
+    /// The bytes of `plan[next]` after `written` that are not yet a whole word.
+    stage: Vec<u8>,
+    /// File offset of the current part's data section.
+    data_offset: u64,
+    parts: usize,
+}
+
+impl WeightsStream {
+    /// Weights to be placed in buffers of `buft` (device memory, or host memory for a CPU run).
+    pub fn new(buft: Arc<dyn crate::backend::BufferType>) -> WeightsStream {
+        WeightsStream {
+            ctx: Context::new(),
+            buft,
+            by_name: HashMap::new(),
+            buffers: Vec::new(),
+            on_host: Vec::new(),
+            plan: Vec::new(),
+            next: 0,
+            written: 0,
+            stage: Vec::new(),
+            data_offset: 0,
+            parts: 0,
+        }
+    }
+
+    /// Begin the next part (the whole file when not split): describe its tensors and allocate
+    /// their buffers. The previous part must be complete ([`WeightsStream::end_part`]).
+    pub fn begin_part(&mut self, gguf: &Gguf) -> Result<()> {
+        if self.next < self.plan.len() {
+            return Err(Error::InvalidArgument(
+                "the previous part's tensors are not complete".into(),
+            ));
+        }
+        let ctx = &mut self.ctx;
+        let mut plan = Vec::with_capacity(gguf.tensors.len());
+        for info in &gguf.tensors {
+            let ne: Vec<usize> = info
+                .ne
+                .iter()
+                .map(|&n| {
+                    usize::try_from(n)
+                        .map_err(|_| Error::Gguf(format!("tensor '{}' is too large", info.name)))
+                })
+                .collect::<Result<_>>()?;
+            let id = ctx.new_tensor(info.dtype, &ne)?;
+            ctx.set_name(id, &info.name)?;
+            if self.by_name.insert(info.name.clone(), id).is_some() {
+                return Err(Error::Gguf(format!(
+                    "tensor '{}' is in two parts of the split model",
+                    info.name
+                )));
+            }
+            plan.push((info.offset, ctx.tensor(id).nbytes(), id));
+        }
+        // The reader checked that tensors do not overlap; data arrives in offset order.
+        plan.sort_by_key(|p| p.0);
+        let device = !self.buft.is_host();
+        let mut packer = Packer::new(self.buft.as_ref());
+        let mut host = Vec::new();
+        for &(_, _, id) in &plan {
+            match packer.add(id, self.buft.alloc_size(ctx, id)) {
+                Ok(()) => {}
+                // The scheduler runs the ops reading it on the CPU.
+                Err(note) if device => {
+                    self.on_host
+                        .push(format!("{} ({note})", ctx.tensor(id).name));
+                    host.push(id);
+                }
+                Err(note) => {
+                    return Err(Error::OutOfMemory(format!(
+                        "{}: {note}",
+                        ctx.tensor(id).name
+                    )))
+                }
+            }
+        }
+        let groups = packer.groups;
+        let cpu = crate::backend::cpu::cpu_buffer_type();
+        for (ids, buft) in groups
+            .iter()
+            .map(|g| (g, &self.buft))
+            .chain(std::iter::once((&host, &cpu)))
+        {
+            if let Some(b) = crate::alloc::alloc_tensors(ctx, ids, buft)? {
+                b.set_usage(BufferUsage::Weights);
+                self.buffers.push(b);
+            }
+        }
+        self.plan = plan;
+        self.next = 0;
+        self.written = 0;
+        self.stage.clear();
+        self.data_offset = gguf.data_offset;
+        self.parts += 1;
+        self.skip_empty();
+        Ok(())
+    }
+
+    fn skip_empty(&mut self) {
+        while self.plan.get(self.next).is_some_and(|p| p.1 == 0) {
+            self.next += 1;
+        }
+    }
+
+    /// Write `data` of `plan[next]` at byte `at` of the tensor.
+    fn write(&self, at: usize, data: &[u8]) -> Result<()> {
+        let id = self.plan[self.next].2;
+        let d = self
+            .ctx
+            .tensor(id)
+            .data
+            .as_ref()
+            .ok_or_else(|| Error::Model("streamed weight without a buffer".into()))?;
+        d.buffer.set(d.offset + at, data)
+    }
+
+    /// The bytes of the current part at file offset `offset` (chunks in order; the header's and
+    /// the padding's bytes are skipped).
+    pub fn push(&mut self, offset: u64, mut data: &[u8]) -> Result<()> {
+        let mut at = offset;
+        while !data.is_empty() {
+            let Some(&(t_off, n, _)) = self.plan.get(self.next) else {
+                return Ok(());
+            };
+            let done = self.written + self.stage.len();
+            let want = self.data_offset + t_off + done as u64;
+            if at + data.len() as u64 <= want {
+                return Ok(());
+            }
+            if at > want {
+                return Err(Error::Gguf(format!(
+                    "bytes {want}..{at} of the file are missing (chunks out of order)"
+                )));
+            }
+            data = &data[(want - at) as usize..];
+            at = want;
+            let take = (n - done).min(data.len());
+            let complete = done + take == n;
+            let mut piece = &data[..take];
+            if !self.stage.is_empty() {
+                // Complete the staged word first.
+                let fill = (4 - self.stage.len()).min(piece.len());
+                self.stage.extend_from_slice(&piece[..fill]);
+                piece = &piece[fill..];
+                if self.stage.len() == 4 || complete && piece.is_empty() {
+                    let w = std::mem::take(&mut self.stage);
+                    self.write(self.written, &w)?;
+                    self.written += w.len();
+                }
+            }
+            if self.stage.is_empty() && !piece.is_empty() {
+                // Straight from the chunk: whole words, or everything when the tensor ends.
+                let direct = if complete {
+                    piece.len()
+                } else {
+                    piece.len() & !3
+                };
+                self.write(self.written, &piece[..direct])?;
+                self.written += direct;
+                self.stage.extend_from_slice(&piece[direct..]);
+            }
+            if complete {
+                self.next += 1;
+                self.written = 0;
+                self.skip_empty();
+            }
+            at += take as u64;
+            data = &data[take..];
+        }
+        Ok(())
+    }
+
+    /// Bytes of the current part the tensors still wait for.
+    pub fn pending(&self) -> u64 {
+        let done = self.written + self.stage.len();
+        self.plan[self.next.min(self.plan.len())..]
+            .iter()
+            .map(|p| p.1 as u64)
+            .sum::<u64>()
+            .saturating_sub(done as u64)
+    }
+
+    /// At the end of a part: every tensor must be complete.
+    pub fn end_part(&self) -> Result<()> {
+        match self.plan.get(self.next) {
+            None => Ok(()),
+            Some(&(_, n, id)) => Err(Error::Gguf(format!(
+                "file truncated: tensor '{}' has {} of its {n} bytes ({} bytes missing in all)",
+                self.ctx.tensor(id).name,
+                self.written + self.stage.len(),
+                self.pending()
+            ))),
+        }
+    }
+
+    /// The context describing every weight and the weights, once every part is complete.
+    pub fn finish(self) -> Result<(Context, Weights)> {
+        self.end_part()?;
+        if self.parts == 0 {
+            return Err(Error::InvalidArgument("no model files".into()));
+        }
+        let buffer = self
+            .buffers
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::Model("no tensors to load".into()))?;
+        Ok((
+            self.ctx,
+            Weights {
+                by_name: self.by_name,
+                buffer,
+                buffers: self.buffers,
+                on_host: self.on_host,
+            },
+        ))
     }
 }
 

@@ -21,58 +21,110 @@ use crate::JsError;
 use super::gguf::FileStream;
 use super::js::set;
 use super::js_err;
+use ggweb::backend::cpu::buffer::AlignedBytes;
 use ggweb::backend::cpu::HostBytes;
 use ggweb::gguf::{Gguf, Value};
 use ggweb::models::chat::{ChatFormat, ChatMessage};
 use ggweb::models::generate::{Generation, Step};
+use ggweb::models::llama::LlamaModel;
 use ggweb::models::llm::Llm;
-use ggweb::models::runner::BackendChoice;
+use ggweb::models::runner::{BackendChoice, Runner};
 use ggweb::models::sampler::SamplerOptions;
+use ggweb::models::split;
+use ggweb::models::weights::WeightsStream;
 
-/// A GGUF model file streamed from JavaScript into one wasm allocation of its final size.
+/// A GGUF model streamed from JavaScript, in one or more files (the parts of a split model, in
+/// order, each begun with `nextPart`). On the CPU path each file lands in one wasm allocation
+/// of its final size (the model uses those bytes in place); created for the WebGPU backend, the
+/// weights are written to GPU buffers as their bytes arrive and only the headers stay in the
+/// wasm heap (plus any weight too large for one GPU buffer).
 #[wasm_bindgen]
 pub struct ModelStream {
     file: FileStream,
+    /// Finished parts: their headers and, on the CPU path, their bytes.
+    parts: Vec<(Gguf, Option<Arc<AlignedBytes>>)>,
+    /// The header of the current part once parsed and checked.
+    header_seen: bool,
+    /// Streaming to the device: the runner the model will run on, the weights being filled.
+    device: Option<(Runner, WeightsStream)>,
+    /// Bytes of the finished parts.
+    done_bytes: u64,
 }
 
-#[wasm_bindgen]
+fn file_len_arg(file_len: Option<f64>) -> Result<Option<u64>, JsError> {
+    match file_len {
+        Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0 => {
+            Ok(Some(n as u64))
+        }
+        Some(n) => Err(JsError::new(&format!(
+            "invalid argument: a file length of {n} bytes"
+        ))),
+        None => Ok(None),
+    }
+}
+
 impl ModelStream {
-    /// `file_len`: the total size when known (Content-Length, Blob.size), else undefined.
-    #[wasm_bindgen(constructor)]
-    pub fn new(file_len: Option<f64>) -> Result<ModelStream, JsError> {
-        let file_len = match file_len {
-            Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= 4_294_967_295.0 => Some(n as u64),
-            Some(n) => {
-                return Err(JsError::new(&format!(
-                    "a model file of {n} bytes does not fit in wasm32 memory (4 GiB)"
-                )))
+    /// The stream of one file: kept in the heap (within what earlier parts left of the
+    /// budget) unless its weights go to the device.
+    fn part_stream(&self, file_len: Option<u64>) -> ggweb::Result<FileStream> {
+        if self.device.is_some() {
+            return FileStream::new(false, file_len);
+        }
+        let held: u64 = self
+            .parts
+            .iter()
+            .filter_map(|p| p.1.as_ref())
+            .map(|b| b.len() as u64)
+            .sum();
+        FileStream::with_budget(
+            true,
+            file_len,
+            ggweb::gguf::stream::DEFAULT_BUDGET.saturating_sub(held),
+        )
+    }
+
+    /// A part's header has just been parsed: check it is the next part, and on the device
+    /// path place its tensors and take the data bytes that came with the header.
+    fn begin_part(&mut self) -> ggweb::Result<()> {
+        let g = self
+            .file
+            .header()
+            .ok_or_else(|| ggweb::Error::Gguf("no header".into()))?;
+        let i = self.parts.len();
+        let first = self.parts.first().map_or(g, |p| &p.0);
+        split::check_part(first, g, i)?;
+        if let Some((_, w)) = self.device.as_mut() {
+            if i == 0 {
+                // An unsupported architecture is named before the weights are downloaded.
+                ggweb::models::llama::HParams::from_gguf(g)?;
             }
-            None => None,
+            w.begin_part(g)?;
+            let (at, early) = self.file.take_early_data();
+            w.push(at, &early)?;
+        }
+        self.header_seen = true;
+        Ok(())
+    }
+
+    /// Close the current part: the whole file arrived (and, on the device path, every tensor).
+    fn end_part(&mut self) -> ggweb::Result<()> {
+        let received = self.file.received();
+        let part = match self.device.as_ref() {
+            Some((_, w)) => {
+                w.end_part()?;
+                (self.file.take_header()?, None)
+            }
+            None => {
+                let (g, bytes) = self.file.take_file()?;
+                (g, Some(bytes))
+            }
         };
-        Ok(ModelStream {
-            file: FileStream::new(true, file_len).map_err(js_err)?,
-        })
+        self.parts.push(part);
+        self.done_bytes += received;
+        self.header_seen = false;
+        Ok(())
     }
 
-    /// Append the next bytes of the file; returns true once the header is parsed.
-    pub fn push(&mut self, chunk: &[u8]) -> Result<bool, JsError> {
-        self.file.push(chunk).map_err(js_err)
-    }
-
-    /// Bytes pushed so far.
-    #[wasm_bindgen(getter)]
-    pub fn received(&self) -> f64 {
-        self.file.received() as f64
-    }
-
-    /// The total size once known (Content-Length or the header), else undefined.
-    #[wasm_bindgen(getter)]
-    pub fn total(&self) -> Option<f64> {
-        self.file.total().map(|n| n as f64)
-    }
-}
-
-impl ModelStream {
     /// The parsed header and the file's bytes (for the other model types' `load`).
     pub(crate) fn take_file(
         &mut self,
@@ -80,7 +132,91 @@ impl ModelStream {
         ggweb::gguf::Gguf,
         Arc<ggweb::backend::cpu::buffer::AlignedBytes>,
     )> {
+        if !self.parts.is_empty() || self.device.is_some() {
+            return Err(ggweb::Error::InvalidArgument(
+                "this model type loads from one file streamed to the heap".into(),
+            ));
+        }
         self.file.take_file()
+    }
+}
+
+#[wasm_bindgen]
+impl ModelStream {
+    /// `file_len`: the size of the (first) file when known (Content-Length, Blob.size), else
+    /// undefined. `backend`: "webgpu" streams the weights to GPU buffers as they arrive (WebGPU
+    /// must be initialised); "cpu" or undefined keeps the file in the heap.
+    #[wasm_bindgen(constructor)]
+    pub fn new(file_len: Option<f64>, backend: Option<String>) -> Result<ModelStream, JsError> {
+        let file_len = file_len_arg(file_len)?;
+        let choice: BackendChoice = backend
+            .as_deref()
+            .unwrap_or("cpu")
+            .parse()
+            .map_err(js_err)?;
+        let device = match choice {
+            BackendChoice::Cpu => None,
+            c => {
+                let runner = Runner::new(c, crate::cpu_threads()).map_err(js_err)?;
+                let buft = runner.weights_buffer_type().clone();
+                runner.gpu.then(|| (runner, WeightsStream::new(buft)))
+            }
+        };
+        let mut s = ModelStream {
+            file: FileStream::new(false, None).map_err(js_err)?,
+            parts: Vec::new(),
+            header_seen: false,
+            device,
+            done_bytes: 0,
+        };
+        // On the CPU path a file over the heap budget is an out-of-memory error here.
+        s.file = s.part_stream(file_len).map_err(js_err)?;
+        Ok(s)
+    }
+
+    /// Append the next bytes of the current file; returns true once its header is parsed.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<bool, JsError> {
+        let at = self.file.received();
+        let parsed = self.file.push(chunk).map_err(js_err)?;
+        if parsed && !self.header_seen {
+            self.begin_part().map_err(js_err)?;
+        } else if let (true, Some((_, w))) = (parsed, self.device.as_mut()) {
+            w.push(at, chunk).map_err(js_err)?;
+        }
+        Ok(parsed)
+    }
+
+    /// End the current file and begin the next part of a split model (`file_len` as in the
+    /// constructor).
+    #[wasm_bindgen(js_name = nextPart)]
+    pub fn next_part(&mut self, file_len: Option<f64>) -> Result<(), JsError> {
+        let file_len = file_len_arg(file_len)?;
+        self.end_part().map_err(js_err)?;
+        self.file = self.part_stream(file_len).map_err(js_err)?;
+        Ok(())
+    }
+
+    /// How many files the model has (`split.count`; 1 when not split), once the first header
+    /// is parsed.
+    #[wasm_bindgen(getter, js_name = nParts)]
+    pub fn n_parts(&self) -> Option<u32> {
+        let first = self.parts.first().map(|p| &p.0).or(self.file.header())?;
+        split::split_of(first)
+            .ok()
+            .map(|s| s.map_or(1, |(_, n)| n as u32))
+    }
+
+    /// Bytes pushed so far (all parts).
+    #[wasm_bindgen(getter)]
+    pub fn received(&self) -> f64 {
+        (self.done_bytes + self.file.received()) as f64
+    }
+
+    /// The total size of the current file once known (Content-Length or the header), else
+    /// undefined.
+    #[wasm_bindgen(getter)]
+    pub fn total(&self) -> Option<f64> {
+        self.file.total().map(|n| n as f64)
     }
 }
 
@@ -236,18 +372,36 @@ impl LlmCore {
             .unwrap_or("cpu")
             .parse()
             .map_err(js_err)?;
-        let (header, bytes) = file.file.take_file().map_err(js_err)?;
-        let file_bytes = bytes.len();
+        file.end_part().map_err(js_err)?;
+        let parts = std::mem::take(&mut file.parts);
+        let headers: Vec<&Gguf> = parts.iter().map(|p| &p.0).collect();
+        split::check_parts(&headers).map_err(js_err)?;
+        let file_bytes = file.done_bytes as usize;
+        file.done_bytes = 0;
+        // The first header moves into the model (not copied: a vocabulary is megabytes).
+        let mut parts = parts.into_iter();
+        let (header, first_bytes) = parts.next().ok_or_else(|| JsError::new("no model files"))?;
+        let rest: Vec<_> = parts.collect();
         // An unsupported architecture is named before anything else is read.
         ggweb::models::llama::HParams::from_gguf(&header).map_err(js_err)?;
-        let owner: Arc<dyn HostBytes> = bytes;
-        let llm = Llm::from_gguf(
-            owner,
-            &header,
-            n_ctx.max(1) as usize,
-            choice,
-            crate::cpu_threads(),
-        )
+        let n_ctx = n_ctx.max(1) as usize;
+        let llm = match file.device.take() {
+            Some((runner, weights)) => {
+                drop(rest);
+                let (ctx, w) = weights.finish().map_err(js_err)?;
+                LlamaModel::from_weights(ctx, w, &header, n_ctx, runner)
+                    .and_then(|m| Llm::with_model(m, &header))
+            }
+            None => {
+                let mut held: Vec<(&Gguf, Arc<dyn HostBytes>)> = Vec::with_capacity(rest.len() + 1);
+                let kept = || JsError::new("file bytes were not kept");
+                held.push((&header, first_bytes.ok_or_else(kept)?));
+                for (g, bytes) in &rest {
+                    held.push((g, bytes.clone().ok_or_else(kept)?));
+                }
+                Llm::from_parts(&held, n_ctx, choice, crate::cpu_threads())
+            }
+        }
         .map_err(js_err)?;
         Ok(LlmCore {
             inner: Rc::new(RefCell::new(Inner {
@@ -355,18 +509,23 @@ impl LlmCore {
         ))
     }
 
-    /// Bytes held: `{weights, kvCache, compute}` (weights are the file bytes, used in place on
-    /// the CPU; on WebGPU they are also uploaded to GPU buffers).
+    /// Bytes held: `{weights, weightsHost, weightsGpu, kvCache, kvCacheGpu, compute, computeGpu}`.
+    /// `weights` = `weightsHost` + `weightsGpu`; host bytes are in the wasm heap (on the CPU
+    /// path the file bytes, used in place; on WebGPU only weights too large for a GPU buffer).
+    /// `kvCache` includes `kvCacheGpu`, `compute` (the compute buffers of all backends)
+    /// `computeGpu`.
     pub fn memory(&self) -> Result<JsValue, JsError> {
         let inner = self.b()?;
-        let m = &inner.llm.model;
-        let hp = &m.hp;
-        // f16 keys and values.
-        let kv = 2 * hp.n_layer * m.n_ctx * hp.n_head_kv * (hp.head_dim_k + hp.head_dim_v);
+        let m = inner.llm.model.memory();
         let o = Object::new();
-        set(&o, "weights", inner.file_bytes as f64);
-        set(&o, "kvCache", kv as f64);
-        set(&o, "compute", m.compute_buffer_size() as f64);
+        set(&o, "weights", (m.weights_host + m.weights_device) as f64);
+        set(&o, "weightsHost", m.weights_host as f64);
+        set(&o, "weightsGpu", m.weights_device as f64);
+        set(&o, "kvCache", (m.kv_host + m.kv_device) as f64);
+        set(&o, "kvCacheGpu", m.kv_device as f64);
+        let (compute_host, compute_device) = inner.llm.model.compute_bytes_by_place();
+        set(&o, "compute", (compute_host + compute_device) as f64);
+        set(&o, "computeGpu", compute_device as f64);
         Ok(o.into())
     }
 
