@@ -98,6 +98,7 @@ impl NodeRef {
 }
 
 /// Per-thread parameters of a kernel call (ggml_compute_params).
+#[derive(Clone, Copy)]
 pub struct ComputeParams<'a> {
     pub ith: usize,
     pub nth: usize,
@@ -105,7 +106,7 @@ pub struct ComputeParams<'a> {
     pub wdata: *mut u8,
     pub wsize: usize,
     pub barrier: &'a Barrier,
-    /// Chunk counter for dynamic work distribution; set to `nth` before each node.
+    /// Chunk counter for dynamic work distribution: the node's own, `nth` at its start.
     pub chunk: &'a AtomicUsize,
     /// The first bad value a kernel met in its data (e.g. a get_rows id out of range). The
     /// graph still runs to its end, so every thread meets every barrier; then compute returns it.
@@ -199,6 +200,26 @@ pub fn resolve_node(ctx: &Context, id: TensorId) -> Result<NodeRef> {
     })
 }
 
+/// One node of a graph run: its kernel call, whether thread 0 runs it alone, and whether all
+/// threads meet at a barrier after it (not between two solo nodes, nor after the last).
+struct Step {
+    node: NodeRef,
+    solo: bool,
+    sync: bool,
+}
+
+/// Destination elements below which an element-wise node runs on thread 0 alone: splitting it
+/// saves less than the barrier costs (a token of a small LLM is hundreds of such nodes between
+/// its GEMVs; in wasm each barrier is a round trip between Web Workers).
+const SOLO_MAX_ELEMENTS: usize = 8192;
+
+/// Whether thread 0 runs `node` alone. Only the element-wise and row-wise kernels (ops/basic.rs:
+/// every output element computed by one thread, no barrier inside, no work buffer), so the
+/// result is the same bits as split across threads.
+fn solo(node: &NodeRef) -> bool {
+    ops::is_basic(&node.op) && node.dst.nelements() <= SOLO_MAX_ELEMENTS
+}
+
 /// The CPU backend (one stream): a persistent pool of `n_threads` threads computes each graph.
 /// The count is capped by the machine's parallelism unless forced
 /// ([`CpuBackend::with_threads_forced`]); the workers start at the first graph that needs them,
@@ -245,11 +266,12 @@ impl CpuBackend {
     }
 
     /// Compute `graph` with `n_threads`: check every node first, size the work buffer once
-    /// (ggml's cplan), then run all nodes on all threads with a barrier after each. A kernel
-    /// panic on any thread is returned as an error.
+    /// (ggml's cplan), then run all nodes on all threads with a barrier after each, except that
+    /// a run of small element-wise nodes goes to thread 0 alone with no barrier between them
+    /// (see [`solo`]). A kernel panic on any thread is returned as an error.
     pub fn compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
         self.pool.resize(self.n_threads)?;
-        let mut nodes = Vec::with_capacity(graph.nodes.len());
+        let mut nodes: Vec<Step> = Vec::with_capacity(graph.nodes.len());
         let nth = self.n_threads;
         let mut wsize = 0usize;
         for &id in &graph.nodes {
@@ -274,9 +296,20 @@ impl CpuBackend {
             if node.dst.nelements() == 0 {
                 continue;
             }
-            wsize = wsize.max(ops::work_size(&node, nth));
-            nodes.push(node);
+            let solo = nth > 1 && solo(&node);
+            wsize = wsize.max(ops::work_size(&node, if solo { 1 } else { nth }));
+            if let Some(prev) = nodes.last_mut() {
+                // Thread 0 runs both: program order is enough.
+                prev.sync = !(prev.solo && solo);
+            }
+            nodes.push(Step {
+                node,
+                solo,
+                sync: false,
+            });
         }
+        // Each node's own chunk counter: no thread has to reset a shared one (behind a barrier).
+        let chunks: Vec<AtomicUsize> = nodes.iter().map(|_| AtomicUsize::new(nth)).collect();
         let words = wsize.div_ceil(8) + 8;
         if self.work.len() < words {
             self.work.resize(words, 0);
@@ -286,23 +319,41 @@ impl CpuBackend {
         let pad = base.align_offset(64);
         // SAFETY: `pad` < 64 and the buffer has 64 spare bytes.
         let wdata_addr = unsafe { base.add(pad) } as usize;
-        let chunk = AtomicUsize::new(0);
         let fault = Arc::new(OnceLock::new());
         let job_fault = fault.clone();
-        // `run` returns only after every thread has left the job, so `work` outlives its use.
+        // `run` returns only after every thread has left the job, so `work` outlives its use;
+        // that also orders the last node's writes before the caller's reads (no final barrier).
         self.pool.run(move |ith, nth, barrier| {
-            let params = ComputeParams {
-                ith,
-                nth,
-                wdata: wdata_addr as *mut u8,
-                wsize,
-                barrier,
-                chunk: &chunk,
-                fault: &job_fault,
-            };
-            for node in &nodes {
-                ops::forward(&params, node);
-                barrier.wait();
+            let alone = Barrier::new(1);
+            for (step, chunk) in nodes.iter().zip(&chunks) {
+                if step.solo {
+                    if ith == 0 {
+                        let params = ComputeParams {
+                            ith: 0,
+                            nth: 1,
+                            wdata: wdata_addr as *mut u8,
+                            wsize,
+                            barrier: &alone,
+                            chunk,
+                            fault: &job_fault,
+                        };
+                        ops::forward(&params, &step.node);
+                    }
+                } else {
+                    let params = ComputeParams {
+                        ith,
+                        nth,
+                        wdata: wdata_addr as *mut u8,
+                        wsize,
+                        barrier,
+                        chunk,
+                        fault: &job_fault,
+                    };
+                    ops::forward(&params, &step.node);
+                }
+                if step.sync {
+                    barrier.wait();
+                }
             }
         })?;
         match fault.get() {

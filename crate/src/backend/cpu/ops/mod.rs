@@ -40,6 +40,12 @@ fn is_matmul_family(op: &Op) -> bool {
     )
 }
 
+/// Ops whose kernels live in `basic` (element-wise and row-wise: each output element is
+/// computed by one thread, whatever the thread count).
+pub fn is_basic(op: &Op) -> bool {
+    !is_matmul_family(op) && !train::is_train_op(op)
+}
+
 /// An error naming the op and types when the CPU backend cannot compute `node`.
 pub fn check_supported(node: &NodeRef) -> Result<()> {
     let ok = if is_matmul_family(&node.op) {
