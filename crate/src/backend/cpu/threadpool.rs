@@ -524,8 +524,8 @@ mod tests {
         assert_eq!(count.load(Ordering::Relaxed), 2);
     }
 
-    /// A small transformer-like graph (quantized mul_mat with a work buffer, rms_norm, silu,
-    /// soft_max) gives the same bits on 1, 2 and 3 threads, twice on the same backend: with 5
+    /// A small transformer-like graph (two independent quantized mul_mats with a work buffer,
+    /// rms_norm, silu, add, soft_max) gives the same bits on 1, 2 and 3 threads, twice on the same backend: with 5
     /// columns (a token's shapes: element-wise nodes on thread 0 alone, src1 converted by every
     /// thread into its own copy) and with 300 (everything split, src1 converted in shares).
     #[test]
@@ -543,11 +543,16 @@ mod tests {
         let x = ctx.new_tensor_2d(DType::F32, 64, cols).unwrap();
         let n = ctx.rms_norm(x, 1e-5).unwrap();
         let y = ctx.mul_mat(w, n).unwrap();
+        // Independent of y (no barrier between the two mul_mats where src1 is small).
+        let w2 = ctx.new_tensor_2d(DType::Q4_0, 64, 37).unwrap();
+        let y2 = ctx.mul_mat(w2, n).unwrap();
         let s = ctx.silu(y).unwrap();
+        let s = ctx.add(s, y2).unwrap();
         let out = ctx.soft_max(s).unwrap();
         let _buf = alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
         let vals = |n: usize, k: f32| (0..n).map(|i| (i as f32 * k).sin()).collect::<Vec<_>>();
         ctx.set_f32(w, &vals(64 * 37, 0.37)).unwrap();
+        ctx.set_f32(w2, &vals(64 * 37, 0.71)).unwrap();
         ctx.set_f32(x, &vals(64 * cols, 1.3)).unwrap();
         let g = Graph::build(&ctx, &[out]);
         let bits = |be: &mut CpuBackend| {

@@ -251,6 +251,11 @@ fn convert_src1(p: &ComputeParams, b: &TensorRef, plan: &MulMatPlan) {
 /// converted in less time than a barrier between Web Workers takes.
 const PRIVATE_CONVERT_MAX: usize = 4096;
 
+/// Bytes of each thread's copy: PRIVATE_CONVERT_MAX elements in the widest vec_dot_type (f32),
+/// the same for every node, so that nodes with no barrier between them (CpuBackend::compute)
+/// never touch another thread's copy.
+const PRIVATE_STRIDE: usize = PRIVATE_CONVERT_MAX * 4;
+
 fn private_convert(b: &TensorRef, nth: usize) -> bool {
     nth > 1 && b.nelements() <= PRIVATE_CONVERT_MAX
 }
@@ -258,14 +263,27 @@ fn private_convert(b: &TensorRef, nth: usize) -> bool {
 fn mul_mat_work_size(node: &NodeRef, nth: usize) -> usize {
     match plan_mul_mat(node) {
         Some(plan) if plan.convert => {
-            let copies = if private_convert(node.src1(), nth) {
-                nth
+            if private_convert(node.src1(), nth) {
+                PRIVATE_STRIDE * nth + 64
             } else {
-                1
-            };
-            (plan.row_bytes * node.src1().nrows()).next_multiple_of(64) * copies + 64
+                plan.row_bytes * node.src1().nrows() + 64
+            }
         }
         _ => 0,
+    }
+}
+
+/// How mul_mat uses the work buffer (see [`super::WorkUse`]).
+pub fn work_use(node: &NodeRef, nth: usize) -> super::WorkUse {
+    match plan_mul_mat(node) {
+        Some(plan) if plan.convert => {
+            if private_convert(node.src1(), nth) {
+                super::WorkUse::PerThread
+            } else {
+                super::WorkUse::Shared
+            }
+        }
+        _ => super::WorkUse::None,
     }
 }
 
@@ -304,10 +322,11 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     // The chunk counter is this node's own, already `nth` (see CpuBackend::compute).
     let own;
     let p = if plan.convert && private_convert(b, p.nth) {
-        let bytes = (plan.row_bytes * b.nrows()).next_multiple_of(64);
+        debug_assert!(plan.row_bytes * b.nrows() <= PRIVATE_STRIDE);
         own = ComputeParams {
-            // SAFETY: the work buffer holds `nth` copies of `bytes` (mul_mat_work_size).
-            wdata: unsafe { p.wdata.add(p.ith * bytes) },
+            // SAFETY: the work buffer holds `nth` copies of PRIVATE_STRIDE (mul_mat_work_size),
+            // which fits src1 (at most PRIVATE_CONVERT_MAX elements of at most 4 bytes).
+            wdata: unsafe { p.wdata.add(p.ith * PRIVATE_STRIDE) },
             ..*p
         };
         convert_src1(
