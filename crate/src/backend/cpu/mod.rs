@@ -408,14 +408,17 @@ impl CpuBackend {
             }
             let solo = nth > 1 && solo(&node);
             wsize = wsize.max(ops::work_size(&node, if solo { 1 } else { nth }));
-            let access = Access::of(&node, solo, nth);
-            if let Some(prev) = nodes.last_mut() {
-                prev.sync = pending.conflicts(&access);
+            if nth > 1 {
+                // (One thread needs no barriers: skip the planning.)
+                let access = Access::of(&node, solo, nth);
+                if let Some(prev) = nodes.last_mut() {
+                    prev.sync = pending.conflicts(&access);
+                }
+                if nodes.last().is_some_and(|p| p.sync) {
+                    pending.clear();
+                }
+                pending.push(access);
             }
-            if nodes.last().is_some_and(|p| p.sync) {
-                pending.clear();
-            }
-            pending.push(access);
             nodes.push(Step {
                 node,
                 solo,
