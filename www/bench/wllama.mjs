@@ -1,10 +1,15 @@
 // ggweb beside wllama (llama.cpp compiled to wasm) in one headless Chromium session: SmolLM2-135M
-// Q4_1 (or $MODEL, a file in the model cache), a ~119-token prompt, 32 greedy tokens; a fresh
-// cross-origin isolated page per run, interleaved, $ROUNDS rounds (default 2). Issue 15's anchor,
-// measured as ../shared/notes/browser-anchor.md describes. A benchmark, not a test:
+// Q4_1 and Qwen2.5-0.5B Q4_K_M (or $MODELS, comma-separated files in the model cache), a
+// ~119-token prompt, 32 greedy tokens; a fresh cross-origin isolated page per run, interleaved,
+// $ROUNDS rounds (default 2). Issue 15's anchor, measured as ../shared/notes/browser-anchor.md
+// describes. A benchmark, not a test:
 //   node www/bench/wllama.mjs            (after scripts/build-web.sh; fetches nothing but wllama)
 // wllama 3.13.0 comes from npm into ~/.cache/ggweb/tools/wllama-3.13.0 (once). Prints one line per
 // run and a summary of tok/s with ggweb / wllama ratios at the same thread count.
+// Env: THREADS=1,2 (the thread counts), ENGINES=ggweb,wllama,ggweb-st (which to run; ggweb-st is
+// the single-thread relaxed-SIMD build, 1 thread only), GGWEB_OLD=<dir of another threads build's
+// ggweb_bg.wasm> adds `ggweb-old` runs of that build beside this one (an A/B of two builds in the
+// same session, interleaved), CHROME=<browser binary>.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,8 +27,15 @@ if (!fs.existsSync(path.join(pkg, 'esm', 'index.js'))) {
   execFileSync('npm', ['install', '--prefix', wdir, '--no-audit', '--no-fund', '--loglevel=error', `@wllama/wllama@${WLLAMA_VERSION}`], { stdio: 'inherit' });
 }
 process.env.GGWEB_VENDOR_WLLAMA = path.join(pkg, 'esm');
-const MODEL = process.env.MODEL || 'SmolLM2-135M-Instruct.Q4_1.gguf';
+const MODELS = (process.env.MODELS || process.env.MODEL || 'SmolLM2-135M-Instruct.Q4_1.gguf,qwen2.5-coder-0.5b-instruct-q4_k_m.gguf').split(',');
 const ROUNDS = Number(process.env.ROUNDS || 2);
+const THREADS = (process.env.THREADS || '1,2').split(',').map(Number);
+const OLD = process.env.GGWEB_OLD && path.resolve(process.env.GGWEB_OLD);
+if (OLD) process.env.GGWEB_VENDOR_GGWEB_OLD = OLD;
+const ENGINES = (process.env.ENGINES || `ggweb,${OLD ? 'ggweb-old,' : ''}wllama,ggweb-st`).split(',');
+for (const m of MODELS) {
+  if (!fs.existsSync(path.join(cache, 'models', m))) throw new Error(`no model ${m} in ${path.join(cache, 'models')} (scripts/fetch-models.sh)`);
+}
 const PROMPT =
   'The history of computing is a story of people who wanted to make machines think faster than they could. ' +
   'In the early days, engineers built enormous rooms full of vacuum tubes that consumed as much power as a small town, ' +
@@ -41,13 +53,20 @@ const browser = await puppeteer.launch({
     '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage'],
 });
 
-const configs = [
-  { engine: 'ggweb', threads: 1, label: 'ggweb threads build, 1 thread' },
-  { engine: 'wllama', threads: 1, label: 'wllama, 1 thread' },
-  { engine: 'ggweb', threads: 2, label: 'ggweb threads build, 2 threads' },
-  { engine: 'wllama', threads: 2, label: 'wllama, 2 threads' },
-  { engine: 'ggweb-st', threads: 1, label: 'ggweb relaxed-SIMD build (no threads), 1 thread' },
-];
+const LABELS = {
+  ggweb: (n) => `ggweb threads build, ${n} thread${n > 1 ? 's' : ''}`,
+  'ggweb-old': (n) => `ggweb threads build from GGWEB_OLD, ${n} thread${n > 1 ? 's' : ''}`,
+  wllama: (n) => `wllama, ${n} thread${n > 1 ? 's' : ''}`,
+};
+const configs = [];
+for (const model of MODELS) {
+  for (const threads of THREADS) {
+    for (const engine of ENGINES) {
+      if (LABELS[engine]) configs.push({ model, engine, threads, label: LABELS[engine](threads) });
+    }
+  }
+  if (ENGINES.includes('ggweb-st')) configs.push({ model, engine: 'ggweb-st', threads: 1, label: 'ggweb relaxed-SIMD build (no threads), 1 thread' });
+}
 const rows = [];
 try {
   for (let round = 1; round <= ROUNDS; round++) {
@@ -71,31 +90,37 @@ try {
         }
         const { LLM } = await import('/dist/index.js');
         const engine = cfg.engine === 'ggweb-st' ? {} : { threads: true, nThreads: cfg.threads };
+        if (cfg.engine === 'ggweb-old') engine.wasm = `${location.origin}/vendor/ggweb-old/ggweb_bg.wasm`;
         const llm = await LLM.loadInWorker(url, { nCtx: 512, cache: false, engine });
         const load = (performance.now() - t0) / 1000;
         const g = await llm.complete(prompt, { maxTokens: 32, temperature: 0 });
         const cpuThreads = llm.loadInfo.backendInfo.cpuThreads;
         await llm.free();
         return { load, prompt: g.stats.promptTokPerS, gen: g.stats.genTokPerS, promptN: g.stats.promptEvaluated, genN: g.stats.generatedTokens, text: g.text, cpuThreads, isolated: self.crossOriginIsolated };
-      }, cfg, `/models/${MODEL}`, PROMPT);
+      }, cfg, `/models/${cfg.model}`, PROMPT);
       await page.close();
       rows.push({ round, ...cfg, ...r, errors });
-      console.log(`round ${round} ${cfg.label}: load ${r.load.toFixed(2)} s, prompt ${r.promptN} tok ${r.prompt?.toFixed(1)} tok/s, gen ${r.genN} tok ${r.gen?.toFixed(1)} tok/s` +
+      console.log(`round ${round} ${cfg.model} ${cfg.label}: load ${r.load.toFixed(2)} s, prompt ${r.promptN} tok ${r.prompt?.toFixed(1)} tok/s, gen ${r.genN} tok ${r.gen?.toFixed(1)} tok/s` +
         `${r.cpuThreads ? ` (cpuThreads ${r.cpuThreads})` : ''} ${JSON.stringify(r.text.slice(0, 48))}${errors.length ? ` errors: ${errors.join(' | ')}` : ''}`);
     }
   }
   const range = (v) => `${Math.min(...v).toFixed(1)}–${Math.max(...v).toFixed(1)}`;
-  console.log(`\n${MODEL}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model}), Chromium ${(await browser.version())}`);
-  console.log('| engine | prompt tok/s | generation tok/s | load s |\n|---|---|---|---|');
-  for (const cfg of configs) {
-    const rs = rows.filter((r) => r.label === cfg.label);
-    console.log(`| ${cfg.label} | ${range(rs.map((r) => r.prompt))} | ${range(rs.map((r) => r.gen))} | ${range(rs.map((r) => r.load))} |`);
-  }
-  const med = (v) => v.sort((a, b) => a - b)[Math.floor(v.length / 2)];
-  for (const n of [1, 2]) {
-    const g = rows.filter((r) => r.engine === 'ggweb' && r.threads === n);
-    const w = rows.filter((r) => r.engine === 'wllama' && r.threads === n);
-    console.log(`ggweb / wllama at ${n} thread${n > 1 ? 's' : ''}: prompt ${(med(g.map((r) => r.prompt)) / med(w.map((r) => r.prompt))).toFixed(2)}×, generation ${(med(g.map((r) => r.gen)) / med(w.map((r) => r.gen))).toFixed(2)}×`);
+  const med = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
+  console.log(`\n${os.cpus().length} CPUs (${os.cpus()[0]?.model}), Chromium ${(await browser.version())}, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  for (const model of MODELS) {
+    console.log(`\n${model}\n| engine | prompt tok/s | generation tok/s | load s |\n|---|---|---|---|`);
+    for (const cfg of configs.filter((c) => c.model === model)) {
+      const rs = rows.filter((r) => r.model === model && r.label === cfg.label);
+      console.log(`| ${cfg.label} | ${range(rs.map((r) => r.prompt))} | ${range(rs.map((r) => r.gen))} | ${range(rs.map((r) => r.load))} |`);
+    }
+    for (const other of ['wllama', 'ggweb-old']) {
+      for (const n of THREADS) {
+        const g = rows.filter((r) => r.model === model && r.engine === 'ggweb' && r.threads === n);
+        const w = rows.filter((r) => r.model === model && r.engine === other && r.threads === n);
+        if (!g.length || !w.length) continue;
+        console.log(`ggweb / ${other} at ${n} thread${n > 1 ? 's' : ''} (medians): prompt ${(med(g.map((r) => r.prompt)) / med(w.map((r) => r.prompt))).toFixed(2)}×, generation ${(med(g.map((r) => r.gen)) / med(w.map((r) => r.gen))).toFixed(2)}×`);
+      }
+    }
   }
   fs.mkdirSync(path.join(ROOT, 'test-output'), { recursive: true });
   fs.writeFileSync(path.join(ROOT, 'test-output', 'wllama-bench.json'), JSON.stringify(rows, null, 2));

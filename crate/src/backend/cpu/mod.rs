@@ -103,6 +103,7 @@ impl NodeRef {
 }
 
 /// Per-thread parameters of a kernel call (ggml_compute_params).
+#[derive(Clone, Copy)]
 pub struct ComputeParams<'a> {
     pub ith: usize,
     pub nth: usize,
@@ -110,7 +111,7 @@ pub struct ComputeParams<'a> {
     pub wdata: *mut u8,
     pub wsize: usize,
     pub barrier: &'a Barrier,
-    /// Chunk counter for dynamic work distribution; set to `nth` before each node.
+    /// Chunk counter for dynamic work distribution: the node's own, `nth` at its start.
     pub chunk: &'a AtomicUsize,
     /// The first bad value a kernel met in its data (e.g. a get_rows id out of range). The
     /// graph still runs to its end, so every thread meets every barrier; then compute returns it.
@@ -204,6 +205,133 @@ pub fn resolve_node(ctx: &Context, id: TensorId) -> Result<NodeRef> {
     })
 }
 
+/// One node of a graph run: its kernel call, whether thread 0 runs it alone, and whether all
+/// threads meet at a barrier after it (only before a node that depends on one since the last
+/// barrier; never after the last node).
+struct Step {
+    node: NodeRef,
+    solo: bool,
+    sync: bool,
+}
+
+/// The bytes a node reads and writes, for deciding where a barrier is needed. Addresses are
+/// the resolved tensors' (views included), so memory the allocator reuses between nodes is seen
+/// as the same memory.
+struct Access {
+    reads: [Option<Span>; MAX_SRC],
+    write: Span,
+    /// On thread 0 alone (a solo node).
+    solo: bool,
+    work: ops::WorkUse,
+}
+
+/// A half-open byte range `[start, end)`.
+#[derive(Clone, Copy)]
+struct Span(usize, usize);
+
+impl Span {
+    /// The bytes `t` covers (an upper bound, whatever its strides); everything when its extent
+    /// cannot be worked out.
+    fn of(t: &TensorRef) -> Span {
+        let all = Span(0, usize::MAX);
+        if t.nelements() == 0 {
+            return Span(0, 0);
+        }
+        let dim0 = if t.dtype.block_size() > 1 {
+            match t.dtype.row_size(t.ne[0]) {
+                Ok(b) => b,
+                Err(_) => return all,
+            }
+        } else {
+            (t.ne[0] - 1) * t.nb[0] + t.dtype.type_size()
+        };
+        let last = (1..4).try_fold(dim0, |acc, d| {
+            (t.ne[d] - 1)
+                .checked_mul(t.nb[d])
+                .and_then(|b| b.checked_add(acc))
+        });
+        match last.and_then(|l| (t.ptr as usize).checked_add(l)) {
+            Some(end) => Span(t.ptr as usize, end),
+            None => all,
+        }
+    }
+
+    fn overlaps(self, o: Span) -> bool {
+        self.0 < o.1 && o.0 < self.1
+    }
+}
+
+impl Access {
+    fn of(node: &NodeRef, solo: bool, nth: usize) -> Access {
+        let mut reads = [None; MAX_SRC];
+        for (r, s) in reads.iter_mut().zip(&node.src) {
+            *r = s.as_ref().map(Span::of);
+        }
+        Access {
+            reads,
+            write: Span::of(&node.dst),
+            solo,
+            work: if solo {
+                ops::WorkUse::None
+            } else {
+                ops::work_use(node, nth)
+            },
+        }
+    }
+
+    /// Whether `later` may only start once every thread has finished `self`.
+    fn conflicts(&self, later: &Access) -> bool {
+        use ops::WorkUse;
+        if self.solo && later.solo {
+            // Both on thread 0: program order.
+            return false;
+        }
+        let work = match (self.work, later.work) {
+            (WorkUse::None, _) | (_, WorkUse::None) => false,
+            // Each thread's own part of the work buffer, the same part in every node.
+            (WorkUse::PerThread, WorkUse::PerThread) => false,
+            _ => true,
+        };
+        let reads_write = |a: &Access, w: Span| a.reads.iter().flatten().any(|r| r.overlaps(w));
+        work || self.work == WorkUse::Opaque
+            || later.work == WorkUse::Opaque
+            || reads_write(later, self.write)
+            || reads_write(self, later.write)
+            || self.write.overlaps(later.write)
+    }
+}
+
+/// The accesses of the nodes since the last barrier.
+#[derive(Default)]
+struct Pending(Vec<Access>);
+
+impl Pending {
+    /// Beyond this many nodes without a barrier, place one anyway (bounds the planning work).
+    const MAX: usize = 16;
+
+    fn conflicts(&self, a: &Access) -> bool {
+        self.0.len() >= Self::MAX || self.0.iter().any(|p| p.conflicts(a))
+    }
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+    fn push(&mut self, a: Access) {
+        self.0.push(a);
+    }
+}
+
+/// Destination elements below which an element-wise node runs on thread 0 alone: splitting it
+/// saves less than the barrier costs (a token of a small LLM is hundreds of such nodes between
+/// its GEMVs; in wasm each barrier is a round trip between Web Workers).
+const SOLO_MAX_ELEMENTS: usize = 8192;
+
+/// Whether thread 0 runs `node` alone. Only the element-wise and row-wise kernels (ops/basic.rs:
+/// every output element computed by one thread, no barrier inside, no work buffer), so the
+/// result is the same bits as split across threads.
+fn solo(node: &NodeRef) -> bool {
+    ops::is_basic(&node.op) && node.dst.nelements() <= SOLO_MAX_ELEMENTS
+}
+
 /// The CPU backend (one stream): a persistent pool of `n_threads` threads computes each graph.
 /// The count is capped by the machine's parallelism unless forced
 /// ([`CpuBackend::with_threads_forced`]); the workers start at the first graph that needs them,
@@ -250,11 +378,15 @@ impl CpuBackend {
     }
 
     /// Compute `graph` with `n_threads`: check every node first, size the work buffer once
-    /// (ggml's cplan), then run all nodes on all threads with a barrier after each. A kernel
-    /// panic on any thread is returned as an error.
+    /// (ggml's cplan), then run all nodes on all threads. Small element-wise nodes go to thread 0
+    /// alone (see [`solo`]); all threads meet at a barrier before a node only when it touches
+    /// memory that a node since the last barrier wrote, or writes what one read, on another
+    /// thread (see [`Access`]). A kernel panic on any thread is returned as an error.
     pub fn compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
         self.pool.resize(self.n_threads)?;
-        let mut nodes = Vec::with_capacity(graph.nodes.len());
+        let mut nodes: Vec<Step> = Vec::with_capacity(graph.nodes.len());
+        // What the nodes since the last barrier read and write.
+        let mut pending = Pending::default();
         let nth = self.n_threads;
         let mut wsize = 0usize;
         for &id in &graph.nodes {
@@ -279,9 +411,27 @@ impl CpuBackend {
             if node.dst.nelements() == 0 {
                 continue;
             }
-            wsize = wsize.max(ops::work_size(&node, nth));
-            nodes.push(node);
+            let solo = nth > 1 && solo(&node);
+            wsize = wsize.max(ops::work_size(&node, if solo { 1 } else { nth }));
+            if nth > 1 {
+                // (One thread needs no barriers: skip the planning.)
+                let access = Access::of(&node, solo, nth);
+                if let Some(prev) = nodes.last_mut() {
+                    prev.sync = pending.conflicts(&access);
+                }
+                if nodes.last().is_some_and(|p| p.sync) {
+                    pending.clear();
+                }
+                pending.push(access);
+            }
+            nodes.push(Step {
+                node,
+                solo,
+                sync: false,
+            });
         }
+        // Each node's own chunk counter: no thread has to reset a shared one (behind a barrier).
+        let chunks: Vec<AtomicUsize> = nodes.iter().map(|_| AtomicUsize::new(nth)).collect();
         let words = wsize.div_ceil(8) + 8;
         if self.work.len() < words {
             self.work.resize(words, 0);
@@ -291,23 +441,41 @@ impl CpuBackend {
         let pad = base.align_offset(64);
         // SAFETY: `pad` < 64 and the buffer has 64 spare bytes.
         let wdata_addr = unsafe { base.add(pad) } as usize;
-        let chunk = AtomicUsize::new(0);
         let fault = Arc::new(OnceLock::new());
         let job_fault = fault.clone();
-        // `run` returns only after every thread has left the job, so `work` outlives its use.
+        // `run` returns only after every thread has left the job, so `work` outlives its use;
+        // that also orders the last node's writes before the caller's reads (no final barrier).
         self.pool.run(move |ith, nth, barrier| {
-            let params = ComputeParams {
-                ith,
-                nth,
-                wdata: wdata_addr as *mut u8,
-                wsize,
-                barrier,
-                chunk: &chunk,
-                fault: &job_fault,
-            };
-            for node in &nodes {
-                ops::forward(&params, node);
-                barrier.wait();
+            let alone = Barrier::new(1);
+            for (step, chunk) in nodes.iter().zip(&chunks) {
+                if step.solo {
+                    if ith == 0 {
+                        let params = ComputeParams {
+                            ith: 0,
+                            nth: 1,
+                            wdata: wdata_addr as *mut u8,
+                            wsize,
+                            barrier: &alone,
+                            chunk,
+                            fault: &job_fault,
+                        };
+                        ops::forward(&params, &step.node);
+                    }
+                } else {
+                    let params = ComputeParams {
+                        ith,
+                        nth,
+                        wdata: wdata_addr as *mut u8,
+                        wsize,
+                        barrier,
+                        chunk,
+                        fault: &job_fault,
+                    };
+                    ops::forward(&params, &step.node);
+                }
+                if step.sync {
+                    barrier.wait();
+                }
             }
         })?;
         match fault.get() {

@@ -33,8 +33,37 @@ pub use webpool::{set_caller_may_wait, set_default_n_threads, worker_main, worke
 pub struct Barrier {
     n: usize,
     count: AtomicUsize,
-    phase: AtomicUsize,
+    /// Its own cache line: the waiters spin on it while arrivals bump `count`.
+    phase: Padded,
     poisoned: AtomicBool,
+    /// Threads blocked in `memory.atomic.wait32` on `phase`: the last arrival notifies only when
+    /// there are any (a notify costs more than a whole small node).
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    sleepers: AtomicUsize,
+}
+
+#[repr(align(64))]
+struct Padded(AtomicUsize);
+
+/// Spins at a barrier before a thread yields (native): a yield keeps the thread runnable, so a
+/// short spin is enough.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+const SPINS: u32 = 2000;
+
+/// In wasm the only way out of a spin is to block, and a blocked Web Worker takes tens of µs to
+/// wake, more than most nodes of a token take. So a thread spins up to its budget, which grows
+/// (to `MAX_SPINS`, some 50-100 µs) while its spins end in time and halves (to `MIN_SPINS`) when
+/// one runs out: on a quiet machine every barrier of a token is met spinning; where the threads
+/// share a core with others (an oversubscribed machine), a spinner would take the time the
+/// thread it waits for needs (measured 20x slower), and the budget falls back to a short spin.
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+const MIN_SPINS: u32 = 2000;
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+const MAX_SPINS: u32 = 1 << 16;
+
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+thread_local! {
+    static SPIN_BUDGET: std::cell::Cell<u32> = const { std::cell::Cell::new(MAX_SPINS) };
 }
 
 /// The unwind payload of a thread leaving a poisoned barrier (not the original panic).
@@ -45,8 +74,10 @@ impl Barrier {
         Barrier {
             n: n.max(1),
             count: AtomicUsize::new(0),
-            phase: AtomicUsize::new(0),
+            phase: Padded(AtomicUsize::new(0)),
             poisoned: AtomicBool::new(false),
+            #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+            sleepers: AtomicUsize::new(0),
         }
     }
 
@@ -59,28 +90,54 @@ impl Barrier {
             return;
         }
         self.check_poison();
-        let phase = self.phase.load(Ordering::Acquire);
+        let phase = self.phase.0.load(Ordering::Acquire);
         if self.count.fetch_add(1, Ordering::AcqRel) == self.n - 1 {
             self.count.store(0, Ordering::Relaxed);
-            self.phase.fetch_add(1, Ordering::Release);
+            // SeqCst with the sleepers count below (and its increment in a waiter): either the
+            // waiter's wait32 sees the new phase or this thread sees the waiter and notifies.
+            self.phase.0.fetch_add(1, Ordering::SeqCst);
             #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
-            webpool::wake(&self.phase);
+            if self.sleepers.load(Ordering::SeqCst) > 0 {
+                webpool::wake(&self.phase.0);
+            }
         } else {
-            let mut spins = 0u32;
-            while self.phase.load(Ordering::Acquire) == phase {
-                self.check_poison();
-                spins += 1;
-                if spins < 2000 {
-                    std::hint::spin_loop();
-                } else {
-                    // wasm has no yield: a thread that may block waits for the phase to move
-                    // (a thread spinning on an oversubscribed core starved the others 20x).
-                    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
-                    webpool::wait_while(&self.phase, phase);
-                    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
-                    std::thread::yield_now();
+            #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+            self.wait_wasm(phase);
+            #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+            {
+                let mut spins = 0u32;
+                while self.phase.0.load(Ordering::Acquire) == phase {
+                    self.check_poison();
+                    spins += 1;
+                    if spins < SPINS {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
                 }
             }
+        }
+    }
+
+    /// Wait for the phase to leave `phase`: spin up to this thread's budget, then block where
+    /// the thread may (wasm has no yield), see [`MAX_SPINS`].
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    fn wait_wasm(&self, phase: usize) {
+        let budget = SPIN_BUDGET.with(|b| b.get());
+        for _ in 0..budget {
+            if self.phase.0.load(Ordering::Acquire) != phase {
+                SPIN_BUDGET.with(|b| b.set(budget.saturating_mul(2).min(MAX_SPINS)));
+                return;
+            }
+            self.check_poison();
+            std::hint::spin_loop();
+        }
+        SPIN_BUDGET.with(|b| b.set((budget / 2).max(MIN_SPINS)));
+        while self.phase.0.load(Ordering::Acquire) == phase {
+            self.check_poison();
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            webpool::wait_while(&self.phase.0, phase);
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -467,23 +524,36 @@ mod tests {
         assert_eq!(count.load(Ordering::Relaxed), 2);
     }
 
-    /// A small transformer-like graph (quantized mul_mat with a work buffer, rms_norm, silu,
-    /// soft_max) gives the same bits on 1, 2 and 3 threads, twice on the same backend.
+    /// A small transformer-like graph (two independent quantized mul_mats with a work buffer,
+    /// rms_norm, silu, add, soft_max) gives the same bits on 1, 2 and 3 threads, twice on the same backend: with 5
+    /// columns (a token's shapes: element-wise nodes on thread 0 alone, src1 converted by every
+    /// thread into its own copy) and with 300 (everything split, src1 converted in shares).
     #[test]
     fn graph_results_equal_the_single_thread_path() {
+        for cols in [5, 300] {
+            graph_results_equal(cols);
+        }
+    }
+
+    fn graph_results_equal(cols: usize) {
         use crate::backend::cpu::{cpu_buffer_type, CpuBackend};
         use crate::{alloc, Context, DType, Graph};
         let mut ctx = Context::new();
         let w = ctx.new_tensor_2d(DType::Q8_0, 64, 37).unwrap();
-        let x = ctx.new_tensor_2d(DType::F32, 64, 5).unwrap();
+        let x = ctx.new_tensor_2d(DType::F32, 64, cols).unwrap();
         let n = ctx.rms_norm(x, 1e-5).unwrap();
         let y = ctx.mul_mat(w, n).unwrap();
+        // Independent of y (no barrier between the two mul_mats where src1 is small).
+        let w2 = ctx.new_tensor_2d(DType::Q4_0, 64, 37).unwrap();
+        let y2 = ctx.mul_mat(w2, n).unwrap();
         let s = ctx.silu(y).unwrap();
+        let s = ctx.add(s, y2).unwrap();
         let out = ctx.soft_max(s).unwrap();
         let _buf = alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
         let vals = |n: usize, k: f32| (0..n).map(|i| (i as f32 * k).sin()).collect::<Vec<_>>();
         ctx.set_f32(w, &vals(64 * 37, 0.37)).unwrap();
-        ctx.set_f32(x, &vals(64 * 5, 1.3)).unwrap();
+        ctx.set_f32(w2, &vals(64 * 37, 0.71)).unwrap();
+        ctx.set_f32(x, &vals(64 * cols, 1.3)).unwrap();
         let g = Graph::build(&ctx, &[out]);
         let bits = |be: &mut CpuBackend| {
             be.compute(&ctx, &g).unwrap();
@@ -497,8 +567,12 @@ mod tests {
         for nth in [1, 2, 3] {
             let mut be = CpuBackend::with_threads_forced(nth);
             assert_eq!(be.n_threads(), nth);
-            assert_eq!(bits(&mut be), want, "{nth} threads");
-            assert_eq!(bits(&mut be), want, "{nth} threads, second graph");
+            assert_eq!(bits(&mut be), want, "{nth} threads, {cols} columns");
+            assert_eq!(
+                bits(&mut be),
+                want,
+                "{nth} threads, {cols} columns, second graph"
+            );
         }
     }
 }

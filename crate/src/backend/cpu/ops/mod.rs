@@ -41,6 +41,35 @@ fn is_matmul_family(op: &Op) -> bool {
     )
 }
 
+/// Ops whose kernels live in `basic` (element-wise and row-wise: each output element is
+/// computed by one thread, whatever the thread count).
+pub fn is_basic(op: &Op) -> bool {
+    !is_matmul_family(op) && !train::is_train_op(op)
+}
+
+/// How a node uses the work buffer across threads (for placing barriers between nodes).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum WorkUse {
+    None,
+    /// Each thread only its own part, the same part for every node (a GEMV's src1 copy).
+    PerThread,
+    /// Written and read across threads.
+    Shared,
+    /// A kernel outside the element-wise and mul_mat ones: a barrier before and after it.
+    Opaque,
+}
+
+/// How `node` on `nth` threads uses the work buffer.
+pub fn work_use(node: &NodeRef, nth: usize) -> WorkUse {
+    if is_basic(&node.op) {
+        WorkUse::None
+    } else if node.op == Op::MulMat {
+        matmul::work_use(node, nth)
+    } else {
+        WorkUse::Opaque
+    }
+}
+
 /// An error naming the op and types when the CPU backend cannot compute `node`.
 pub fn check_supported(node: &NodeRef) -> Result<()> {
     let ok = if is_matmul_family(&node.op) {

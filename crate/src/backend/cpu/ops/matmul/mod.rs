@@ -2,8 +2,8 @@
 //! argmax and cross-entropy loss.
 //!
 //! mul_mat follows ggml's CPU path: every thread converts its share of src1 into the work buffer
-//! in the weight type's `vec_dot_type`, thread 0 resets the chunk counter, all meet at a barrier,
-//! then the output (weight rows × src1 columns) is cut into chunks (16×16, 64 along the long side
+//! in the weight type's `vec_dot_type` and all meet at a barrier (a small src1, a token's
+//! activations: each thread converts all of it into its own copy, no barrier), then the output (weight rows × src1 columns) is cut into chunks (16×16, 64 along the long side
 //! for GEMV) that threads take dynamically. Inside a chunk, f32/f16/bf16 weights (and, with AVX2,
 //! q4_0/q4_1/q5_0/q5_1/q8_0/q4_K/q5_K/q6_K) go through register-tiled kernels that compute an R×C
 //! block of dot products at once (each weight block is loaded and decoded once for C columns,
@@ -246,10 +246,44 @@ fn convert_src1(p: &ComputeParams, b: &TensorRef, plan: &MulMatPlan) {
     }
 }
 
-fn mul_mat_work_size(node: &NodeRef) -> usize {
+/// src1 elements up to which every thread converts all of src1 into its own part of the work
+/// buffer instead of a share of it followed by a barrier: a GEMV's activation row (a token's) is
+/// converted in less time than a barrier between Web Workers takes.
+const PRIVATE_CONVERT_MAX: usize = 4096;
+
+/// Bytes of each thread's copy: PRIVATE_CONVERT_MAX elements in the widest vec_dot_type (f32),
+/// the same for every node, so that nodes with no barrier between them (CpuBackend::compute)
+/// never touch another thread's copy.
+const PRIVATE_STRIDE: usize = PRIVATE_CONVERT_MAX * 4;
+
+fn private_convert(b: &TensorRef, nth: usize) -> bool {
+    nth > 1 && b.nelements() <= PRIVATE_CONVERT_MAX
+}
+
+fn mul_mat_work_size(node: &NodeRef, nth: usize) -> usize {
     match plan_mul_mat(node) {
-        Some(plan) if plan.convert => plan.row_bytes * node.src1().nrows() + 64,
+        Some(plan) if plan.convert => {
+            if private_convert(node.src1(), nth) {
+                PRIVATE_STRIDE * nth + 64
+            } else {
+                plan.row_bytes * node.src1().nrows() + 64
+            }
+        }
         _ => 0,
+    }
+}
+
+/// How mul_mat uses the work buffer (see [`super::WorkUse`]).
+pub fn work_use(node: &NodeRef, nth: usize) -> super::WorkUse {
+    match plan_mul_mat(node) {
+        Some(plan) if plan.convert => {
+            if private_convert(node.src1(), nth) {
+                super::WorkUse::PerThread
+            } else {
+                super::WorkUse::Shared
+            }
+        }
+        _ => super::WorkUse::None,
     }
 }
 
@@ -285,13 +319,33 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     let Some(plan) = plan_mul_mat(node) else {
         unreachable!("checked by supported")
     };
-    if plan.convert {
-        convert_src1(p, b, &plan);
-    }
-    if p.ith == 0 {
-        p.chunk.store(p.nth, Ordering::Relaxed);
-    }
-    p.barrier.wait();
+    // The chunk counter is this node's own, already `nth` (see CpuBackend::compute).
+    let own;
+    let p = if plan.convert && private_convert(b, p.nth) {
+        debug_assert!(plan.row_bytes * b.nrows() <= PRIVATE_STRIDE);
+        own = ComputeParams {
+            // SAFETY: the work buffer holds `nth` copies of PRIVATE_STRIDE (mul_mat_work_size),
+            // which fits src1 (at most PRIVATE_CONVERT_MAX elements of at most 4 bytes).
+            wdata: unsafe { p.wdata.add(p.ith * PRIVATE_STRIDE) },
+            ..*p
+        };
+        convert_src1(
+            &ComputeParams {
+                ith: 0,
+                nth: 1,
+                ..own
+            },
+            b,
+            &plan,
+        );
+        &own
+    } else {
+        if plan.convert {
+            convert_src1(p, b, &plan);
+            p.barrier.wait();
+        }
+        p
+    };
 
     let nr0 = a.ne[1];
     let nr1 = b.nrows();
@@ -698,7 +752,7 @@ pub fn supported(node: &NodeRef) -> bool {
 
 pub fn work_size(node: &NodeRef, nth: usize) -> usize {
     match node.op {
-        Op::MulMat => mul_mat_work_size(node),
+        Op::MulMat => mul_mat_work_size(node, nth),
         Op::CrossEntropyLoss => nth * SLOT,
         _ => 0,
     }
