@@ -44,7 +44,8 @@ fn is_matmul_family(op: &Op) -> bool {
 /// Ops whose kernels live in `basic` (element-wise and row-wise: each output element is
 /// computed by one thread, whatever the thread count).
 pub fn is_basic(op: &Op) -> bool {
-    !is_matmul_family(op) && !train::is_train_op(op)
+    // Fused attention shares its work buffer across threads and meets a barrier inside.
+    !is_matmul_family(op) && !train::is_train_op(op) && !matches!(op, Op::FlashAttnExt { .. })
 }
 
 /// How a node uses the work buffer across threads (for placing barriers between nodes).
