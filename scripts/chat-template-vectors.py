@@ -82,6 +82,37 @@ CONVERSATIONS = [
 ]
 
 
+# Small templates, one construct each (rendered with `messages` = SNIPPET_MESSAGES).
+SNIPPET_MESSAGES = [m("system", "S"), m("user", "Hello, World"), m("assistant", " x ")]
+SNIPPETS = [
+    "{% for x in messages %}{{ loop.index0 }}{{ loop.index }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.revindex }}|{% endfor %}",
+    "{% for x in messages if x.role != 'system' %}{{ loop.index }}:{{ x.role }} {% else %}none{% endfor %}",
+    "{% for x in [] %}a{% else %}empty{% endfor %}",
+    "{% for x in messages %}{% if loop.index0 == 1 %}{% break %}{% endif %}{{ x.role }}{% endfor %}",
+    "{% for x in messages %}{% if x.role == 'user' %}{% continue %}{% endif %}{{ x.role }}{% endfor %}",
+    "{% set ns = namespace(n=0, s='') %}{% for x in messages %}{% set ns.n = ns.n + 1 %}{% set ns.s = ns.s ~ x.role[0] %}{% endfor %}{{ ns.n }}{{ ns.s }}",
+    "{% set a = 1 %}{% for x in messages %}{% set a = 2 %}{% endfor %}{{ a }}",
+    "{{ messages[::-1] | map(attribute='role') | join(',') }}|{{ messages[1:] | length }}|{{ messages[-1].role }}|{{ 'abcdef'[1:4] }}{{ 'abcdef'[::2] }}{{ 'abc'[-1] }}",
+    "{{ 'Hello'.upper() }}{{ 'Hello'.lower() }}{{ ' x '.strip() }}|{{ 'xxhixx'.strip('x') }}|{{ '\\n a'.lstrip() }}|{{ 'a\\n'.rstrip('\\n') }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|{{ 'aaa'.replace('a', 'bb') }}",
+    "{{ 'abc'.startswith('ab') }}{{ 'abc'.endswith(('x', 'c')) }}{{ 'b' in 'abc' }}{{ 'role' in messages[0] }}{{ 'x' not in ['x'] }}",
+    "{{ 1 + 2 * 3 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ 1.5 + 1 }} {{ 4 / 2 }} {{ 'a' ~ 1 ~ none ~ true }}",
+    "{{ 1 < 2 < 3 }}{{ 3 > 2 > 2 }}{{ 'a' < 'b' }}{{ 1 == 1.0 }}{{ not 0 }}{{ 0 or 'x' }}{{ '' and 'y' }}{{ none }}{{ [1, 'a', none, true, 1.5] }}{{ {'a': [1, {'b': 'c'}]} }}",
+    "{{ x is defined }}{{ messages is defined }}{{ none is none }}{{ 'a' is string }}{{ 1 is number }}{{ messages[0] is mapping }}{{ messages is iterable }}{{ 3 is odd }}{{ 4 is even }}{{ 9 is divisibleby 3 }}{{ x is not defined }}{{ 1 is integer }}{{ 1.0 is float }}{{ false is false }}",
+    "{{ messages | tojson }}|{{ {'a': 'é\\n\"', 'b': [1, 2.5, true, none]} | tojson }}|{{ messages[0] | tojson(indent=2) }}|{{ [] | tojson(indent=4) }}",
+    "{{ ' pad ' | trim }}|{{ x | default('dflt') }}|{{ '' | default('e', true) }}|{{ messages | first | tojson }}|{{ 'abc' | last }}|{{ 'Hi' | upper }}{{ 'Hi' | lower }}|{{ [3, 1] | join('-') }}|{{ 'hello world' | title }}|{{ 'hELLO' | capitalize }}",
+    "{% for k, v in messages[0] | items %}{{ k }}={{ v }};{% endfor %}{% for k, v in messages[1].items() %}{{ k }}:{{ v }};{% endfor %}{{ messages[0].keys() | list }}{{ messages[0].get('nope', 'd') }}",
+    "{{ messages | selectattr('role', 'equalto', 'user') | list | length }}{{ messages | rejectattr('role', 'equalto', 'user') | map(attribute='content') | join }}{{ [1, 0, 2] | select | list }}{{ ['a', 'a', 'b'] | unique | list }}",
+    "{% macro turn(role, content='-') %}<{{ role }}>{{ content | trim }}</{{ role }}>{% endmacro %}{{ turn('a') }}{{ turn('b', content=' c ') }}{% for x in messages %}{{ turn(x.role, x.content) }}{% endfor %}",
+    "{{ 'yes' if messages else 'no' }}{{ 'y' if 0 }}|{{ (1, 2) | list }}{{ (1,)[0] }}{{ range(3) | list }}{{ range(1, 7, 2) | list }}{{ [1, 2] + [3] }}{{ 'ab' * 3 }}{{ messages | length - 1 }}{{ -1 | abs }}",
+    "{%- set s -%}\n  block {{ 1 }}\n{%- endset -%}\n[{{ s }}]{# a comment #}\n  {%- if true %}\n    kept\n  {% endif %}\n{%+ if true %}+{% endif %}\n   {{- ' tight ' -}}   \n\nend",
+    "line\n    {% if true %}\n        in\n    {% endif %}\n  {# c #}\ntail {{ 'v' }}\n{% for x in messages %}\n  - {{ x.role }}\n{% endfor %}",
+    "{{ \"dq 'in'\" }}{{ 'sq \\'esc\\' \\\\ \\t|' }}{{ 'a' 'b' }}{{ 'u\\u00e9x\\x41' }}{{ '{{ not }}' }}{{ '%}' }}",
+    "{% if messages[0].role == 'user' %}u{% elif messages[0].role == 'system' %}s{% else %}o{% endif %}{% if messages[5] is defined %}d{% endif %}{{ messages[9] }}{{ messages[0].nope }}{{ none.x }}",
+    "{{ raise_exception('custom ' ~ messages | length) }}",
+    "{{ undefined_name.attr }}",
+]
+
+
 class Raised(Exception):
     pass
 
@@ -118,6 +149,19 @@ def main():
                 case["error"] = str(e)
             cases.append(case)
         out.append({"name": name, "bos_token": bos, "eos_token": eos, "cases": cases})
+    snippets = []
+    for text in SNIPPETS:
+        case = {"template": text}
+        try:
+            case["expected"] = env.from_string(text).render(messages=SNIPPET_MESSAGES)
+        except Raised as e:
+            case["raises"] = str(e)
+        except jinja2.exceptions.UndefinedError as e:
+            case["error"] = str(e)
+        snippets.append(case)
+    with open(os.path.join(ROOT, "snippets.json"), "w", encoding="utf-8") as f:
+        json.dump({"messages": SNIPPET_MESSAGES, "cases": snippets}, f, ensure_ascii=False, indent=1)
+        f.write("\n")
     path = os.path.join(ROOT, "vectors.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, indent=1)

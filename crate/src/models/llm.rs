@@ -96,12 +96,25 @@ impl Llm {
         self.tokenizer.decode(ids)
     }
 
+    /// The prompt text of `messages` in the model's chat format, to tokenize with
+    /// `add_special`: a leading BOS the template writes (`{{ bos_token }}`) is left out when the
+    /// tokenizer adds one itself, as llama.cpp does, so the prompt starts with one BOS.
     pub fn apply_chat_template(
         &self,
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> String {
-        self.chat.render(messages, add_generation_prompt)
+        let prompt = self.chat.render(messages, add_generation_prompt);
+        let bos = self
+            .tokenizer
+            .bos()
+            .and_then(|b| self.tokenizer.token_text(b));
+        match bos {
+            Some(b) if self.tokenizer.add_bos() && !b.is_empty() && prompt.starts_with(b) => {
+                prompt[b.len()..].to_string()
+            }
+            _ => prompt,
+        }
     }
 
     /// Forget the conversation.

@@ -1,7 +1,9 @@
 //! A Jinja2 subset for chat templates (`tokenizer.chat_template`), rendering as transformers
 //! does: `trim_blocks` and `lstrip_blocks` on, Python's `str()` for output, jinja2's default
 //! `Undefined` (prints empty, fails on attribute access), an immutable sandbox (no mutation of
-//! lists or dicts; `namespace()` for loop state), `raise_exception`, a JSON `tojson`.
+//! lists or dicts; `namespace()` for loop state), `raise_exception`, a JSON `tojson`. Tuples are
+//! lists (a printed tuple shows as `[1, 2]`, not `(1, 2)`); there is no `strftime_now` (no clock
+//! in wasm), so templates take their own fallback date.
 //!
 //! The template comes from a downloaded file, so everything is bounded: nesting depth when
 //! parsing, macro call depth, loop iterations and evaluation steps, the size of every value
@@ -19,7 +21,7 @@ const MAX_DEPTH: usize = 48;
 /// Deepest macro call chain.
 const MAX_CALL_DEPTH: usize = 8;
 /// Evaluation steps (expression nodes, loop iterations, and one per 64 bytes built).
-const MAX_STEPS: u64 = 20_000_000;
+const MAX_STEPS: u64 = 10_000_000;
 /// Largest string or list any expression may build, and largest output (bytes or items).
 const MAX_SIZE: usize = 16 << 20;
 
@@ -949,6 +951,9 @@ impl BodyParser {
                     vec![(Expr::Lit(Lit::Bool(true)), body)],
                     Vec::new(),
                 ))
+            }
+            other if other.starts_with("end") || other == "elif" || other == "else" => {
+                p.err(format!("unexpected {{% {other} %}}"))
             }
             other => unsupported(format!("statement {{% {other} %}}")),
         }
@@ -2411,5 +2416,101 @@ impl Template {
         let body = self.body.clone();
         r.render(&body, &mut out)?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(t: &str) -> Result<String, TemplateError> {
+        Template::parse(t)?.render(vec![("n", Value::Int(3))])
+    }
+
+    #[test]
+    fn hostile_templates_are_typed_errors() {
+        let deep = "(".repeat(10_000) + "1" + &")".repeat(10_000);
+        assert_eq!(
+            render(&format!("{{{{ {deep} }}}}")),
+            Err(TemplateError::Limit("nesting depth"))
+        );
+        let not = "not ".repeat(10_000);
+        assert_eq!(
+            render(&format!("{{{{ {not} 1 }}}}")),
+            Err(TemplateError::Limit("nesting depth"))
+        );
+        let blocks = "{% if 1 %}".repeat(1000) + &"{% endif %}".repeat(1000);
+        assert_eq!(render(&blocks), Err(TemplateError::Limit("nesting depth")));
+        assert_eq!(
+            render(
+                "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
+            ),
+            Err(TemplateError::Limit("evaluation steps"))
+        );
+        assert_eq!(
+            render("{{ 'a' * 1000000000 }}"),
+            Err(TemplateError::Limit("value size"))
+        );
+        assert_eq!(
+            render("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"),
+            Err(TemplateError::Limit("value size"))
+        );
+        assert_eq!(
+            render("{% for i in range(1000) %}{% for j in range(1000) %}{{ 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' }}{% endfor %}{% endfor %}"),
+            Err(TemplateError::Limit("output size"))
+        );
+        assert_eq!(
+            render("{% macro f(x) %}{{ f(x) }}{% endmacro %}{{ f(1) }}"),
+            Err(TemplateError::Limit("macro call depth"))
+        );
+        assert_eq!(
+            render("{{ 9223372036854775807 + 1 }}"),
+            Err(TemplateError::Limit("integer range"))
+        );
+        for bad in [
+            "{{ 1 ",
+            "{% if %}",
+            "{% for x in %}{% endfor %}",
+            "{% endfor %}",
+            "{# x",
+            "{{ 'x }}",
+            "{{ 1 +* 2 }}",
+            "{% if 1 %}",
+        ] {
+            assert!(
+                matches!(render(bad), Err(TemplateError::Syntax { .. })),
+                "{bad}: {:?}",
+                render(bad)
+            );
+        }
+        assert!(matches!(
+            render("{{ 1 | nofilter }}"),
+            Err(TemplateError::Unsupported(_))
+        ));
+        assert!(matches!(
+            render("{% call x() %}{% endcall %}"),
+            Err(TemplateError::Unsupported(_))
+        ));
+        assert!(matches!(
+            render("{{ 1 / 0 }}"),
+            Err(TemplateError::Runtime(_))
+        ));
+        assert!(matches!(
+            render("{{ 'a'[::0] }}"),
+            Err(TemplateError::Runtime(_))
+        ));
+    }
+
+    #[test]
+    fn bare_test_arguments_and_conditionals() {
+        assert_eq!(
+            render("{{ n is divisibleby 3 }}{{ n is sameas 3 }}{{ 1 if n is odd else 2 }}")
+                .unwrap(),
+            "TrueTrue1"
+        );
+        assert_eq!(
+            render("{{ [1,2,3][n - 2:] }}{{ [1,2,3][-5:-1] }}{{ [1,2,3][::-2] }}").unwrap(),
+            "[2, 3][1, 2][3, 1]"
+        );
     }
 }
