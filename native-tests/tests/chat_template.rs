@@ -199,4 +199,11 @@ fn gguf_templates_are_used() {
     assert_eq!(f.name(), "jinja");
     assert_eq!(f.render(&msgs, true), want("phi3", 2));
     assert!(want("phi3", 2).starts_with("<s>"));
+    let tok = ggweb::models::tokenizer::Tokenizer::from_gguf(&g).unwrap();
+    assert!(tok.add_bos());
+    let prompt = f.render_for(&msgs, true, &tok);
+    assert_eq!(prompt, want("phi3", 2)["<s>".len()..]);
+    let ids = tok.tokenize(&prompt, true, true);
+    assert_eq!(ids.iter().filter(|&&t| Some(t) == tok.bos()).count(), 1);
+    assert_eq!(ids[0], tok.bos().unwrap());
 }

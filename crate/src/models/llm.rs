@@ -104,17 +104,8 @@ impl Llm {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> String {
-        let prompt = self.chat.render(messages, add_generation_prompt);
-        let bos = self
-            .tokenizer
-            .bos()
-            .and_then(|b| self.tokenizer.token_text(b));
-        match bos {
-            Some(b) if self.tokenizer.add_bos() && !b.is_empty() && prompt.starts_with(b) => {
-                prompt[b.len()..].to_string()
-            }
-            _ => prompt,
-        }
+        self.chat
+            .render_for(messages, add_generation_prompt, &self.tokenizer)
     }
 
     /// Forget the conversation.

@@ -62,6 +62,12 @@ impl From<TemplateError> for crate::Error {
 }
 
 type Res<T> = std::result::Result<T, TemplateError>;
+/// Insertion-ordered string-keyed entries (Python dicts and namespaces).
+type Entries = Vec<(Rc<str>, Value)>;
+/// Evaluated call arguments: positional, keyword.
+type CallArgs = (Vec<Value>, Vec<(String, Value)>);
+/// The block tag that ended a body: its keyword, tokens and offset.
+type EndTag = Option<(String, Vec<Tok>, usize)>;
 
 fn rt<T>(msg: impl Into<String>) -> Res<T> {
     Err(TemplateError::Runtime(msg.into()))
@@ -796,7 +802,7 @@ struct BodyParser {
 }
 
 impl BodyParser {
-    fn body(&mut self, until: &[&str]) -> Res<(Vec<Node>, Option<(String, Vec<Tok>, usize)>)> {
+    fn body(&mut self, until: &[&str]) -> Res<(Vec<Node>, EndTag)> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(TemplateError::Limit("nesting depth"));
@@ -993,7 +999,7 @@ pub(crate) enum Value {
     List(Rc<Vec<Value>>),
     /// Insertion-ordered, as Python's dict.
     Dict(Rc<Vec<(Rc<str>, Value)>>),
-    Namespace(Rc<RefCell<Vec<(Rc<str>, Value)>>>),
+    Namespace(Rc<RefCell<Entries>>),
     Macro(Arc<MacroDef>),
     Builtin(&'static str),
 }
@@ -1763,7 +1769,7 @@ impl Renderer {
         self.call_value(&f, args)
     }
 
-    fn eval_args(&mut self, args: &Args) -> Res<(Vec<Value>, Vec<(String, Value)>)> {
+    fn eval_args(&mut self, args: &Args) -> Res<CallArgs> {
         let pos = args
             .pos
             .iter()

@@ -7,6 +7,7 @@
 pub mod jinja;
 
 use crate::gguf::Gguf;
+use crate::models::tokenizer::Tokenizer;
 use jinja::{Template, TemplateError, Value};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,6 +181,25 @@ impl ChatFormat {
             vars.push(("eos_token", Value::str(e)));
         }
         template.render(vars)
+    }
+
+    /// [`ChatFormat::render`] for tokenizing with `add_special`: a leading BOS the template
+    /// writes (`{{ bos_token }}`) is left out when `tokenizer` adds one itself, as llama.cpp
+    /// does, so the prompt starts with one BOS.
+    pub fn render_for(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        tokenizer: &Tokenizer,
+    ) -> String {
+        let prompt = self.render(messages, add_generation_prompt);
+        let bos = tokenizer.bos().and_then(|b| tokenizer.token_text(b));
+        match bos {
+            Some(b) if tokenizer.add_bos() && !b.is_empty() && prompt.starts_with(b) => {
+                prompt[b.len()..].to_string()
+            }
+            _ => prompt,
+        }
     }
 
     /// The prompt text for `messages`, ending with the assistant's turn header when
