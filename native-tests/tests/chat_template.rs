@@ -149,6 +149,33 @@ fn end_of_generation_tokens_per_family() {
         let eos = tok.eos();
         assert!(eog.iter().any(|t| tok.token_id(t) != eos), "{vocab}");
     }
+    // The real models' headers: Gemma 3's end of turn, SmolLM2's and Qwen2.5's ChatML end.
+    for (file, eog, not_eog) in [
+        (
+            "gemma-3-270m-q4_k_m.gguf",
+            &["<end_of_turn>", "<eos>"][..],
+            &["<start_of_turn>", "<bos>"][..],
+        ),
+        (
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            &["<|im_end|>", "<|endoftext|>"],
+            &["<|im_start|>"],
+        ),
+        (
+            "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            &["<|im_end|>", "<|endoftext|>"],
+            &["<|im_start|>"],
+        ),
+    ] {
+        let g = ggweb::gguf::GgufFile::open(models::model("GGWEB_CHAT_MODEL", file)).unwrap();
+        let tok = Tokenizer::from_gguf(g.header()).unwrap();
+        for t in eog {
+            assert!(tok.is_eog(tok.token_id(t).unwrap()), "{file}: {t}");
+        }
+        for t in not_eog {
+            assert!(!tok.is_eog(tok.token_id(t).unwrap()), "{file}: {t}");
+        }
+    }
 }
 
 /// The models' own GGUFs: the template and its special tokens are read from the metadata, and
