@@ -1090,6 +1090,10 @@ impl Value {
             Value::List(l) => {
                 out.push('[');
                 for (i, v) in l.iter().enumerate() {
+                    // Past the size limit the caller fails anyway (a list may repeat a big value).
+                    if out.len() > MAX_SIZE {
+                        return;
+                    }
                     if i > 0 {
                         out.push_str(", ");
                     }
@@ -1100,6 +1104,9 @@ impl Value {
             Value::Dict(d) => {
                 out.push('{');
                 for (i, (k, v)) in d.iter().enumerate() {
+                    if out.len() > MAX_SIZE {
+                        return;
+                    }
                     if i > 0 {
                         out.push_str(", ");
                     }
@@ -1365,6 +1372,30 @@ impl Renderer {
         Ok(())
     }
 
+    /// The items of `v` (see [`Value::iter_items`]), charged one step each before they are built.
+    fn items(&mut self, v: &Value) -> Res<Vec<Value>> {
+        if let Ok(n) = v.len() {
+            self.step(n as u64)?;
+        }
+        v.iter_items()
+    }
+
+    /// `parts` joined by `sep`, checking the size as it grows (a list may repeat one big string).
+    fn join(&mut self, parts: impl Iterator<Item = String>, sep: &str) -> Res<String> {
+        let mut out = String::new();
+        for (i, p) in parts.enumerate() {
+            if i > 0 {
+                out.push_str(sep);
+            }
+            out.push_str(&p);
+            if out.len() > MAX_SIZE {
+                return Err(TemplateError::Limit("value size"));
+            }
+            self.step(1 + (p.len() + sep.len()) as u64 / 64)?;
+        }
+        Ok(out)
+    }
+
     /// Charge for building a value of `bytes` and check its size.
     fn built(&mut self, bytes: usize) -> Res<()> {
         if bytes > MAX_SIZE {
@@ -1455,7 +1486,8 @@ impl Renderer {
     }
 
     fn for_loop(&mut self, f: &ForLoop, out: &mut String) -> Res<()> {
-        let items = self.eval(&f.iter)?.iter_items()?;
+        let iter = self.eval(&f.iter)?;
+        let items = self.items(&iter)?;
         let mut kept = Vec::with_capacity(items.len());
         for item in items {
             self.step(1)?;
@@ -1523,7 +1555,7 @@ impl Renderer {
             self.set(t, item.clone());
             return Ok(());
         }
-        let parts = item.iter_items()?;
+        let parts = self.items(item)?;
         if parts.len() != targets.len() {
             return rt(format!(
                 "cannot unpack {} values into {}",
@@ -1980,10 +2012,9 @@ impl Renderer {
                         let Some(items) = arg(0, "iterable") else {
                             return rt("join() takes a list");
                         };
-                        let items = items.iter_items()?;
-                        let j = items.iter().map(Value::to_str).collect::<Vec<_>>().join(s);
-                        self.built(j.len())?;
-                        Value::Str(j.into())
+                        let items = self.items(items)?;
+                        let parts = items.iter().map(Value::to_str);
+                        Value::Str(self.join(parts, s)?.into())
                     }
                     "isdigit" => {
                         Value::Bool(!s.is_empty() && s.chars().all(|c| c.is_ascii_digit()))
@@ -2062,20 +2093,21 @@ impl Renderer {
             "join" => {
                 let sep = arg(0, "d").map(|s| s.to_str()).unwrap_or_default();
                 let attr = arg(1, "attribute");
-                let items = v.iter_items()?;
-                let mut parts = Vec::with_capacity(items.len());
-                for it in &items {
-                    parts.push(match &attr {
-                        Some(a) => get_attr(it, &a.to_str())?.to_str(),
-                        None => it.to_str(),
-                    });
-                }
-                let j = parts.join(&sep);
-                self.built(j.len())?;
-                Value::Str(j.into())
+                let items = self.items(&v)?;
+                let items = match &attr {
+                    Some(a) => {
+                        let a = a.to_str();
+                        items
+                            .iter()
+                            .map(|it| get_attr(it, &a))
+                            .collect::<Res<Vec<_>>>()?
+                    }
+                    None => items,
+                };
+                Value::Str(self.join(items.iter().map(Value::to_str), &sep)?.into())
             }
-            "first" => v
-                .iter_items()?
+            "first" => self
+                .items(&v)?
                 .into_iter()
                 .next()
                 .unwrap_or(Value::Undefined),
@@ -2084,18 +2116,18 @@ impl Renderer {
                     .chars()
                     .next_back()
                     .map_or(Value::Undefined, |c| Value::Str(c.to_string().into())),
-                _ => v.iter_items()?.pop().unwrap_or(Value::Undefined),
+                _ => self.items(&v)?.pop().unwrap_or(Value::Undefined),
             },
             "items" => match &v {
                 Value::Dict(_) => self.method(&v, "items", &[], &[])?,
                 Value::Undefined => Value::list(Vec::new()),
                 other => return rt(format!("items of {}", other.type_name())),
             },
-            "list" => Value::list(v.iter_items()?),
+            "list" => Value::list(self.items(&v)?),
             "reverse" => match &v {
                 Value::Str(s) => Value::Str(s.chars().rev().collect::<String>().into()),
                 _ => {
-                    let mut l = v.iter_items()?;
+                    let mut l = self.items(&v)?;
                     l.reverse();
                     Value::list(l)
                 }
@@ -2133,7 +2165,7 @@ impl Renderer {
                 };
                 let test = pos.get(1).map(Value::to_str);
                 let mut out = Vec::new();
-                for it in v.iter_items()? {
+                for it in self.items(&v)? {
                     self.step(1)?;
                     let a = get_attr(&it, &attr)?;
                     let hit = match &test {
@@ -2155,7 +2187,7 @@ impl Renderer {
             "select" | "reject" => {
                 let test = pos.first().map(Value::to_str);
                 let mut out = Vec::new();
-                for it in v.iter_items()? {
+                for it in self.items(&v)? {
                     self.step(1)?;
                     let hit = match &test {
                         None => it.truthy(),
@@ -2174,7 +2206,7 @@ impl Renderer {
                 Value::list(out)
             }
             "map" => {
-                let items = v.iter_items()?;
+                let items = self.items(&v)?;
                 let mut out = Vec::with_capacity(items.len());
                 if let Some(attr) = kw
                     .iter()
@@ -2208,7 +2240,7 @@ impl Renderer {
             }
             "unique" => {
                 let mut out: Vec<Value> = Vec::new();
-                for it in v.iter_items()? {
+                for it in self.items(&v)? {
                     self.step(out.len() as u64 + 1)?;
                     if !out.iter().any(|o| values_eq(o, &it)) {
                         out.push(it);
@@ -2464,6 +2496,32 @@ mod tests {
         assert_eq!(
             render("{% for i in range(1000) %}{% for j in range(1000) %}{{ 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' }}{% endfor %}{% endfor %}"),
             Err(TemplateError::Limit("output size"))
+        );
+        // One big string repeated in a list: joining or printing it stops at the size limit.
+        let big = "{% set s = 'x' * 10000000 %}{% set l = [s] * 1000000 %}";
+        assert_eq!(
+            render(&format!("{big}{{{{ l | join }}}}")),
+            Err(TemplateError::Limit("value size"))
+        );
+        assert_eq!(
+            render(&format!("{big}{{{{ ''.join(l) }}}}")),
+            Err(TemplateError::Limit("value size"))
+        );
+        assert_eq!(
+            render(&format!("{big}{{{{ l }}}}")),
+            Err(TemplateError::Limit("output size"))
+        );
+        assert_eq!(
+            render(&format!("{big}{{{{ l ~ 'a' }}}}")),
+            Err(TemplateError::Limit("value size"))
+        );
+        assert_eq!(
+            render(&format!("{big}{{{{ l | tojson }}}}")),
+            Err(TemplateError::Limit("value size"))
+        );
+        assert_eq!(
+            render(&format!("{big}{{% for c in s %}}{{% endfor %}}")),
+            Err(TemplateError::Limit("evaluation steps"))
         );
         assert_eq!(
             render("{% macro f(x) %}{{ f(x) }}{% endmacro %}{{ f(1) }}"),
