@@ -62,7 +62,11 @@ PY
       cp "$fixtures/reference/chat_template_smollm2.jinja" "$dir/smollm2"
       printf '<start_of_turn>\1gemma3\1You are kind.\1Hi there\1Hello' > "$dir/gemma"
       printf '<|start_header_id|>\1llama\1sys\1user text\1reply' > "$dir/llama3"
-      printf '<|im_start|>system\nYou are a helpful AI assistant named SmolLM<|im_end|>\1llama\1a\1b' > "$dir/chatml" ;;
+      printf '<|im_start|>system\nYou are a helpful AI assistant named SmolLM<|im_end|>\1llama\1a\1b' > "$dir/chatml"
+      # The real templates of native-tests/tests/chat_template.rs, each with a short conversation.
+      for f in "$root"/native-tests/data/chat/templates/*.jinja; do
+        { cat "$f"; printf '\1llama\1sys\1Hi\1Hello\1<think>x</think>y'; } > "$dir/real-$(basename "$f" .jinja)"
+      done ;;
     mnist_idx)
       # Prefixes read in Python: `gzip -dc | head -c` dies of SIGPIPE under pipefail (CI exit 141).
       python3 - "$fixtures/mnist" "$dir" <<'PY'
@@ -77,7 +81,7 @@ PY
   esac
 }
 
-max_len() { case "$1" in gguf) echo 65536 ;; tokenizer|chat_template) echo 4096 ;; *) echo 2048 ;; esac; }
+max_len() { case "$1" in gguf) echo 65536 ;; chat_template) echo 8192 ;; tokenizer) echo 4096 ;; *) echo 2048 ;; esac; }
 
 cd crate/fuzz
 cargo +nightly fuzz build -O -a --fuzz-dir . 2>&1 | grep -E '^(error|warning)' || true

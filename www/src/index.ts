@@ -67,6 +67,7 @@ export {
   type ChatMessage,
   type TokenizeOptions,
 } from './llm.js';
+export { inspectModel, describeModel, LLM_ARCHITECTURES, type ModelInspection } from './inspect.js';
 export {
   Embedder,
   EmbeddingModel,

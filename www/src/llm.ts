@@ -19,6 +19,7 @@ import { coded, isNode, toError } from './env.js';
 import { bodyChunks, fetchBody, openSource, sourceSize, type OpenSource, type Source } from './source.js';
 import { chooseBackend, type Backend, type BackendInfo } from './backend.js';
 import type { LlmCore } from '../wasm/simd/ggweb.js';
+import { inspectModel, type ModelInspection } from './inspect.js';
 
 export type { Backend };
 
@@ -75,7 +76,10 @@ export interface LLMInfo {
   architecture: string;
   name: string | null;
   chatTemplate: string | null;
+  /** `jinja` (the model's own template), or the hand-written format used instead: `chatml-fallback`, … */
   chatFormat: string;
+  /** Why the model's template is not used, when `chatFormat` is a fallback. */
+  chatFormatNote: string | null;
   nCtx: number;
   nCtxTrain: number;
   nVocab: number;
@@ -338,6 +342,14 @@ export class LLM {
     this.#core = core;
     this.info = core.info() as LLMInfo;
     this.loadInfo = loadInfo;
+  }
+
+  /**
+   * What model `source` is (family, quantization, size, parameters) and whether `LLM.load` runs
+   * it, from the header alone: the rest of a URL's body is not downloaded.
+   */
+  static inspect(source: Source, opts: { signal?: AbortSignal } = {}): Promise<ModelInspection> {
+    return inspectModel(source, opts);
   }
 
   /**

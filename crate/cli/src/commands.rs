@@ -1065,6 +1065,14 @@ fn chat(
         model.display(),
         llm.architecture
     );
+    eprintln!(
+        "chat format: {}{}",
+        llm.chat.name(),
+        llm.chat
+            .note()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default()
+    );
     loop {
         eprint!("> ");
         let mut line = String::new();

@@ -122,12 +122,16 @@ impl Llm {
         self.tokenizer.decode(ids)
     }
 
+    /// The prompt text of `messages` in the model's chat format, to tokenize with
+    /// `add_special`: a leading BOS the template writes (`{{ bos_token }}`) is left out when the
+    /// tokenizer adds one itself, as llama.cpp does, so the prompt starts with one BOS.
     pub fn apply_chat_template(
         &self,
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> String {
-        self.chat.render(messages, add_generation_prompt)
+        self.chat
+            .render_for(messages, add_generation_prompt, &self.tokenizer)
     }
 
     /// Forget the conversation.

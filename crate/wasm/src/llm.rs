@@ -24,7 +24,7 @@ use super::js_err;
 use ggweb::backend::cpu::buffer::AlignedBytes;
 use ggweb::backend::cpu::HostBytes;
 use ggweb::gguf::{Gguf, Value};
-use ggweb::models::chat::{ChatFormat, ChatMessage};
+use ggweb::models::chat::ChatMessage;
 use ggweb::models::generate::{Generation, Step};
 use ggweb::models::llama::LlamaModel;
 use ggweb::models::llm::Llm;
@@ -491,12 +491,18 @@ impl LlmCore {
             "eos",
             tok.eos().map(JsValue::from).unwrap_or(JsValue::NULL),
         );
-        let fmt = match inner.llm.chat {
-            ChatFormat::ChatMl { .. } => "chatml",
-            ChatFormat::Gemma => "gemma",
-            ChatFormat::Llama3 => "llama3",
-        };
-        set(&o, "chatFormat", fmt);
+        set(&o, "chatFormat", inner.llm.chat.name());
+        // Why the model's template is not used, when the format is a fallback.
+        set(
+            &o,
+            "chatFormatNote",
+            inner
+                .llm
+                .chat
+                .note()
+                .map(JsValue::from)
+                .unwrap_or(JsValue::NULL),
+        );
         Ok(o.into())
     }
 

@@ -1,9 +1,14 @@
-//! Chat prompt formats read from `tokenizer.chat_template`. The common families are recognised
-//! by their markers and rendered directly (no Jinja engine): ChatML (`<|im_start|>`, with the
-//! template's default system prompt when it has one), Gemma (`<start_of_turn>`), Llama 3
-//! (`<|start_header_id|>`). A model without a template gets its architecture's format.
+//! Chat prompts from `tokenizer.chat_template`. The model's own Jinja template is rendered by
+//! [`jinja`], as transformers renders it. Hand-written formats remain as the fallback when a
+//! model has no template or its template uses a construct the interpreter lacks: ChatML
+//! (`<|im_start|>`, with the template's default system prompt when it has one), Gemma
+//! (`<start_of_turn>`), Llama 3 (`<|start_header_id|>`), or the architecture's format.
+
+pub mod jinja;
 
 use crate::gguf::Gguf;
+use crate::models::tokenizer::Tokenizer;
+use jinja::{Template, TemplateError, Value};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatMessage {
@@ -22,6 +27,19 @@ impl ChatMessage {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChatFormat {
+    /// The model's template, with its special tokens and the format to fall back to when a
+    /// conversation reaches a construct the interpreter lacks (or the template rejects it).
+    Jinja {
+        template: Box<Template>,
+        bos_token: Option<String>,
+        eos_token: Option<String>,
+        fallback: Box<ChatFormat>,
+    },
+    /// A hand-written format, and why the template was not used.
+    Fallback {
+        format: Box<ChatFormat>,
+        reason: String,
+    },
     /// ChatML, with an optional default system prompt inserted when the first message is not one.
     ChatMl {
         default_system: Option<String>,
@@ -31,8 +49,50 @@ pub enum ChatFormat {
 }
 
 impl ChatFormat {
-    /// The format of a model's template (or of its architecture when it has none).
+    /// The format of a model's template (or of its architecture when it has none). `bos`/`eos`:
+    /// the texts of the model's BOS and EOS tokens (the template's `bos_token`, `eos_token`).
     pub fn detect(template: Option<&str>, arch: Option<&str>) -> ChatFormat {
+        Self::detect_with_tokens(template, arch, None, None)
+    }
+
+    pub fn detect_with_tokens(
+        template: Option<&str>,
+        arch: Option<&str>,
+        bos: Option<&str>,
+        eos: Option<&str>,
+    ) -> ChatFormat {
+        let fallback = Self::hand_written(template, arch);
+        let Some(text) = template else {
+            return ChatFormat::Fallback {
+                format: Box::new(fallback),
+                reason: "the model has no tokenizer.chat_template".into(),
+            };
+        };
+        let parsed = Template::parse(text).and_then(|t| {
+            let f = ChatFormat::Jinja {
+                template: Box::new(t),
+                bos_token: bos.map(String::from),
+                eos_token: eos.map(String::from),
+                fallback: Box::new(fallback.clone()),
+            };
+            // A first conversation finds unsupported constructs now rather than mid-chat (a
+            // template that rejects it, e.g. one requiring a system prompt, is still usable).
+            match f.try_render(&[ChatMessage::new("user", "Hi")], true) {
+                Ok(_) | Err(TemplateError::Raised(_)) => Ok(f),
+                Err(e) => Err(e),
+            }
+        });
+        match parsed {
+            Ok(f) => f,
+            Err(e) => ChatFormat::Fallback {
+                format: Box::new(fallback),
+                reason: e.to_string(),
+            },
+        }
+    }
+
+    /// The hand-written format a template's markers (or the architecture) call for.
+    fn hand_written(template: Option<&str>, arch: Option<&str>) -> ChatFormat {
         match template {
             Some(t) if t.contains("<start_of_turn>") => ChatFormat::Gemma,
             Some(t) if t.contains("<|start_header_id|>") => ChatFormat::Llama3,
@@ -49,10 +109,97 @@ impl ChatFormat {
     }
 
     pub fn from_gguf(g: &Gguf) -> ChatFormat {
-        ChatFormat::detect(
+        let token = |key: &str| -> Option<&str> {
+            let id = g.get(key)?.as_u32()? as usize;
+            let tokens = g.get("tokenizer.ggml.tokens")?.as_array()?.as_strings()?;
+            tokens.get(id).map(String::as_str)
+        };
+        ChatFormat::detect_with_tokens(
             g.get("tokenizer.chat_template").and_then(|v| v.as_str()),
             g.architecture(),
+            token("tokenizer.ggml.bos_token_id"),
+            token("tokenizer.ggml.eos_token_id"),
         )
+    }
+
+    /// The name the JS API reports as `chatFormat`: `jinja`, or the hand-written format's name
+    /// with `-fallback`.
+    pub fn name(&self) -> String {
+        match self {
+            ChatFormat::Jinja { .. } => "jinja".into(),
+            ChatFormat::Fallback { format, .. } => format!("{}-fallback", format.name()),
+            ChatFormat::ChatMl { .. } => "chatml".into(),
+            ChatFormat::Gemma => "gemma".into(),
+            ChatFormat::Llama3 => "llama3".into(),
+        }
+    }
+
+    /// Why the model's template is not used, when it is not.
+    pub fn note(&self) -> Option<&str> {
+        match self {
+            ChatFormat::Fallback { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// The template's rendering of `messages`, or its error (a rejected conversation is
+    /// [`TemplateError::Raised`]); hand-written formats always succeed.
+    pub fn try_render(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, TemplateError> {
+        let ChatFormat::Jinja {
+            template,
+            bos_token,
+            eos_token,
+            ..
+        } = self
+        else {
+            return Ok(self.render(messages, add_generation_prompt));
+        };
+        let msgs = messages
+            .iter()
+            .map(|m| {
+                Value::dict(vec![
+                    ("role", Value::str(&m.role)),
+                    ("content", Value::str(&m.content)),
+                ])
+            })
+            .collect();
+        // As transformers passes them: the special tokens the model has, no tools or documents.
+        let mut vars = vec![
+            ("messages", Value::list(msgs)),
+            ("add_generation_prompt", Value::Bool(add_generation_prompt)),
+            ("tools", Value::None),
+            ("documents", Value::None),
+        ];
+        if let Some(b) = bos_token {
+            vars.push(("bos_token", Value::str(b)));
+        }
+        if let Some(e) = eos_token {
+            vars.push(("eos_token", Value::str(e)));
+        }
+        template.render(vars)
+    }
+
+    /// [`ChatFormat::render`] for tokenizing with `add_special`: a leading BOS the template
+    /// writes (`{{ bos_token }}`) is left out when `tokenizer` adds one itself, as llama.cpp
+    /// does, so the prompt starts with one BOS.
+    pub fn render_for(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        tokenizer: &Tokenizer,
+    ) -> String {
+        let prompt = self.render(messages, add_generation_prompt);
+        let bos = tokenizer.bos().and_then(|b| tokenizer.token_text(b));
+        match bos {
+            Some(b) if tokenizer.add_bos() && !b.is_empty() && prompt.starts_with(b) => {
+                prompt[b.len()..].to_string()
+            }
+            _ => prompt,
+        }
     }
 
     /// The prompt text for `messages`, ending with the assistant's turn header when
@@ -60,6 +207,15 @@ impl ChatFormat {
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> String {
         let mut out = String::new();
         match self {
+            // A conversation the template cannot render (or rejects) gets the fallback format.
+            ChatFormat::Jinja { fallback, .. } => {
+                return self
+                    .try_render(messages, add_generation_prompt)
+                    .unwrap_or_else(|_| fallback.render(messages, add_generation_prompt));
+            }
+            ChatFormat::Fallback { format, .. } => {
+                return format.render(messages, add_generation_prompt)
+            }
             ChatFormat::ChatMl { default_system } => {
                 if let Some(sys) = default_system {
                     if messages.first().is_none_or(|m| m.role != "system") {
