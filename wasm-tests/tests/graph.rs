@@ -8,7 +8,11 @@ use wasm_bindgen_test::*;
 fn mul_mat_add_relu() {
     let (k, m, n) = (67, 13, 5);
     let mut rng = Rng::new(42);
-    let (av, bv, cv) = (rng.vec(k * m, -1.0, 1.0), rng.vec(k * n, -1.0, 1.0), rng.vec(m, -1.0, 1.0));
+    let (av, bv, cv) = (
+        rng.vec(k * m, -1.0, 1.0),
+        rng.vec(k * n, -1.0, 1.0),
+        rng.vec(m, -1.0, 1.0),
+    );
     let mut ctx = Context::new();
     let a = ctx.new_tensor_2d(DType::F32, k, m).unwrap();
     let b = ctx.new_tensor_2d(DType::F32, k, n).unwrap();

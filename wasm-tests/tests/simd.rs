@@ -88,3 +88,43 @@ fn quantized_dots_vs_scalar() {
         }
     }
 }
+
+/// The fast row conversions (f16 → f32 of the KV cache, f32 → q8_0/q8_1 activations) are
+/// bit-exact with the scalar references: every f16 value (subnormals, ±0, ±inf, NaNs), and
+/// blocks with exact halves, zeros, huge values and NaN.
+#[wasm_bindgen_test]
+fn row_conversions_bit_exact() {
+    let all: Vec<u8> = (0..=u16::MAX).flat_map(|h| h.to_le_bytes()).collect();
+    let (fast, slow) = (
+        type_traits(DType::F16).unwrap(),
+        type_traits_scalar(DType::F16).unwrap(),
+    );
+    let n = all.len() / 2;
+    let (mut a, mut b) = (vec![0f32; n], vec![0f32; n]);
+    (fast.to_f32)(&all, &mut a);
+    (slow.to_f32)(&all, &mut b);
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(x.to_bits(), y.to_bits(), "f16 {i:#06x}: {x} vs {y}");
+    }
+    let mut rng = Rng::new(5);
+    let mut x = rng.vec(32 * 40, -3.0, 3.0);
+    // Exact halves after scaling: a block whose amax is 127 makes x·(1/d) = x.
+    for (j, v) in x[..32].iter_mut().enumerate() {
+        *v = j as f32 - 15.5;
+    }
+    x[31] = 127.0;
+    x[32..64].fill(0.0);
+    x[64] = f32::NAN;
+    x[100] = 1e30;
+    x[130] = -1e-30;
+    for dt in [DType::Q8_0, DType::Q8_1] {
+        let (fast, slow) = (type_traits(dt).unwrap(), type_traits_scalar(dt).unwrap());
+        for len in [32usize, 96, x.len()] {
+            let mut qa = vec![0u8; dt.row_size(len).unwrap()];
+            let mut qb = vec![0u8; dt.row_size(len).unwrap()];
+            (fast.from_f32)(&x[..len], &mut qa);
+            (slow.from_f32)(&x[..len], &mut qb);
+            assert_eq!(qa, qb, "{dt} from_f32, {len} values");
+        }
+    }
+}

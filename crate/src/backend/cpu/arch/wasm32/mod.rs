@@ -11,8 +11,8 @@ use half::f16;
 
 use crate::backend::cpu::traits::{Table, VecDot};
 use crate::quant::{
-    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0,
-    BlockQ8_1,
+    cast_blocks, with_blocks_mut, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
+    BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1,
 };
 use crate::DType;
 
@@ -27,7 +27,17 @@ erase_dot!(erased_q4_k, BlockQ4K, BlockQ8K, vec_dot_q4_k_q8_k);
 erase_dot!(erased_q5_k, BlockQ5K, BlockQ8K, vec_dot_q5_k_q8_k);
 erase_dot!(erased_q6_k, BlockQ6K, BlockQ8K, vec_dot_q6_k_q8_k);
 
-/// The SIMD128 vec dots.
+fn f16_to_f32(src: &[u8], dst: &mut [f32]) {
+    f16_to_f32_row(&cast_blocks::<f16>(src), dst);
+}
+fn quant_q8_0(src: &[f32], dst: &mut [u8]) {
+    with_blocks_mut::<BlockQ8_0, ()>(dst, |ys| quantize_row_q8_0(src, ys));
+}
+fn quant_q8_1(src: &[f32], dst: &mut [u8]) {
+    with_blocks_mut::<BlockQ8_1, ()>(dst, |ys| quantize_row_q8_1(src, ys));
+}
+
+/// The SIMD128 vec dots and row conversions.
 pub(crate) fn install(t: &mut Table) {
     let dots: [(DType, VecDot); 10] = [
         (DType::F32, erased_f32),
@@ -44,4 +54,8 @@ pub(crate) fn install(t: &mut Table) {
     for (d, f) in dots {
         t.entry(d).vec_dot = f;
     }
+    // The KV cache's f16 rows and the activations of every legacy-quant dot.
+    t.entry(DType::F16).to_f32 = f16_to_f32;
+    t.entry(DType::Q8_0).from_f32 = quant_q8_0;
+    t.entry(DType::Q8_1).from_f32 = quant_q8_1;
 }

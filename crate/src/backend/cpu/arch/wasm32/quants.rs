@@ -131,10 +131,112 @@ pub fn vec_dot_f32(n: usize, x: &[f32], y: &[f32]) -> f32 {
 const F16_CHUNK: usize = 64;
 
 fn to_f32_chunk(src: &[f16], dst: &mut [f32; F16_CHUNK]) -> usize {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = s.to_f32();
+    let m = src.len().min(F16_CHUNK);
+    f16_to_f32_row(&src[..m], &mut dst[..m]);
+    m
+}
+
+/// Four f16 values in the low 16 bits of each u32 lane → f32x4, without branches (wasm has no
+/// F16C): the magnitude shifted into f32 position and scaled by 2^112 is exact for normals and
+/// subnormals; exponent 31 becomes inf, or NaN with the quiet bit set (as `half` converts).
+#[inline(always)]
+pub(crate) fn f16x4_to_f32x4(h: v128) -> v128 {
+    let m = v128_and(h, u32x4_splat(0x7fff));
+    let bits = i32x4_shl(m, 13);
+    let v = f32x4_mul(bits, f32x4_splat(f32::from_bits(0x7780_0000)));
+    let inf = v128_and(i32x4_ge(m, i32x4_splat(0x7c00)), u32x4_splat(0x7f80_0000));
+    let quiet = v128_and(i32x4_gt(m, i32x4_splat(0x7c00)), u32x4_splat(0x0040_0000));
+    let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
+    v128_or(v128_or(v128_or(v, inf), quiet), sign)
+}
+
+/// f16 → f32 of a row, eight at a time (bit-exact with `half`).
+pub fn f16_to_f32_row(x: &[f16], y: &mut [f32]) {
+    check("f16_to_f32_row", x.len(), y.len());
+    let n8 = x.len() / 8 * 8;
+    for i in (0..n8).step_by(8) {
+        // SAFETY: i + 8 <= len of both slices; v128 loads and stores have no alignment needs.
+        unsafe {
+            let h = v128_load(x.as_ptr().add(i) as *const v128);
+            let out = y.as_mut_ptr().add(i) as *mut v128;
+            v128_store(out, f16x4_to_f32x4(u32x4_extend_low_u16x8(h)));
+            v128_store(out.add(1), f16x4_to_f32x4(u32x4_extend_high_u16x8(h)));
+        }
     }
-    src.len().min(F16_CHUNK)
+    for (o, v) in y[n8..].iter_mut().zip(&x[n8..]) {
+        *o = v.to_f32();
+    }
+}
+
+/// q8_0/q8_1 core: 32 floats → 32 i8 and (d, Σq), bit-exact with the scalar reference (amax
+/// ignoring NaN, q = round half away from zero of x·(1/d), saturating).
+#[inline(always)]
+fn q8_block(x: &[f32], qs: &mut [i8; 32]) -> (f32, i32) {
+    assert!(x.len() >= 32, "q8_block: 32 values");
+    // SAFETY: 32 readable floats (checked above).
+    let v: [v128; 8] =
+        core::array::from_fn(|k| unsafe { v128_load(x.as_ptr().add(4 * k) as *const v128) });
+    // pmax(m, |v|) keeps m when |v| is NaN, as the scalar fold's f32::max does.
+    let mut m = f32x4_splat(0.0);
+    for vk in v {
+        m = f32x4_pmax(m, f32x4_abs(vk));
+    }
+    let amax = f32x4_extract_lane::<0>(m)
+        .max(f32x4_extract_lane::<1>(m))
+        .max(f32x4_extract_lane::<2>(m))
+        .max(f32x4_extract_lane::<3>(m));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let (vid, half, one, sign) = (
+        f32x4_splat(id),
+        f32x4_splat(0.5),
+        f32x4_splat(1.0),
+        u32x4_splat(0x8000_0000),
+    );
+    let q: [v128; 8] = v.map(|vk| {
+        let p = f32x4_mul(vk, vid);
+        let t = f32x4_trunc(p);
+        let away = f32x4_ge(f32x4_abs(f32x4_sub(p, t)), half);
+        let step = v128_or(v128_and(p, sign), one);
+        i32x4_trunc_sat_f32x4(f32x4_add(t, v128_and(away, step)))
+    });
+    let mut sum = i32x4_splat(0);
+    for qk in q {
+        sum = i32x4_add(sum, qk);
+    }
+    let lo = i8x16_narrow_i16x8(
+        i16x8_narrow_i32x4(q[0], q[1]),
+        i16x8_narrow_i32x4(q[2], q[3]),
+    );
+    let hi = i8x16_narrow_i16x8(
+        i16x8_narrow_i32x4(q[4], q[5]),
+        i16x8_narrow_i32x4(q[6], q[7]),
+    );
+    // SAFETY: qs holds 32 bytes.
+    unsafe {
+        v128_store(qs.as_mut_ptr() as *mut v128, lo);
+        v128_store(qs.as_mut_ptr().add(16) as *mut v128, hi);
+    }
+    (d, hsum_i32(sum))
+}
+
+/// f32 → q8_0 blocks (the activations of q4_0/q5_0/q8_0 dots).
+pub fn quantize_row_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
+    check("quantize_row_q8_0", x.len(), y.len() * 32);
+    for (xb, yb) in x.chunks_exact(32).zip(y.iter_mut()) {
+        let (d, _) = q8_block(xb, &mut yb.qs);
+        yb.d = f16::from_f32(d);
+    }
+}
+
+/// f32 → q8_1 blocks (the activations of q4_1/q5_1 dots).
+pub fn quantize_row_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
+    check("quantize_row_q8_1", x.len(), y.len() * 32);
+    for (xb, yb) in x.chunks_exact(32).zip(y.iter_mut()) {
+        let (d, sum) = q8_block(xb, &mut yb.qs);
+        yb.d = f16::from_f32(d);
+        yb.s = f16::from_f32(sum as f32 * d);
+    }
 }
 
 /// Σ x·y over f16 inputs (converted in chunks, multiplied and summed in f32x4).

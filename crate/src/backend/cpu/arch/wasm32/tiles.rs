@@ -17,7 +17,7 @@
 
 use core::arch::wasm32::*;
 
-use super::quants::{nibbles, q5_high, q6_quants};
+use super::quants::{f16x4_to_f32x4, nibbles, q5_high, q6_quants};
 use crate::backend::cpu::arch::Tiled;
 
 /// `body` for `i` = 0, 1, … while `i < n` (n a const generic ≤ 8), with literal indices: LLVM
@@ -129,17 +129,6 @@ fn f16_to_f32(h: u16) -> f32 {
 unsafe fn f16_at(p: *const u8) -> f32 {
     // SAFETY: caller.
     f16_to_f32(unsafe { (p as *const u16).read_unaligned() })
-}
-
-/// Four f16 values in the low 16 bits of each u32 lane → f32x4 (as [`f16_to_f32`]).
-#[inline(always)]
-fn f16x4_to_f32x4(h: v128) -> v128 {
-    let m = v128_and(h, u32x4_splat(0x7fff));
-    let bits = i32x4_shl(m, 13);
-    let v = f32x4_mul(bits, f32x4_splat(f32::from_bits(0x7780_0000)));
-    let inf = v128_and(i32x4_ge(m, i32x4_splat(0x7c00)), u32x4_splat(0x7f80_0000));
-    let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
-    v128_or(v128_or(v, inf), sign)
 }
 
 // ---------------------------------------------------------------------------------------------
