@@ -1,9 +1,11 @@
 //! x86-64: AVX2 + FMA + F16C, detected once at run time. `quants.rs` holds the vec dots and row
 //! conversions (safe wrappers with a scalar fallback), `tiles.rs` the mul_mat register tiles.
 
+pub(crate) mod gemm;
 mod quants;
 pub(crate) mod tiles;
 
+pub use gemm::{gemm_with, Isa};
 pub use quants::*;
 
 use half::{bf16, f16};
