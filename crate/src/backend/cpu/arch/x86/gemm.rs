@@ -249,8 +249,14 @@ unsafe fn decode_rows(t: Tiled, kd: Kind, nb: usize, rows: [*const u8; ROWS], pp
     // SAFETY: rows hold nb blocks, the panel nb · PB bytes; AVX2/F16C enabled by the caller.
     unsafe {
         for blk in 0..nb {
-            let xb: [*const u8; ROWS] = std::array::from_fn(|r| rows[r].add(blk * kd.xs));
-            let q: [__m256i; ROWS] = std::array::from_fn(|r| decode_block(t, xb[r]));
+            // Plain loops, no closures: a closure would not inherit the caller's target
+            // features, and its intrinsics would be calls.
+            let mut xb = [std::ptr::null::<u8>(); ROWS];
+            let mut q = [_mm256_setzero_si256(); ROWS];
+            for r in 0..ROWS {
+                xb[r] = rows[r].add(blk * kd.xs);
+                q[r] = decode_block(t, xb[r]);
+            }
             // 8×8 transpose of 4-byte groups: out[g] = rows 0..8 of group g.
             let t0 = _mm256_unpacklo_epi32(q[0], q[1]);
             let t1 = _mm256_unpackhi_epi32(q[0], q[1]);
