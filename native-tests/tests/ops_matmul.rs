@@ -334,7 +334,8 @@ fn mul_mat_quantized_matches_scalar_vec_dot() {
 /// Every integer-dot GEMM path of the prompt mul_mat (x86: AVX-512 VNNI, AVX-VNNI, AVX2) that
 /// this CPU has, forced one at a time, against the scalar vec_dot on the same bytes, for every
 /// type it handles: odd row counts (8-row panel remainders), column counts below, at and over
-/// each micro-tile width, 1–18 blocks. Paths the CPU lacks are printed as skipped.
+/// each micro-tile width, 1–18 blocks (k-quants: 1–10 super-blocks). Paths the CPU lacks are
+/// printed as skipped.
 /// Bit-identical: each block's integer dot is exact (the bias is taken back in integers) and
 /// every lane repeats the reference's f32 operations in its order.
 #[cfg(target_arch = "x86_64")]
@@ -368,7 +369,12 @@ fn integer_dot_gemm_paths_match_scalar_vec_dot() {
                 (2, 16, 8),
                 (7, 23, 30),
             ] {
-                let k = nb * 32;
+                // 32-element types: nb blocks; k-quants: nb/2 + 1 super-blocks (1..=10).
+                let k = if wt.block_size() == 256 {
+                    (nb / 2 + 1) * 256
+                } else {
+                    nb * 32
+                };
                 let mut rng = Rng::new((k * 7 + m * 131 + n) as u64);
                 let (wrow, crow) = (
                     wt.row_size(k).unwrap(),
@@ -410,9 +416,9 @@ fn integer_dot_gemm_paths_match_scalar_vec_dot() {
         }
         println!("integer-dot GEMM path {} tested", isa.name());
     }
-    // Every path needs AVX2; with it, at least the AVX2 path's 4 types × 6 shapes ran.
+    // Every path needs AVX2; with it, at least the AVX2 path's 7 types × 6 shapes ran.
     if Isa::Avx2.supported() {
-        assert!(ran >= 4 * 6, "only {ran} cases ran");
+        assert!(ran >= 7 * 6, "only {ran} cases ran");
     }
 }
 

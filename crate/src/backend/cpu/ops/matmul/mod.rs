@@ -316,8 +316,11 @@ const GEMV_R: usize = 4;
 /// Fewest src1 columns for the integer-dot GEMM ([`arch::gemm_i8`]); narrower products keep the
 /// register tiles, which need no decoded panel.
 const I8_GEMM_MIN_COLS: usize = 8;
-/// Columns per chunk of the integer-dot GEMM (128 q8_0 columns of k = 896: 122 KB, in L2).
+/// Most columns per chunk of the integer-dot GEMM (128 q8_0 columns of k = 896: 122 KB).
 const I8_GEMM_COLS: usize = 128;
+/// Converted column bytes per chunk: the chunk's columns are re-read for every 8-row group, so
+/// they should stay in L2 (q8_K columns of k = 4864: 5.5 KB each, 128 of them would not).
+const I8_GEMM_COL_BYTES: usize = 256 << 10;
 /// GEMV rows per tile of the k-quants: their super-block work per row is large enough that
 /// several rows at once only add register pressure (measured 10-30 % slower at 4 rows).
 const KGEMV_R: usize = 1;
@@ -353,7 +356,8 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
         cs
     };
     let (mut nchunk0, mut nchunk1) = if i8gemm.is_some() {
-        (nr0.div_ceil(16), nr1.div_ceil(I8_GEMM_COLS))
+        let cols = (I8_GEMM_COL_BYTES / plan.row_bytes).clamp(16, I8_GEMM_COLS);
+        (nr0.div_ceil(16), nr1.div_ceil(cols))
     } else {
         (nr0.div_ceil(cs0), nr1.div_ceil(cs))
     };
