@@ -11,9 +11,10 @@
 //!
 //! Quants are stored unsigned, q + bias (q5_0: 16, q4_0: 8, q8_0: 128), and the bias is taken
 //! back in integers (bias · Σ column quants per block), so each block's integer dot is the
-//! scalar reference's; the f32 scaling and the accumulation over blocks repeat the reference's
-//! operations in its order, so every result is bit-identical to the scalar `vec_dot`.
-//! q4_1 / q5_1 add the min term m · s of the q8_1 column.
+//! scalar reference's; the blocks are accumulated in order with one FMA each. q4_1 / q5_1 add
+//! the min term m · s of the q8_1 column. The k-quants (q4_K, q5_K, q6_K on q8_K columns)
+//! scale their sub-block dots by the integer sub-block scales and sum a super-block in
+//! integers, then repeat the reference's f32 operations in its order: bit-identical to it.
 //!
 //! Three integer-dot paths, detected at run time: AVX-512 VNNI + VL (32 vector registers:
 //! 8 columns per micro-tile), AVX-VNNI (16 registers: 4 columns), and plain AVX2
@@ -104,8 +105,6 @@ struct Kind {
     bias: i32,
     /// x = d·q + m (q8_1 columns, min term m·s).
     min: bool,
-    /// The reference scales a block's sum as (sumi·dx)·dy (q4_0), not sumi·(dx·dy).
-    dx_first: bool,
     /// A 256-element k-quant (q8_K columns; [`micro_k`]), else a 32-element type ([`micro`]).
     kq: bool,
     /// Panel bytes per weight block.
@@ -119,7 +118,6 @@ fn kind(t: Tiled) -> Option<Kind> {
             ys,
             bias,
             min,
-            dx_first: false,
             kq: false,
             pb: PB,
         })
@@ -130,16 +128,12 @@ fn kind(t: Tiled) -> Option<Kind> {
             ys: Q8K_SIZE,
             bias: 0,
             min: false,
-            dx_first: false,
             kq: true,
             pb: PBK,
         })
     };
     match t {
-        Tiled::Q4_0 => Some(Kind {
-            dx_first: true,
-            ..k(18, 34, 8, false)?
-        }),
+        Tiled::Q4_0 => k(18, 34, 8, false),
         Tiled::Q4_1 => k(20, 36, 0, true),
         Tiled::Q5_0 => k(22, 34, 16, false),
         Tiled::Q5_1 => k(24, 36, 0, true),
@@ -497,28 +491,23 @@ unsafe fn micro<const C: usize>(
                     ia[c] = dot(ia[c], w, _mm256_set1_epi32(y));
                 }
             }
-            // Per lane, the scalar reference's operations in its order (no FMA), so each
-            // result is bit-identical to its vec_dot.
+            // One FMA per block: a rounding fewer than the scalar reference's product then sum.
+            // (Repeating the reference's operations exactly was tried: bit-identical to it, but
+            // farther from llama.cpp, whose AVX2 dots also fuse, on gemma3's chat test.)
             let dx = _mm256_load_ps(pb.add(256) as *const f32);
             for c in 0..C {
                 let [dy, second] = *meta[c].add(blk);
-                let dy = _mm256_set1_ps(f32::from_bits(dy));
+                let scale = _mm256_mul_ps(dx, _mm256_set1_ps(f32::from_bits(dy)));
                 let v = if kd.min {
                     ia[c]
                 } else {
                     _mm256_sub_epi32(ia[c], _mm256_set1_epi32(second as i32))
                 };
-                let v = _mm256_cvtepi32_ps(v);
-                let mut p = if kd.dx_first {
-                    _mm256_mul_ps(_mm256_mul_ps(v, dx), dy)
-                } else {
-                    _mm256_mul_ps(v, _mm256_mul_ps(dx, dy))
-                };
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), scale, acc[c]);
                 if kd.min {
                     let mx = _mm256_load_ps(pb.add(288) as *const f32);
-                    p = _mm256_add_ps(p, _mm256_mul_ps(mx, _mm256_set1_ps(f32::from_bits(second))));
+                    acc[c] = _mm256_fmadd_ps(mx, _mm256_set1_ps(f32::from_bits(second)), acc[c]);
                 }
-                acc[c] = _mm256_add_ps(acc[c], p);
             }
         }
         store_cols(acc, out, nr);
