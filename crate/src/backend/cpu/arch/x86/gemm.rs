@@ -159,7 +159,7 @@ thread_local! {
 pub(crate) unsafe fn gemm(isa: Isa, t: Tiled, g: &GemmArgs) -> bool {
     let Some(kd) = kind(t) else { return false };
     let bs = if kd.kq { 256 } else { 32 };
-    if !isa.handles(t) || !isa.supported() || g.k % bs != 0 {
+    if !isa.handles(t) || !isa.supported() || !g.k.is_multiple_of(bs) {
         return false;
     }
     let nb = g.k / bs;
@@ -426,18 +426,18 @@ unsafe fn decode_rows_k(t: Tiled, kd: Kind, nb: usize, rows: [*const u8; ROWS], 
             }
             let sc = pb.add(2048) as *mut i32;
             let d = pb.add(2560) as *mut f32;
-            for r in 0..ROWS {
+            for (r, &x) in xb.iter().enumerate() {
                 let h = |o: usize| {
-                    half::f16::from_bits((xb[r].add(o) as *const u16).read_unaligned()).to_f32()
+                    half::f16::from_bits((x.add(o) as *const u16).read_unaligned()).to_f32()
                 };
                 if t == Tiled::Q6K {
                     for g in 0..16 {
-                        *sc.add(g * ROWS + r) = *(xb[r].add(192 + g) as *const i8) as i32;
+                        *sc.add(g * ROWS + r) = *(x.add(192 + g) as *const i8) as i32;
                     }
                     *d.add(r) = h(208);
                 } else {
                     let (s, m) =
-                        crate::quant::k_quants::scales_mins_k4(&*(xb[r].add(4) as *const [u8; 12]));
+                        crate::quant::k_quants::scales_mins_k4(&*(x.add(4) as *const [u8; 12]));
                     for j in 0..8 {
                         *sc.add(j * ROWS + r) = s[j] as i32;
                         *sc.add((8 + j) * ROWS + r) = m[j] as i32;

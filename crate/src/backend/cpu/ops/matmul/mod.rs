@@ -121,7 +121,12 @@ pub fn simd_name() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
         if arch::x86::available() {
-            return "avx2+fma+f16c";
+            use arch::x86::gemm::{best, Isa};
+            return match best() {
+                Some(Isa::Avx512Vnni) => "avx2+fma+f16c, prompt GEMM avx512vnni+vl",
+                Some(Isa::AvxVnni) => "avx2+fma+f16c, prompt GEMM avxvnni",
+                _ => "avx2+fma+f16c",
+            };
         }
     }
     if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
