@@ -270,6 +270,8 @@ pub(crate) unsafe fn tile<const R: usize, const C: usize>(
 /// Weight rows, their (converted) columns and where the results go, for [`gemm_i8`]:
 /// out[c·ldo + r] (f32) = row r · column c.
 #[derive(Clone, Copy)]
+// Read by the x86 GEMM only; other targets build it and get false from gemm_i8.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct GemmArgs {
     /// Elements per row (a multiple of 32).
     pub(crate) k: usize,
