@@ -331,6 +331,108 @@ fn mul_mat_quantized_matches_scalar_vec_dot() {
     }
 }
 
+/// Every integer-dot GEMM path of the prompt mul_mat (x86: AVX-512 VNNI, AVX-VNNI, AVX2) that
+/// this CPU has, forced one at a time, against the scalar vec_dot on the same bytes, for every
+/// type it handles: odd row counts (8-row panel remainders), column counts below, at and over
+/// each micro-tile width, 1–18 blocks (k-quants: 1–10 super-blocks). Paths the CPU lacks are
+/// printed as skipped.
+/// Each block's integer dot is exact (the bias is taken back in integers). k-quants:
+/// bit-identical (the reference's f32 operations in its order); 32-element types: max |err|
+/// <= 2e-6 * max |ref| (one FMA per block instead of a product and a sum).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn integer_dot_gemm_paths_match_scalar_vec_dot() {
+    use ggweb::backend::cpu::arch::x86::{gemm_with, Isa};
+    let types = [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+    ];
+    let mut ran = 0;
+    for isa in Isa::ALL {
+        if !isa.supported() {
+            println!(
+                "integer-dot GEMM path {} skipped: not on this CPU",
+                isa.name()
+            );
+            continue;
+        }
+        for wt in types {
+            let tt = ggweb::quant::type_traits_scalar(wt).unwrap();
+            let vt = ggweb::quant::type_traits_scalar(tt.vec_dot_type).unwrap();
+            for (nb, m, n) in [
+                (1, 1, 1),
+                (3, 7, 9),
+                (5, 9, 13),
+                (18, 37, 17),
+                (2, 16, 8),
+                (7, 23, 30),
+            ] {
+                // 32-element types: nb blocks; k-quants: nb/2 + 1 super-blocks (1..=10).
+                let k = if wt.block_size() == 256 {
+                    (nb / 2 + 1) * 256
+                } else {
+                    nb * 32
+                };
+                let mut rng = Rng::new((k * 7 + m * 131 + n) as u64);
+                let (wrow, crow) = (
+                    wt.row_size(k).unwrap(),
+                    tt.vec_dot_type.row_size(k).unwrap(),
+                );
+                let mut w = vec![0u8; wrow * m];
+                for r in w.chunks_exact_mut(wrow) {
+                    ggweb::quant::quantize_row(wt, &rng.vec(k, -1.0, 1.0), r).unwrap();
+                }
+                let mut cols = vec![0u8; crow * n];
+                for c in cols.chunks_exact_mut(crow) {
+                    (vt.from_f32)(&rng.vec(k, -1.0, 1.0), c);
+                }
+                let got = gemm_with(isa, wt, k, m, n, &w, &cols);
+                if isa == Isa::Avx2 && wt == DType::Q8_0 {
+                    // q8_0 + 128 would saturate vpmaddubsw: this path must refuse it.
+                    assert!(got.is_none(), "avx2 took q8_0");
+                    continue;
+                }
+                let got = got.unwrap_or_else(|| panic!("{} refused {wt}", isa.name()));
+                let mut want = vec![0f32; m * n];
+                for c in 0..n {
+                    for r in 0..m {
+                        let (x, y) = (
+                            &w[r * wrow..(r + 1) * wrow],
+                            &cols[c * crow..(c + 1) * crow],
+                        );
+                        want[c * m + r] = (tt.vec_dot)(k, x, y);
+                    }
+                }
+                let e = max_rel_err(&got, &want);
+                if wt.block_size() == 256 {
+                    assert!(
+                        got.iter()
+                            .zip(&want)
+                            .all(|(g, w)| g.to_bits() == w.to_bits()),
+                        "{} {wt} k={k} m={m} n={n}: not bit-identical (max rel err {e:e})",
+                        isa.name()
+                    );
+                } else {
+                    assert!(
+                        e <= 2e-6,
+                        "{} {wt} k={k} m={m} n={n}: max rel err {e:e}",
+                        isa.name()
+                    );
+                }
+                ran += 1;
+            }
+        }
+        println!("integer-dot GEMM path {} tested", isa.name());
+    }
+    // Every path needs AVX2; with it, at least the AVX2 path's 7 types × 6 shapes ran.
+    if Isa::Avx2.supported() {
+        assert!(ran >= 7 * 6, "only {ran} cases ran");
+    }
+}
+
 /// Two mul_mats in one graph (the chunk counter is reset per node), the second consuming the
 /// first's output.
 #[test]

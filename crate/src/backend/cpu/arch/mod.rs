@@ -312,6 +312,65 @@ pub(crate) unsafe fn tile<const R: usize, const C: usize>(
     }
 }
 
+/// Weight rows, their (converted) columns and where the results go, for [`gemm_i8`]:
+/// out[c·ldo + r] (f32) = row r · column c.
+#[derive(Clone, Copy)]
+// Read by the x86 GEMM only; other targets build it and get false from gemm_i8.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) struct GemmArgs {
+    /// Elements per row (a multiple of 32).
+    pub(crate) k: usize,
+    pub(crate) a0: *const u8,
+    /// Bytes between weight rows.
+    pub(crate) lda: usize,
+    pub(crate) nrows: usize,
+    /// First column (a row of k elements of the weight type's vec_dot type).
+    pub(crate) b0: *const u8,
+    /// Bytes between columns.
+    pub(crate) ldb: usize,
+    pub(crate) ncols: usize,
+    /// k/32 [`gemm_i8_meta`] entries per column, column after column.
+    pub(crate) meta: *const [u32; 2],
+    /// f32 result of row 0, column 0.
+    pub(crate) out0: *mut f32,
+    /// f32 elements between result columns.
+    pub(crate) ldo: usize,
+}
+
+/// Whether this machine has an integer-dot GEMM for weights `t` ([`gemm_i8`]: x86 with AVX2,
+/// AVX-VNNI or AVX-512 VNNI; q4_0, q4_1, q5_0, q5_1, and q8_0 with VNNI).
+#[allow(unused_variables)]
+pub(crate) fn has_gemm_i8(t: Tiled) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return x86::gemm::best().is_some_and(|isa| isa.handles(t));
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// The per-block column facts [`gemm_i8`] reads (`GemmArgs::meta`) of converted column blocks
+/// `y` (whole blocks) into `meta` (one entry per block).
+#[allow(unused_variables)]
+pub(crate) fn gemm_i8_meta(t: Tiled, y: &[u8], meta: &mut [[u32; 2]]) {
+    #[cfg(target_arch = "x86_64")]
+    x86::gemm::column_meta(t, y, meta);
+}
+
+/// All rows × columns of `g` with the integer-dot GEMM; false (nothing done) where
+/// [`has_gemm_i8`] is false.
+///
+/// # Safety
+/// Rows hold k elements of `t`, columns k elements of its vec_dot type; the results are inside
+/// dst and written by this thread only.
+#[allow(unused_variables)]
+pub(crate) unsafe fn gemm_i8(t: Tiled, g: &GemmArgs) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = x86::gemm::best() {
+        // SAFETY: forwarded from the caller.
+        return unsafe { x86::gemm::gemm(isa, t, g) };
+    }
+    false
+}
+
 /// A block of weight rows and where their results go.
 #[derive(Clone, Copy)]
 pub(crate) struct Panel {

@@ -2,9 +2,11 @@
 //! conversions (safe wrappers with a scalar fallback), `tiles.rs` the mul_mat register tiles.
 
 pub(crate) mod attention;
+pub(crate) mod gemm;
 mod quants;
 pub(crate) mod tiles;
 
+pub use gemm::{gemm_with, Isa};
 pub use quants::*;
 
 use half::{bf16, f16};

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use half::{bf16, f16};
 
-use crate::backend::cpu::arch::{self, run_rows, tile, Panel, Tiled};
+use crate::backend::cpu::arch::{self, run_rows, tile, GemmArgs, Panel, Tiled};
 use crate::backend::cpu::traits::{FromF32, VecDot};
 use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
 use crate::tensor::{Op, PoolOp};
@@ -121,7 +121,12 @@ pub fn simd_name() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
         if arch::x86::available() {
-            return "avx2+fma+f16c";
+            use arch::x86::gemm::{best, Isa};
+            return match best() {
+                Some(Isa::Avx512Vnni) => "avx2+fma+f16c, prompt GEMM avx512vnni+vl",
+                Some(Isa::AvxVnni) => "avx2+fma+f16c, prompt GEMM avxvnni",
+                _ => "avx2+fma+f16c",
+            };
         }
     }
     if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
@@ -202,6 +207,9 @@ unsafe fn load_row_f32(
 /// Convert src1 into `wdata` (rows of `row_bytes` in vec_dot_type, one per src1 row in order).
 fn convert_src1(p: &ComputeParams, b: &TensorRef, plan: &MulMatPlan) {
     let k = b.ne[0];
+    let i8 = i8_gemm(plan, b.nrows());
+    let meta_off = i8_meta_offset(plan, b.nrows());
+    let mpc = meta_per_col(b);
     let vdt = plan.kernel.vec_dot_type;
     let bs = vdt.block_size();
     let nblocks = k / bs;
@@ -233,6 +241,17 @@ fn convert_src1(p: &ComputeParams, b: &TensorRef, plan: &MulMatPlan) {
             unsafe { load_row_f32(b, i1, i2, i3, e0, &mut tmp) };
             (plan.kernel.from_f32)(&tmp, dst);
         }
+        if let Some(t) = i8 {
+            // SAFETY: the work buffer holds nrows · mpc entries from meta_off (work_size);
+            // blocks of different threads are disjoint, and 8-aligned from an aligned buffer.
+            let meta = unsafe {
+                std::slice::from_raw_parts_mut(
+                    (p.wdata.add(meta_off) as *mut [u32; 2]).add(row * mpc + blk.start),
+                    blk.len(),
+                )
+            };
+            arch::gemm_i8_meta(t, dst, meta);
+        }
     };
     if nrows >= p.nth {
         for row in thread_range(nrows, p.ith, p.nth) {
@@ -256,18 +275,24 @@ const PRIVATE_CONVERT_MAX: usize = 4096;
 /// never touch another thread's copy.
 const PRIVATE_STRIDE: usize = PRIVATE_CONVERT_MAX * 4;
 
-fn private_convert(b: &TensorRef, nth: usize) -> bool {
-    nth > 1 && b.nelements() <= PRIVATE_CONVERT_MAX
+/// Private copies hold converted rows only, so a product on the integer-dot GEMM (which also
+/// needs its column facts) converts a shared copy.
+fn private_convert(plan: &MulMatPlan, b: &TensorRef, nth: usize) -> bool {
+    nth > 1 && b.nelements() <= PRIVATE_CONVERT_MAX && i8_gemm(plan, b.nrows()).is_none()
 }
 
 fn mul_mat_work_size(node: &NodeRef, nth: usize) -> usize {
+    let nr1 = node.src1().nrows();
     match plan_mul_mat(node) {
         Some(plan) if plan.convert => {
-            if private_convert(node.src1(), nth) {
-                PRIVATE_STRIDE * nth + 64
-            } else {
-                plan.row_bytes * node.src1().nrows() + 64
+            if private_convert(&plan, node.src1(), nth) {
+                return PRIVATE_STRIDE * nth + 64;
             }
+            let meta = match i8_gemm(&plan, nr1) {
+                Some(_) => i8_meta_offset(&plan, nr1) + nr1 * meta_per_col(node.src1()) * 8,
+                None => plan.row_bytes * nr1,
+            };
+            meta + 64
         }
         _ => 0,
     }
@@ -277,7 +302,7 @@ fn mul_mat_work_size(node: &NodeRef, nth: usize) -> usize {
 pub fn work_use(node: &NodeRef, nth: usize) -> super::WorkUse {
     match plan_mul_mat(node) {
         Some(plan) if plan.convert => {
-            if private_convert(node.src1(), nth) {
+            if private_convert(&plan, node.src1(), nth) {
                 super::WorkUse::PerThread
             } else {
                 super::WorkUse::Shared
@@ -285,6 +310,24 @@ pub fn work_use(node: &NodeRef, nth: usize) -> super::WorkUse {
         }
         _ => super::WorkUse::None,
     }
+}
+
+/// The integer-dot GEMM's weight type when this product uses it (prompts: src1 converted, at
+/// least [`I8_GEMM_MIN_COLS`] columns, a type this machine has it for).
+fn i8_gemm(plan: &MulMatPlan, nr1: usize) -> Option<Tiled> {
+    plan.kernel
+        .tiled
+        .filter(|&t| plan.convert && nr1 >= I8_GEMM_MIN_COLS && arch::has_gemm_i8(t))
+}
+
+/// Where the GEMM's column facts start in the work buffer (after the converted rows).
+fn i8_meta_offset(plan: &MulMatPlan, nr1: usize) -> usize {
+    (plan.row_bytes * nr1).next_multiple_of(8)
+}
+
+/// Column-fact entries per converted src1 row (one per 32-element block).
+fn meta_per_col(b: &TensorRef) -> usize {
+    b.ne[0] / 32
 }
 
 /// Tile shape of the register-blocked kernels for GEMM (rows × columns) and GEMV.
@@ -308,6 +351,14 @@ const F32_GEMM_R: usize = GEMM_R;
 #[cfg(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")))]
 const F32_GEMM_C: usize = GEMM_C;
 const GEMV_R: usize = 4;
+/// Fewest src1 columns for the integer-dot GEMM ([`arch::gemm_i8`]); narrower products keep the
+/// register tiles, which need no decoded panel.
+const I8_GEMM_MIN_COLS: usize = 8;
+/// Most columns per chunk of the integer-dot GEMM (128 q8_0 columns of k = 896: 122 KB).
+const I8_GEMM_COLS: usize = 128;
+/// Converted column bytes per chunk: the chunk's columns are re-read for every 8-row group, so
+/// they should stay in L2 (q8_K columns of k = 4864: 5.5 KB each, 128 of them would not).
+const I8_GEMM_COL_BYTES: usize = 256 << 10;
 /// GEMV rows per tile of the k-quants: their super-block work per row is large enough that
 /// several rows at once only add register pressure (measured 10-30 % slower at 4 rows).
 const KGEMV_R: usize = 1;
@@ -321,7 +372,7 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     };
     // The chunk counter is this node's own, already `nth` (see CpuBackend::compute).
     let own;
-    let p = if plan.convert && private_convert(b, p.nth) {
+    let p = if plan.convert && private_convert(&plan, b, p.nth) {
         debug_assert!(plan.row_bytes * b.nrows() <= PRIVATE_STRIDE);
         own = ComputeParams {
             // SAFETY: the work buffer holds `nth` copies of PRIVATE_STRIDE (mul_mat_work_size),
@@ -352,6 +403,9 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     if nr0 == 0 || nr1 == 0 {
         return;
     }
+    // Prompts: the integer-dot GEMM decodes each 8-row group of a chunk once for all its
+    // columns, so chunks span many columns (16 rows × up to 128 columns).
+    let i8gemm = i8_gemm(&plan, nr1);
     let cs = if nr0 == 1 || nr1 == 1 { 64 } else { 16 };
     // f32 GEMM: whole row tiles per chunk (15 rows for a 3- or 5-row tile, not 16 = 5×3 + 1).
     let cs0 = if cs == 16 && matches!(plan.kernel.tiled, Some(Tiled::F32)) {
@@ -359,7 +413,12 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     } else {
         cs
     };
-    let (mut nchunk0, mut nchunk1) = (nr0.div_ceil(cs0), nr1.div_ceil(cs));
+    let (mut nchunk0, mut nchunk1) = if i8gemm.is_some() {
+        let cols = (I8_GEMM_COL_BYTES / plan.row_bytes).clamp(16, I8_GEMM_COLS);
+        (nr0.div_ceil(16), nr1.div_ceil(cols))
+    } else {
+        (nr0.div_ceil(cs0), nr1.div_ceil(cs))
+    };
     if nchunk0 * nchunk1 < 4 * p.nth {
         // Too few chunks to balance: one piece per thread along the longer side.
         if nr0 > nr1 {
@@ -370,7 +429,11 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     }
     let dr0 = nr0.div_ceil(nchunk0);
     let mut dr1 = nr1.div_ceil(nchunk1);
-    if let Some(t) = plan.kernel.tiled.filter(|t| t.is_quant() && nr1 > 1) {
+    if let Some(t) = plan
+        .kernel
+        .tiled
+        .filter(|t| t.is_quant() && nr1 > 1 && i8gemm.is_none())
+    {
         // Whole quantized GEMM tiles per chunk (e.g. 131 columns: chunks of 16, not 15 =
         // 8 + 4 + 2 + 1, which ran half the work in narrow tiles); later chunks may be empty.
         dr1 = dr1.next_multiple_of(t.gemm_cols());
@@ -382,7 +445,7 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
         let c1 = current / nchunk0;
         let rows = (c0 * dr0).min(nr0)..((c0 + 1) * dr0).min(nr0);
         let cols = (c1 * dr1).min(nr1)..((c1 + 1) * dr1).min(nr1);
-        mul_mat_chunk(node, &plan, p, rows, cols);
+        mul_mat_chunk(node, &plan, p, i8gemm, rows, cols);
         current = p.chunk.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -391,6 +454,7 @@ fn mul_mat_chunk(
     node: &NodeRef,
     plan: &MulMatPlan,
     p: &ComputeParams,
+    i8gemm: Option<Tiled>,
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
 ) {
@@ -424,6 +488,31 @@ fn mul_mat_chunk(
         let out_ptr = |i: usize, jj: usize| -> *mut f32 {
             unsafe { d.at(i, i11 + (jj - j), i12, i13) as *mut f32 }
         };
+        if let Some(t) = i8gemm {
+            // SAFETY: the column facts of src1 row j follow the converted rows (convert_src1).
+            let meta = unsafe {
+                (p.wdata.add(i8_meta_offset(plan, b.nrows())) as *const [u32; 2])
+                    .add(j * meta_per_col(b))
+            };
+            let g = GemmArgs {
+                k,
+                meta,
+                a0: row_ptr(rows.start),
+                lda: a.nb[1],
+                nrows: rows.len(),
+                b0: col_ptr(j),
+                ldb: brow,
+                ncols: nc,
+                out0: out_ptr(rows.start, j),
+                ldo: d.nb[1] / 4,
+            };
+            // SAFETY: the chunk's rows and columns are inside a and the converted src1 (its
+            // columns are brow apart in the work buffer); the results are this chunk's.
+            if unsafe { arch::gemm_i8(t, &g) } {
+                j += nc;
+                continue;
+            }
+        }
         match plan.kernel.tiled {
             Some(t) => {
                 // Float GEMM: split k so the chunk's rows and the current columns stay in L1
