@@ -91,7 +91,7 @@ $bin info crate/assets/mnist-fc-f32.gguf | grep 'fc1.weight' >/dev/null || fail 
 pass=$((pass+1))
 
 head -c 100 crate/assets/mnist-fc-f32.gguf > "$tmp/trunc.gguf"
-for args in "info $tmp/trunc.gguf" "info $tmp/missing.gguf" "mnist --model $tmp/trunc.gguf" "bench --types q9_9" "generate -m $tmp/missing.gguf -p x --backend nosuch" "train mnist --data $tmp --out $tmp/x.gguf --backend webgpu" "train mnist --data $tmp --out $tmp/x.gguf" "nosuchcommand"; do
+for args in "info $tmp/trunc.gguf" "info $tmp/missing.gguf" "mnist --model $tmp/trunc.gguf" "bench --types q9_9" "generate -m $tmp/missing.gguf -p x --backend nosuch" "generate -m $tmp/missing.gguf -p x --flash-attn maybe" "train mnist --data $tmp --out $tmp/x.gguf --backend webgpu" "train mnist --data $tmp --out $tmp/x.gguf" "nosuchcommand"; do
   set +e; err=$($bin $args 2>&1 >/dev/null); rc=$?; set -e
   [ $rc -eq 1 ] || fail "'ggweb $args' exited $rc, expected 1"
   [ "$(echo "$err" | wc -l)" -eq 1 ] && [[ "$err" == error:* ]] || fail "'ggweb $args' printed '$err'"

@@ -160,6 +160,9 @@ enum Cmd {
         /// Wrap the prompt in the model's chat template as a user message.
         #[arg(long)]
         chat: bool,
+        /// Attention as one fused op: auto (on x86-64 CPUs with AVX2), on or off.
+        #[arg(long, default_value = "auto")]
+        flash_attn: String,
         #[arg(long)]
         json: bool,
     },
@@ -369,8 +372,19 @@ pub fn run() -> Result<()> {
             ctx_size,
             backend,
             chat,
+            flash_attn,
             json,
         } => {
+            let flash_attn = match flash_attn.as_str() {
+                "auto" => None,
+                "on" => Some(true),
+                "off" => Some(false),
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "--flash-attn {other}: auto, on or off"
+                    )))
+                }
+            };
             let opts = SamplerOptions {
                 temperature: temp,
                 top_k,
@@ -384,6 +398,7 @@ pub fn run() -> Result<()> {
                 threads,
                 ctx_size,
                 backend: backend.parse()?,
+                flash_attn,
             };
             generate(&model, &prompt, n_predict, opts, run, chat, json)
         }
@@ -398,6 +413,7 @@ pub fn run() -> Result<()> {
                 threads,
                 ctx_size: 4096,
                 backend: backend.parse()?,
+                flash_attn: None,
             };
             let mut llm = run.open(&model)?;
             eprintln!("backend: {}", llm.model.backend_report());
@@ -426,6 +442,7 @@ pub fn run() -> Result<()> {
                 threads,
                 ctx_size,
                 backend: backend.parse()?,
+                flash_attn: None,
             };
             chat(&model, temp, n_predict, system, run)
         }
@@ -945,12 +962,18 @@ struct LlmRun {
     threads: Option<usize>,
     ctx_size: usize,
     backend: BackendChoice,
+    /// Fused attention on or off; `None`: the model's default.
+    flash_attn: Option<bool>,
 }
 
 impl LlmRun {
     fn open(&self, model: &Path) -> Result<Llm> {
         let threads = cpu_threads(self.threads);
-        Llm::open_with(model, self.ctx_size, self.backend, threads)
+        let mut llm = Llm::open_with(model, self.ctx_size, self.backend, threads)?;
+        if let Some(on) = self.flash_attn {
+            llm.model.set_flash_attn(on)?;
+        }
+        Ok(llm)
     }
 }
 
