@@ -189,7 +189,9 @@ fn smollm2_webgpu_matches_cpu() {
         devices(),
         model("GGWEB_SMOLLM2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
         &prompt,
-        (1.5, 0.01, 0),
+        // One near-tie allowed: at position 7 llama.cpp's own top-2 margin is 0.036, and which
+        // of the two wins moves with the CPU's attention and GEMM summation order.
+        (1.5, 0.01, 1),
         Some(LlamaCpp {
             last: read_f32(fixtures.join("logits_smollm2_t1.last.f32")),
             max_abs: 1.0,
