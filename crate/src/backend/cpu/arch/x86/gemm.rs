@@ -25,6 +25,7 @@ use std::arch::x86_64::*;
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
+use super::tiles::{bits_32, nibbles_32};
 use crate::backend::cpu::arch::{GemmArgs, Tiled};
 
 /// Weight rows per panel (one i32 lane each).
@@ -224,34 +225,11 @@ pub(crate) fn column_meta(t: Tiled, y: &[u8], meta: &mut [[u32; 2]]) {
     }
 }
 
-/// 16 bytes of nibbles → 32 bytes (low nibbles first).
-#[inline(always)]
-unsafe fn nibbles(qs: *const u8) -> __m256i {
-    // SAFETY: 16 readable bytes; AVX2 enabled by the caller.
-    unsafe {
-        let t = _mm_loadu_si128(qs as *const __m128i);
-        let both = _mm256_insertf128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
-        _mm256_and_si256(both, _mm256_set1_epi8(0x0F))
-    }
-}
-
 /// The 4 bytes of a q5 `qh` → 32 bytes, 0x10 where element j's fifth bit is set.
 #[inline(always)]
 unsafe fn fifth_bits(qh: *const u8) -> __m256i {
     // SAFETY: 4 readable bytes; AVX2 enabled by the caller.
-    unsafe {
-        let x = (qh as *const u32).read_unaligned();
-        let shuf = _mm256_set_epi64x(
-            0x0303_0303_0303_0303,
-            0x0202_0202_0202_0202,
-            0x0101_0101_0101_0101,
-            0,
-        );
-        let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(x as i32), shuf);
-        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
-        let set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
-        _mm256_and_si256(set, _mm256_set1_epi8(0x10))
-    }
+    unsafe { _mm256_and_si256(bits_32(qh), _mm256_set1_epi8(0x10)) }
 }
 
 /// One weight block → its 32 quants + bias as unsigned bytes.
@@ -260,10 +238,10 @@ unsafe fn decode_block(t: Tiled, xb: *const u8) -> __m256i {
     // SAFETY: xb addresses one block of t; AVX2 enabled by the caller.
     unsafe {
         match t {
-            Tiled::Q4_0 => nibbles(xb.add(2)),
-            Tiled::Q4_1 => nibbles(xb.add(4)),
-            Tiled::Q5_0 => _mm256_or_si256(nibbles(xb.add(6)), fifth_bits(xb.add(2))),
-            Tiled::Q5_1 => _mm256_or_si256(nibbles(xb.add(8)), fifth_bits(xb.add(4))),
+            Tiled::Q4_0 => nibbles_32(xb.add(2)),
+            Tiled::Q4_1 => nibbles_32(xb.add(4)),
+            Tiled::Q5_0 => _mm256_or_si256(nibbles_32(xb.add(6)), fifth_bits(xb.add(2))),
+            Tiled::Q5_1 => _mm256_or_si256(nibbles_32(xb.add(8)), fifth_bits(xb.add(4))),
             // q8_0: q + 128 is q with its sign bit flipped.
             _ => _mm256_xor_si256(
                 _mm256_loadu_si256(xb.add(2) as *const __m256i),

@@ -234,7 +234,7 @@ unsafe fn gemv_legacy<
 
 /// 16 bytes → 32 nibbles (low nibbles are elements 0..16, high 16..32).
 #[inline(always)]
-unsafe fn nibbles_32(qs: *const u8) -> __m256i {
+pub(super) unsafe fn nibbles_32(qs: *const u8) -> __m256i {
     // SAFETY: qs addresses 16 bytes; AVX2 enabled by the caller.
     unsafe {
         let t = _mm_loadu_si128(qs as *const __m128i);
@@ -245,7 +245,7 @@ unsafe fn nibbles_32(qs: *const u8) -> __m256i {
 
 /// The 4 bytes of a q5 `qh` → 32 bytes, 0xFF where element j's fifth bit is set.
 #[inline(always)]
-unsafe fn bits_32(qh: *const u8) -> __m256i {
+pub(super) unsafe fn bits_32(qh: *const u8) -> __m256i {
     // SAFETY: qh addresses 4 bytes; AVX2 enabled by the caller.
     unsafe {
         let x = (qh as *const u32).read_unaligned();
