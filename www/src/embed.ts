@@ -9,14 +9,15 @@
  * ```
  *
  * Loading works as for {@link LLM.load}: a URL (through the Cache API), a path in Node, a
- * File/Blob or bytes, streamed into one wasm allocation that the model uses in place.
+ * File/Blob or bytes, or the parts of a split GGUF, each streamed into one wasm allocation that
+ * the model uses in place.
  * Vectors are pooled as the model's `bert.pooling_type` says and L2-normalised.
  */
 import { engine } from './wasm.js';
 import { toError } from './env.js';
 import type { Source } from './source.js';
 import { chooseBackend, type Backend, type BackendInfo } from './backend.js';
-import { openModel, type LLMProgress } from './llm.js';
+import { streamModel, type LLMProgress, type ModelSource } from './llm.js';
 import type { EmbedderCore } from '../wasm/simd/ggweb.js';
 
 export interface EmbedderLoadOptions {
@@ -52,39 +53,30 @@ export class Embedder {
   }
 
   /** Load in a dedicated Web Worker (browsers): see {@link WorkerEmbedder}. */
-  static loadInWorker(source: Source, opts: Omit<EmbedderLoadOptions, 'signal'> & { worker?: Worker } = {}): Promise<WorkerEmbedder> {
+  static loadInWorker(source: ModelSource, opts: Omit<EmbedderLoadOptions, 'signal'> & { worker?: Worker } = {}): Promise<WorkerEmbedder> {
     return WorkerEmbedder.load(source, opts);
   }
 
-  /** Load a BERT GGUF from a URL, a path (Node), a File/Blob, or bytes. */
-  static async load(source: Source, opts: EmbedderLoadOptions = {}): Promise<Embedder> {
+  /**
+   * Load a BERT GGUF from a URL, a path (Node), a File/Blob, or bytes; or a split model from the
+   * list of its parts in order, or from the URL or path of part 1 alone (as {@link LLM.load}).
+   */
+  static async load(source: ModelSource, opts: EmbedderLoadOptions = {}): Promise<Embedder> {
     const m = await engine();
     const backendInfo = await chooseBackend(opts.backend);
-    const src = await openModel(source, opts);
-    let stream: InstanceType<typeof m.ModelStream> | null = null;
     try {
-      stream = new m.ModelStream(src.total);
-      let loaded = 0;
-      for await (const chunk of src.chunks) {
-        opts.signal?.throwIfAborted();
-        stream.push(chunk);
-        loaded += chunk.length;
-        opts.onProgress?.({ loaded, total: src.total ?? stream.total, fromCache: src.fromCache });
-      }
-      opts.signal?.throwIfAborted();
-      const core = m.EmbedderCore.load(stream, backendInfo.backend);
-      if (src.cached) await src.cached;
-      return new Embedder(core, {
-        nEmbd: core.nEmbd,
-        pooling: core.pooling,
-        maxTokens: core.maxTokens,
-        backendInfo,
-        backendReport: core.backendReport,
+      return await streamModel(m, source, opts, false, (stream) => {
+        const core = m.EmbedderCore.load(stream, backendInfo.backend);
+        return new Embedder(core, {
+          nEmbd: core.nEmbd,
+          pooling: core.pooling,
+          maxTokens: core.maxTokens,
+          backendInfo,
+          backendReport: core.backendReport,
+        });
       });
     } catch (e) {
       throw toError(e);
-    } finally {
-      stream?.free();
     }
   }
 
@@ -167,13 +159,13 @@ export class WorkerEmbedder {
   }
 
   /** Start a worker and load the model there (`signal` is not supported across the worker). */
-  static async load(source: Source, opts: Omit<EmbedderLoadOptions, 'signal'> & { worker?: Worker } = {}): Promise<WorkerEmbedder> {
+  static async load(source: ModelSource, opts: Omit<EmbedderLoadOptions, 'signal'> & { worker?: Worker } = {}): Promise<WorkerEmbedder> {
     const worker = opts.worker ?? new Worker(new URL('./embed-worker.js', import.meta.url), { type: 'module' });
     const w = new WorkerEmbedder(worker);
-    let src: unknown = source;
-    if (typeof source === 'string' || source instanceof URL) {
-      src = new URL(String(source), typeof location !== 'undefined' ? location.href : undefined).href;
-    }
+    // URLs resolved against the page: the worker's base is its script.
+    const abs = (s: Source): unknown =>
+      typeof s === 'string' || s instanceof URL ? new URL(String(s), typeof location !== 'undefined' ? location.href : undefined).href : s;
+    const src = Array.isArray(source) ? source.map(abs) : abs(source as Source);
     const { onProgress, worker: _w, ...rest } = opts as EmbedderLoadOptions & { worker?: Worker };
     try {
       w.info = await w.#send('load', [src, { ...rest, signal: undefined }], onProgress);

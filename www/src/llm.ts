@@ -42,6 +42,68 @@ function splitParts(s: Source): Source[] {
   return Array.from({ length: n }, (_, i) => str.slice(0, m.index) + name(i) + str.slice(m.index + m[0].length));
 }
 
+type Engine = Awaited<ReturnType<typeof engine>>;
+type Stream = InstanceType<Engine['ModelStream']>;
+
+/**
+ * Stream a model's file, or every part of a split model in order, into one `ModelStream`
+ * (`toDevice`: its weights to GPU buffers) and hand it to `build` once complete. The parts'
+ * `split.*` count is checked after part 1's header, before the rest downloads; a failure aborts
+ * the downloads (the Cache API's copy too) and frees the stream.
+ */
+export async function streamModel<T>(
+  m: Engine,
+  source: ModelSource,
+  opts: { onProgress?: (p: LLMProgress) => void; signal?: AbortSignal; cache?: boolean },
+  toDevice: boolean,
+  build: (stream: Stream, st: { loaded: number; fromCache: boolean; parts: number }) => T,
+): Promise<T> {
+  const sources: Source[] = isSourceList(source) ? [...source] : splitParts(source);
+  if (sources.length === 0) throw coded('no model files given', 'invalid-argument');
+  // Progress over the whole model: every part's size when all are known.
+  const sizes = sources.length > 1 ? await Promise.all(sources.map((s) => sourceSize(s, opts.signal))) : [];
+  const grand = sizes.every((n) => n !== undefined) && sizes.length ? sizes.reduce((a, b) => a! + b!, 0) : undefined;
+  const ctl = new AbortController();
+  const onAbort = () => ctl.abort(opts.signal?.reason);
+  opts.signal?.addEventListener('abort', onAbort);
+  const openOpts = { ...opts, signal: ctl.signal };
+  let stream: Stream | null = null;
+  try {
+    let loaded = 0;
+    let fromCache = true;
+    for (let i = 0; i < sources.length; i++) {
+      const src = await openModel(sources[i], openOpts);
+      fromCache &&= src.fromCache;
+      if (stream) stream.nextPart(src.total);
+      else stream = new m.ModelStream(src.total, toDevice ? 'webgpu' : 'cpu');
+      let checked = i > 0;
+      for await (const chunk of src.chunks) {
+        opts.signal?.throwIfAborted();
+        const parsed = stream.push(chunk);
+        loaded += chunk.length;
+        if (parsed && !checked) {
+          checked = true;
+          const n = stream.nParts ?? 1;
+          if (n !== sources.length) {
+            throw coded(`the model is split in ${n} parts, ${sources.length} given (pass every part, in order)`, 'invalid-argument');
+          }
+        }
+        const total = sources.length > 1 ? grand : (src.total ?? stream.total);
+        opts.onProgress?.({ loaded, total, fromCache: src.fromCache });
+      }
+      if (src.cached) await src.cached;
+    }
+    opts.signal?.throwIfAborted();
+    return build(stream!, { loaded, fromCache, parts: sources.length });
+  } catch (e) {
+    ctl.abort(e);
+    throw e;
+  } finally {
+    opts.signal?.removeEventListener('abort', onAbort);
+    stream?.free();
+  }
+}
+
 export interface LLMProgress {
   /** Bytes read so far. */
   loaded: number;
@@ -365,66 +427,27 @@ export class LLM {
     const t0 = now();
     const m = await engine();
     const backendInfo = await chooseBackend(opts.backend);
-    const sources: Source[] = isSourceList(source) ? [...source] : splitParts(source);
-    if (sources.length === 0) throw coded('no model files given', 'invalid-argument');
-    // Progress over the whole model: every part's size when all are known.
-    const sizes = sources.length > 1 ? await Promise.all(sources.map((s) => sourceSize(s, opts.signal))) : [];
-    const grand = sizes.every((n) => n !== undefined) && sizes.length ? sizes.reduce((a, b) => a! + b!, 0) : undefined;
     const toDevice = backendInfo.backend === 'webgpu' && !opts.keepFile;
-    // Aborted on failure: a download refused part-way (a wrong part list, out of memory) stops,
-    // the Cache API's copy of the body included.
-    const ctl = new AbortController();
-    const onAbort = () => ctl.abort(opts.signal?.reason);
-    opts.signal?.addEventListener('abort', onAbort);
-    const openOpts = { ...opts, signal: ctl.signal };
-    let stream: InstanceType<typeof m.ModelStream> | null = null;
     try {
-      let loaded = 0;
-      let fromCache = true;
-      for (let i = 0; i < sources.length; i++) {
-        const src = await openModel(sources[i], openOpts);
-        fromCache &&= src.fromCache;
-        if (stream) stream.nextPart(src.total);
-        else stream = new m.ModelStream(src.total, toDevice ? 'webgpu' : 'cpu');
-        let checked = i > 0;
-        for await (const chunk of src.chunks) {
-          opts.signal?.throwIfAborted();
-          const parsed = stream.push(chunk);
-          loaded += chunk.length;
-          if (parsed && !checked) {
-            checked = true;
-            const n = stream.nParts ?? 1;
-            if (n !== sources.length) {
-              throw coded(`the model is split in ${n} parts, ${sources.length} given (pass every part, in order)`, 'invalid-argument');
-            }
-          }
-          const total = sources.length > 1 ? grand : (src.total ?? stream.total);
-          opts.onProgress?.({ loaded, total, fromCache: src.fromCache });
-        }
-        if (src.cached) await src.cached;
-      }
-      opts.signal?.throwIfAborted();
-      const core = m.LlmCore.load(stream!, Math.max(1, Math.floor(opts.nCtx ?? 2048)), backendInfo.backend);
-      // The engine's one-line report says what really runs (and which weights stayed on the host).
-      if (backendInfo.backend === 'webgpu') backendInfo.reason = `${backendInfo.reason}: ${core.backendReport}`;
-      const info: LoadInfo = {
-        seconds: (now() - t0) / 1000,
-        bytes: loaded,
-        fromCache,
-        backend: backendInfo.backend,
-        kernels: m.cpuFeatures(),
-        backendInfo,
-        parts: sources.length,
-        weightsStreamed: toDevice,
-      };
-      if (backendInfo.requested !== backendInfo.backend) info.backendNote = backendInfo.reason;
-      return new LLM(core, info);
+      return await streamModel(m, source, opts, toDevice, (stream, st) => {
+        const core = m.LlmCore.load(stream, Math.max(1, Math.floor(opts.nCtx ?? 2048)), backendInfo.backend);
+        // The engine's one-line report says what really runs (and which weights stayed on the host).
+        if (backendInfo.backend === 'webgpu') backendInfo.reason = `${backendInfo.reason}: ${core.backendReport}`;
+        const info: LoadInfo = {
+          seconds: (now() - t0) / 1000,
+          bytes: st.loaded,
+          fromCache: st.fromCache,
+          backend: backendInfo.backend,
+          kernels: m.cpuFeatures(),
+          backendInfo,
+          parts: st.parts,
+          weightsStreamed: toDevice,
+        };
+        if (backendInfo.requested !== backendInfo.backend) info.backendNote = backendInfo.reason;
+        return new LLM(core, info);
+      });
     } catch (e) {
-      ctl.abort(e);
       throw toError(e);
-    } finally {
-      opts.signal?.removeEventListener('abort', onAbort);
-      stream?.free();
     }
   }
 

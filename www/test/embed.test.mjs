@@ -51,3 +51,23 @@ test('errors are rejected promises with a code', async () => {
   tmp.dispose();
   await assert.rejects(tmp.embed('x'), (e) => e.code === 'disposed');
 });
+
+test('a split GGUF: from its parts or part 1 alone, the whole file\'s vectors', async () => {
+  const { splitGguf } = await import('./split-gguf.mjs');
+  const os = await import('node:os');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ggweb-embed-split-'));
+  try {
+    const parts = splitGguf(MINILM, dir, 3, 'minilm');
+    const texts = ['A man is eating food.', 'The cat sits on the mat.'];
+    const whole = await model.embed(texts);
+    for (const src of [parts, parts[0]]) {
+      const m = await Embedder.load(src);
+      const got = await m.embed(texts);
+      m.dispose();
+      got.forEach((v, i) => assert.ok(v.every((x, j) => x === whole[i][j]), 'split vectors equal the whole file\'s'));
+    }
+    await assert.rejects(Embedder.load([parts[0], parts[1]]), (e) => e.code === 'invalid-argument' && /split in 3 parts, 2 given/.test(e.message));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -165,7 +165,8 @@ pub struct Embedder {
     layers: Vec<Layer>,
     mark: Mark,
     _weights: Weights,
-    _bytes: Arc<dyn HostBytes>,
+    /// The file bytes the weights are read from (one per part of a split model).
+    _bytes: Vec<Arc<dyn HostBytes>>,
 }
 
 struct Built {
@@ -183,15 +184,20 @@ impl Embedder {
         Self::open_with(path, BackendChoice::Cpu, n_threads)
     }
 
-    /// Open a GGUF file (memory-mapped) on the chosen backends.
+    /// Open a GGUF file (memory-mapped) on the chosen backends; the first part of a split model
+    /// (`*-00001-of-0000N.gguf`) opens the others too.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_with(
         path: &std::path::Path,
         backend: BackendChoice,
         n_threads: usize,
     ) -> Result<Embedder> {
-        let file = Arc::new(crate::gguf::GgufFile::open(path)?);
-        Self::from_gguf(file.clone(), file.header(), backend, n_threads)
+        let files = crate::models::split::open_parts(path)?;
+        let parts: Vec<(&Gguf, Arc<dyn HostBytes>)> = files
+            .iter()
+            .map(|f| (f.header(), f.clone() as Arc<dyn HostBytes>))
+            .collect();
+        Self::from_parts(&parts, backend, n_threads)
     }
 
     /// Load from a GGUF file's bytes, on the CPU.
@@ -207,16 +213,26 @@ impl Embedder {
         backend: BackendChoice,
         n_threads: usize,
     ) -> Result<Embedder> {
+        Self::from_parts(&[(gguf, bytes)], backend, n_threads)
+    }
+
+    /// Load from the files of a model (one, or the parts of a split GGUF in order, each with
+    /// its parsed header; the first holds the metadata). The parts' `split.*` keys are checked.
+    pub fn from_parts(
+        parts: &[(&Gguf, Arc<dyn HostBytes>)],
+        backend: BackendChoice,
+        n_threads: usize,
+    ) -> Result<Embedder> {
+        let headers: Vec<&Gguf> = parts.iter().map(|p| p.0).collect();
+        crate::models::split::check_parts(&headers)?;
+        let gguf = *headers
+            .first()
+            .ok_or_else(|| Error::InvalidArgument("no model files".into()))?;
         let mut hp = BertParams::from_gguf(gguf)?;
         let tokenizer = Tokenizer::from_gguf(gguf)?;
         let runner = Runner::new(backend, n_threads)?;
         let mut ctx = Context::new();
-        let w = Weights::load_into(
-            &mut ctx,
-            gguf,
-            bytes.clone(),
-            Some(runner.weights_buffer_type()),
-        )?;
+        let w = Weights::load_parts(&mut ctx, parts, Some(runner.weights_buffer_type()))?;
         let aff = |name: &str| -> Result<Affine> {
             Ok(Affine {
                 w: w.get(&format!("{name}.weight"))?,
@@ -290,7 +306,7 @@ impl Embedder {
             layers,
             mark,
             _weights: w,
-            _bytes: bytes,
+            _bytes: parts.iter().map(|p| p.1.clone()).collect(),
         })
     }
 

@@ -39,7 +39,8 @@ fn vectors(out: Vec<Vec<f32>>) -> Array {
 
 #[wasm_bindgen]
 impl EmbedderCore {
-    /// Build the model from a completely streamed file (consumes the stream's bytes).
+    /// Build the model from completely streamed files (one, or the parts of a split model, each
+    /// begun with `nextPart`; consumes the stream's bytes).
     /// `backend`: "cpu" (default), "webgpu" or "auto" (WebGPU needs `webgpuInit()` first and
     /// `embedAsync`).
     pub fn load(file: &mut ModelStream, backend: Option<String>) -> Result<EmbedderCore, JsError> {
@@ -48,11 +49,18 @@ impl EmbedderCore {
             .unwrap_or("cpu")
             .parse()
             .map_err(js_err)?;
-        let (header, bytes) = file.take_file().map_err(js_err)?;
+        let parts = file.take_parts().map_err(js_err)?;
+        let header = &parts
+            .first()
+            .ok_or_else(|| JsError::new("no model files"))?
+            .0;
         // A file that is not a BERT model is named before anything else is read.
-        BertParams::from_gguf(&header).map_err(js_err)?;
-        let owner: Arc<dyn HostBytes> = bytes;
-        let e = Embedder::from_gguf(owner, &header, choice, 1).map_err(js_err)?;
+        BertParams::from_gguf(header).map_err(js_err)?;
+        let held: Vec<(&ggweb::gguf::Gguf, Arc<dyn HostBytes>)> = parts
+            .iter()
+            .map(|(g, b)| (g, b.clone() as Arc<dyn HostBytes>))
+            .collect();
+        let e = Embedder::from_parts(&held, choice, 1).map_err(js_err)?;
         Ok(EmbedderCore {
             inner: Rc::new(RefCell::new(e)),
         })

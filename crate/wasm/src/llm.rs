@@ -125,19 +125,23 @@ impl ModelStream {
         Ok(())
     }
 
-    /// The parsed header and the file's bytes (for the other model types' `load`).
-    pub(crate) fn take_file(
-        &mut self,
-    ) -> ggweb::Result<(
-        ggweb::gguf::Gguf,
-        Arc<ggweb::backend::cpu::buffer::AlignedBytes>,
-    )> {
-        if !self.parts.is_empty() || self.device.is_some() {
+    /// Every file streamed to the heap, with its header (the current one closed): for the
+    /// model types that load a split GGUF from the CPU path (the embedder).
+    pub(crate) fn take_parts(&mut self) -> ggweb::Result<Vec<(Gguf, Arc<AlignedBytes>)>> {
+        if self.device.is_some() {
             return Err(ggweb::Error::InvalidArgument(
-                "this model type loads from one file streamed to the heap".into(),
+                "this model type loads from files streamed to the heap".into(),
             ));
         }
-        self.file.take_file()
+        self.end_part()?;
+        self.done_bytes = 0;
+        std::mem::take(&mut self.parts)
+            .into_iter()
+            .map(|(g, b)| {
+                b.map(|b| (g, b))
+                    .ok_or_else(|| ggweb::Error::InvalidArgument("file bytes were not kept".into()))
+            })
+            .collect()
     }
 }
 
