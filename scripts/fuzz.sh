@@ -113,7 +113,7 @@ for t in "${targets[@]}"; do
   set -e
   grep -E '^(stat::|==[0-9]+== ERROR|SUMMARY|Done [0-9]+ runs)|panicked at|Test unit written' "$out/$t${FUZZ_LOG_SUFFIX:-}.log" || true
   if [ "$status" -ne 0 ]; then
-    grep -A12 'panicked at' "$out/$t.log" | head -20 || true
+    grep -A12 'panicked at' "$out/$t${FUZZ_LOG_SUFFIX:-}.log" | head -20 || true
     echo "fuzz $t: FAILED (exit $status; log $out/$t${FUZZ_LOG_SUFFIX:-}.log)" >&2
     exit 1
   fi
