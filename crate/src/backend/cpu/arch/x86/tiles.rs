@@ -609,9 +609,11 @@ macro_rules! panel_impl {
         ) {
             // SAFETY: forwarded from the caller.
             unsafe {
-                let span = R * pn.lda;
+                // Saturating: a panel of fewer than R rows may have any row stride (a view of
+                // one row with a huge nb1), and the prefetch address is only a hint.
+                let span = R.saturating_mul(pn.lda);
                 // Whole tiles ahead, at least LOOKAHEAD bytes.
-                let ahead = span * LOOKAHEAD.div_ceil(span.max(1));
+                let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
                 panel_generic::<R, C>(pn, accumulate, |ar, o| {
                     if $prefetch {
                         // Whole rows (quantized tiles run over all of k): the tiles ahead are
