@@ -212,6 +212,29 @@ fn empty_tensors_with_huge_dims_compute_at_once() {
     assert_eq!(ctx.get_f32(sw).unwrap(), vec![0.0]);
 }
 
+/// Found by fuzzing (graph target, session 8): the backward pass of a broadcast add summed an
+/// empty [0, 1, 1, 2^40] gradient into a [1, 1, 1, 1] tensor by looping over its 2^40 repeats.
+#[test]
+fn repeat_back_of_an_empty_tensor_is_zeros_at_once() {
+    use ggweb::alloc::GraphAllocator;
+    use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
+    use ggweb::Graph;
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(DType::F32, &[0, 1, 1, 1 << 40]).unwrap();
+    ctx.set_input(a);
+    let r = ctx.repeat_back_to(a, [1, 1, 1, 1]).unwrap();
+    let g = Graph::build(&ctx, &[r]);
+    let mut ga = GraphAllocator::new(cpu_buffer_type());
+    ga.alloc_graph(&mut ctx, &g).unwrap();
+    let t = std::time::Instant::now();
+    CpuBackend::with_threads_forced(2)
+        .compute(&ctx, &g)
+        .unwrap();
+    // Not a timing assertion on the kernel: before the fix this ran for hours.
+    assert!(t.elapsed().as_secs() < 60);
+    assert_eq!(ctx.get_f32(r).unwrap(), vec![0.0]);
+}
+
 /// Found by fuzzing (graph target): a view's trailing strides were multiplied unchecked.
 #[test]
 fn view_strides_that_overflow_are_errors() {

@@ -107,12 +107,17 @@ fn row_index(ir: usize, ne: &[usize; 4]) -> (usize, usize, usize) {
 
 fn repeat_back(p: &ComputeParams, node: &NodeRef) {
     let (d, a) = (&node.dst, node.src0());
-    let reps = [
+    let mut reps = [
         a.ne[0] / d.ne[0],
         a.ne[1] / d.ne[1],
         a.ne[2] / d.ne[2],
         a.ne[3] / d.ne[3],
     ];
+    // An empty source sums to zeros; its other dims may claim 2^40 repeats of nothing (found
+    // by the graph fuzzer: a hang).
+    if reps.contains(&0) {
+        reps = [0; 4];
+    }
     for ir in thread_range(d.nrows(), p.ith, p.nth) {
         let (i1, i2, i3) = row_index(ir, &d.ne);
         for i0 in 0..d.ne[0] {
