@@ -90,7 +90,8 @@ fn mul_mat(dt: DType, k: usize, m: usize, wq: &[u8], y: &[f32], n: usize) -> Vec
 
 /// The GEMV of the 32-element quants (wasm32 `gemv.rs`: four rows per pass, f32 lane = row)
 /// on 67 rows (16 passes and a 3-row remainder), random and ±1 data, against the scalar
-/// reference; and each row's n = 1 result is bit for bit the one the row gives alone (a 1-row
+/// reference; in the SIMD builds each row's n = 1 result is bit for bit the scalar `vec_dot`'s
+/// (the same exact integer sums and f32 operations) and the one the row gives alone (a 1-row
 /// matrix, a remainder pass), so no result depends on the pass, chunk or thread computing it.
 #[wasm_bindgen_test]
 fn mul_mat_quant_gemv_rows() {
@@ -114,6 +115,15 @@ fn mul_mat_quant_gemv_rows() {
             }
             let y = rng.vec(k, -1.0, 1.0);
             let all = mul_mat(dt, k, 67, &wq, &y, 1);
+            if cfg!(target_feature = "simd128") {
+                let vdt = slow.vec_dot_type;
+                let mut yq = vec![0u8; vdt.row_size(k).unwrap()];
+                (type_traits(vdt).unwrap().from_f32)(&y, &mut yq);
+                for (i, got) in all.iter().enumerate() {
+                    let want = (slow.vec_dot)(k, &wq[i * wrow..(i + 1) * wrow], &yq);
+                    assert_eq!(got.to_bits(), want.to_bits(), "{dt} k={k} row {i}: {got} vs scalar {want}");
+                }
+            }
             for i in [0usize, 1, 3, 4, 37, 64, 66] {
                 let alone = mul_mat(dt, k, 1, &wq[i * wrow..(i + 1) * wrow], &y, 1);
                 assert_eq!(

@@ -11,8 +11,10 @@
 //!
 //! Every lane's arithmetic depends on its own row only (a remainder row runs in a pass with its
 //! pointer repeated), so a row's result is the same whichever pass, chunk or thread computes it;
-//! the relaxed and SIMD128 builds sum the same exact integers and then run the same f32
-//! operations, so their results are bit for bit equal.
+//! the relaxed and SIMD128 builds sum the same exact integers and then run the scalar
+//! reference's f32 operations in its order (`quant/legacy.rs` `vec_dot`: per block, the integer
+//! sum times the two scales, added to the row's sum), so their results are bit for bit equal to
+//! each other and to the scalar build's.
 
 use core::arch::wasm32::*;
 
@@ -145,7 +147,7 @@ unsafe fn run(
     b: *const u8,
     accumulate: bool,
     (xs, ys, qat): (usize, usize, usize),
-    min: bool,
+    (min, sumi_dx): (bool, bool),
     off: i32,
     sums: impl Fn([*const u8; 4], *const u8) -> v128,
 ) {
@@ -161,7 +163,6 @@ unsafe fn run(
             // SAFETY: row min(i + r, n − 1) is inside the panel.
             core::array::from_fn(|r| unsafe { pn.a0.add((i + r).min(n - 1) * pn.lda) });
         let mut acc = f32x4_splat(0.0);
-        let mut accm = f32x4_splat(0.0);
         for blk in 0..nb {
             // SAFETY: blk < nb: one block of every row and of the column; facts[blk] is set.
             unsafe {
@@ -171,16 +172,21 @@ unsafe fn run(
                 if off != 0 {
                     s = i32x4_sub(s, i32x4_splat(fb[1] as i32));
                 }
-                let scale = f32x4_mul(scales4(xb, 0), f32x4_splat(f32::from_bits(fb[0])));
-                acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(s), scale));
+                // The scalar reference's operations in its order (quant/legacy.rs): q4_0
+                // (sumi·dx)·dy, the others (dx·dy)·sumi, plus m·s for those with a min.
+                let (sf, dx) = (f32x4_convert_i32x4(s), scales4(xb, 0));
+                let dy = f32x4_splat(f32::from_bits(fb[0]));
+                let mut t = if sumi_dx {
+                    f32x4_mul(f32x4_mul(sf, dx), dy)
+                } else {
+                    f32x4_mul(f32x4_mul(dx, dy), sf)
+                };
                 if min {
                     let sy = f32x4_splat(f32::from_bits(fb[1]));
-                    accm = f32x4_add(accm, f32x4_mul(scales4(xb, 2), sy));
+                    t = f32x4_add(t, f32x4_mul(scales4(xb, 2), sy));
                 }
+                acc = f32x4_add(acc, t);
             }
-        }
-        if min {
-            acc = f32x4_add(acc, accm);
         }
         let mut o = [0f32; 4];
         // SAFETY: 16 bytes.
@@ -211,16 +217,25 @@ unsafe fn run(
 unsafe fn gemv_q8_0(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
     // SAFETY: forwarded; each closure call reads one 34-byte block per row and of the column.
     unsafe {
-        run(nb, pn, b, accumulate, (34, 34, 2), false, 0, |xb, yb| {
-            let qy = ext_i8x32(yb.add(2));
-            reduce4(xb.map(|x| dot32(&decode_q8_0(x), &qy)))
-        })
+        run(
+            nb,
+            pn,
+            b,
+            accumulate,
+            (34, 34, 2),
+            (false, false),
+            0,
+            |xb, yb| {
+                let qy = ext_i8x32(yb.add(2));
+                reduce4(xb.map(|x| dot32(&decode_q8_0(x), &qy)))
+            },
+        )
     }
 }
 
 #[cfg(not(target_feature = "relaxed-simd"))]
 macro_rules! simd_gemv {
-    ($name:ident, $xs:expr, $ys:expr, $min:expr, $decode:ident) => {
+    ($name:ident, $xs:expr, $ys:expr, $order:expr, $decode:ident) => {
         /// # Safety
         /// As [`gemv`].
         #[inline(never)]
@@ -228,23 +243,32 @@ macro_rules! simd_gemv {
             let qat = $ys - 32;
             // SAFETY: forwarded; each closure call reads one block per row and of the column.
             unsafe {
-                run(nb, pn, b, accumulate, ($xs, $ys, qat), $min, 0, |xb, yb| {
-                    let qy = ext_i8x32(yb.add(qat));
-                    reduce4(xb.map(|x| dot32(&$decode(x), &qy)))
-                })
+                run(
+                    nb,
+                    pn,
+                    b,
+                    accumulate,
+                    ($xs, $ys, qat),
+                    $order,
+                    0,
+                    |xb, yb| {
+                        let qy = ext_i8x32(yb.add(qat));
+                        reduce4(xb.map(|x| dot32(&$decode(x), &qy)))
+                    },
+                )
             }
         }
     };
 }
 
 #[cfg(not(target_feature = "relaxed-simd"))]
-simd_gemv!(gemv_q4_0, 18, 34, false, decode_q4_0);
+simd_gemv!(gemv_q4_0, 18, 34, (false, true), decode_q4_0);
 #[cfg(not(target_feature = "relaxed-simd"))]
-simd_gemv!(gemv_q5_0, 22, 34, false, decode_q5_0);
+simd_gemv!(gemv_q5_0, 22, 34, (false, false), decode_q5_0);
 #[cfg(not(target_feature = "relaxed-simd"))]
-simd_gemv!(gemv_q4_1, 20, 36, true, decode_q4_1);
+simd_gemv!(gemv_q4_1, 20, 36, (true, false), decode_q4_1);
 #[cfg(not(target_feature = "relaxed-simd"))]
-simd_gemv!(gemv_q5_1, 24, 36, true, decode_q5_1);
+simd_gemv!(gemv_q5_1, 24, 36, (true, false), decode_q5_1);
 
 #[cfg(target_feature = "relaxed-simd")]
 use relaxed::{gemv_q4_0, gemv_q4_1, gemv_q5_0, gemv_q5_1};
@@ -351,7 +375,7 @@ mod relaxed {
     }
 
     macro_rules! relaxed_gemv {
-        ($name:ident, $xs:expr, $ys:expr, $min:expr, $off:expr, |$x:ident, $k:ident| $decode:expr) => {
+        ($name:ident, $xs:expr, $ys:expr, $order:expr, $off:expr, |$x:ident, $k:ident| $decode:expr) => {
             /// # Safety
             /// As [`gemv`].
             #[inline(never)]
@@ -366,7 +390,7 @@ mod relaxed {
                         b,
                         accumulate,
                         ($xs, $ys, qat),
-                        $min,
+                        $order,
                         $off,
                         |xb, yb| {
                             let y = [load16(yb.add(qat)), load16(yb.add(qat + 16))];
@@ -379,12 +403,16 @@ mod relaxed {
         };
     }
 
-    relaxed_gemv!(gemv_q4_0, 18, 34, false, 8, |x, k| u4(x.add(2), k));
-    relaxed_gemv!(gemv_q5_0, 22, 34, false, 16, |x, k| u5(
+    relaxed_gemv!(gemv_q4_0, 18, 34, (false, true), 8, |x, k| u4(x.add(2), k));
+    relaxed_gemv!(gemv_q5_0, 22, 34, (false, false), 16, |x, k| u5(
         x.add(2),
         x.add(6),
         k
     ));
-    relaxed_gemv!(gemv_q4_1, 20, 36, true, 0, |x, k| u4(x.add(4), k));
-    relaxed_gemv!(gemv_q5_1, 24, 36, true, 0, |x, k| u5(x.add(4), x.add(8), k));
+    relaxed_gemv!(gemv_q4_1, 20, 36, (true, false), 0, |x, k| u4(x.add(4), k));
+    relaxed_gemv!(gemv_q5_1, 24, 36, (true, false), 0, |x, k| u5(
+        x.add(4),
+        x.add(8),
+        k
+    ));
 }
