@@ -93,6 +93,11 @@ unsafe fn scales4(p: [*const u8; 4], at: usize) -> v128 {
     v128_or(v128_or(v, inf), sign)
 }
 
+/// Passes ahead whose weight bytes a pass touches (one byte per 64, as it goes): wasm has no
+/// prefetch, and a GEMV over weights that come from DRAM otherwise waits on every new page
+/// (hardware prefetchers stop at 4 KiB pages).
+const PF_PASSES: usize = 2;
+
 /// Per column block: f32 scale, and the f16 s of a q8_1 block or the relaxed build's
 /// off · Σ y (i32 bits).
 type Facts = [[u32; 2]; MAX_BLOCKS];
@@ -163,7 +168,19 @@ unsafe fn run(
             // SAFETY: row min(i + r, n − 1) is inside the panel.
             core::array::from_fn(|r| unsafe { pn.a0.add((i + r).min(n - 1) * pn.lda) });
         let mut acc = f32x4_splat(0.0);
+        // The bytes of the pass PF_PASSES ahead, 4·xs of them per block (see PF_PASSES).
+        let ahead = (i + 4 * PF_PASSES) * pn.lda;
         for blk in 0..nb {
+            let t = ahead + blk * 4 * xs;
+            if t < n * pn.lda {
+                // SAFETY: inside the panel's rows.
+                unsafe {
+                    core::ptr::read_volatile(pn.a0.add(t));
+                    if t + 64 < n * pn.lda {
+                        core::ptr::read_volatile(pn.a0.add(t + 64));
+                    }
+                }
+            }
             // SAFETY: blk < nb: one block of every row and of the column; facts[blk] is set.
             unsafe {
                 let fb = *fp.add(blk);
