@@ -45,18 +45,7 @@ fn check_data(dt: DType, k: usize, extreme: bool, m: usize) {
     }
     for n in [1usize, 2, 3, 5, 17] {
         let y = draw(k * n);
-        let mut ctx = Context::new();
-        let a = ctx.new_tensor_2d(dt, k, m).unwrap();
-        let b = ctx.new_tensor_2d(DType::F32, k, n).unwrap();
-        ctx.set_input(a);
-        ctx.set_input(b);
-        let c = ctx.mul_mat(a, b).unwrap();
-        ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
-        ctx.set_bytes(a, &wq).unwrap();
-        ctx.set_f32(b, &y).unwrap();
-        let g = Graph::build(&ctx, &[c]);
-        CpuBackend::new(1).compute(&ctx, &g).unwrap();
-        let got = ctx.get_f32(c).unwrap();
+        let got = mul_mat(dt, k, m, &wq, &y, n);
         let conv = type_traits(vdt).expect("vec_dot type").from_f32;
         let mut yq = vec![0u8; yrow];
         let mut worst = 0f32;
@@ -80,6 +69,72 @@ fn check_data(dt: DType, k: usize, extreme: bool, m: usize) {
             }
         }
         assert!(worst.is_finite());
+    }
+}
+
+/// dst = W·Y of `m` weight rows `wq` (type `dt`, k elements each) and `n` f32 columns `y`.
+fn mul_mat(dt: DType, k: usize, m: usize, wq: &[u8], y: &[f32], n: usize) -> Vec<f32> {
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor_2d(dt, k, m).unwrap();
+    let b = ctx.new_tensor_2d(DType::F32, k, n).unwrap();
+    ctx.set_input(a);
+    ctx.set_input(b);
+    let c = ctx.mul_mat(a, b).unwrap();
+    ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
+    ctx.set_bytes(a, wq).unwrap();
+    ctx.set_f32(b, y).unwrap();
+    let g = Graph::build(&ctx, &[c]);
+    CpuBackend::new(1).compute(&ctx, &g).unwrap();
+    ctx.get_f32(c).unwrap()
+}
+
+/// The GEMV of the 32-element quants (wasm32 `gemv.rs`: four rows per pass, f32 lane = row)
+/// on 67 rows (16 passes and a 3-row remainder), random and ±1 data, against the scalar
+/// reference; in the SIMD builds each row's n = 1 result is bit for bit the scalar `vec_dot`'s
+/// (the same exact integer sums and f32 operations) and the one the row gives alone (a 1-row
+/// matrix, a remainder pass), so no result depends on the pass, chunk or thread computing it.
+#[wasm_bindgen_test]
+fn mul_mat_quant_gemv_rows() {
+    for dt in [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+    ] {
+        for blocks in [1usize, 9] {
+            let k = blocks * 32;
+            check_data(dt, k, false, 67);
+            check_data(dt, k, true, 67);
+            let slow = type_traits_scalar(dt).unwrap();
+            let wrow = dt.row_size(k).unwrap();
+            let mut rng = Rng::new(0x9e37 ^ k as u64);
+            let mut wq = vec![0u8; wrow * 67];
+            for row in wq.chunks_exact_mut(wrow) {
+                (slow.from_f32)(&rng.vec(k, -1.0, 1.0), row);
+            }
+            let y = rng.vec(k, -1.0, 1.0);
+            let all = mul_mat(dt, k, 67, &wq, &y, 1);
+            if cfg!(target_feature = "simd128") {
+                let vdt = slow.vec_dot_type;
+                let mut yq = vec![0u8; vdt.row_size(k).unwrap()];
+                (type_traits(vdt).unwrap().from_f32)(&y, &mut yq);
+                for (i, got) in all.iter().enumerate() {
+                    let want = (slow.vec_dot)(k, &wq[i * wrow..(i + 1) * wrow], &yq);
+                    assert_eq!(got.to_bits(), want.to_bits(), "{dt} k={k} row {i}: {got} vs scalar {want}");
+                }
+            }
+            for i in [0usize, 1, 3, 4, 37, 64, 66] {
+                let alone = mul_mat(dt, k, 1, &wq[i * wrow..(i + 1) * wrow], &y, 1);
+                assert_eq!(
+                    all[i].to_bits(),
+                    alone[0].to_bits(),
+                    "{dt} k={k} row {i}: {} in the matrix, {} alone",
+                    all[i],
+                    alone[0]
+                );
+            }
+        }
     }
 }
 

@@ -29,7 +29,8 @@ if (opt('child', null) !== null) {
   const { init, Graph } = await import('../dist/index.js');
   const spec = opt('child', 'simd');
   const [kind, path] = spec.includes(':') ? spec.split(/:(.*)/s) : [spec, undefined];
-  const info = await init({ simd: kind !== 'scalar', relaxed: kind === 'relaxed', ...(path ? { wasm: path } : {}) });
+  // threads: false: the single-thread builds (Node would pick the threads build by default).
+  const info = await init({ threads: false, simd: kind !== 'scalar', relaxed: kind === 'relaxed', ...(path ? { wasm: path } : {}) });
   // --clock cpu: this process's CPU time (ms) instead of wall time, for A/B runs on a loaded
   // machine (time slices lost to other processes do not count; cache and SMT sharing still do).
   const now = opt('clock', 'wall') === 'cpu'

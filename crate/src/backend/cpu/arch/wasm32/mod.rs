@@ -2,9 +2,11 @@
 //! relaxed one). `quants.rs` holds the vec dots and the quant decoders the tiles share,
 //! `tiles.rs` the mul_mat register tiles.
 
+mod gemv;
 mod quants;
 pub(crate) mod tiles;
 
+pub(crate) use gemv::gemv;
 pub use quants::*;
 
 use half::f16;

@@ -101,7 +101,7 @@ fn hsum_f32(v: v128) -> f32 {
 /// # Safety
 /// `p..p+16` must be readable.
 #[inline(always)]
-unsafe fn load16(p: *const u8) -> v128 {
+pub(super) unsafe fn load16(p: *const u8) -> v128 {
     // SAFETY: the caller guarantees 16 readable bytes; v128_load has no alignment requirement.
     unsafe { v128_load(p as *const v128) }
 }
@@ -126,7 +126,7 @@ fn f16_to_f32(h: u16) -> f32 {
 /// # Safety
 /// `p..p+2` must be readable.
 #[inline(always)]
-unsafe fn f16_at(p: *const u8) -> f32 {
+pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
     // SAFETY: caller.
     f16_to_f32(unsafe { (p as *const u16).read_unaligned() })
 }
@@ -237,7 +237,7 @@ float_tile!(tile_bf16, load_bf16, scalar_bf16, qacc);
 /// # Safety
 /// `p..p+32` must be readable.
 #[inline(always)]
-unsafe fn ext_i8x32(p: *const u8) -> [v128; 4] {
+pub(super) unsafe fn ext_i8x32(p: *const u8) -> [v128; 4] {
     // SAFETY: caller.
     let (v0, v1) = unsafe { (load16(p), load16(p.add(16))) };
     ext_pair(v0, v1)
@@ -256,7 +256,7 @@ fn ext_pair(v0: v128, v1: v128) -> [v128; 4] {
 
 /// Σ x·y of 32 i16 pairs as i32x4 lanes (exact: |x·y| < 2^15 per product here).
 #[inline(always)]
-fn dot32(x: &[v128; 4], y: &[v128; 4]) -> v128 {
+pub(super) fn dot32(x: &[v128; 4], y: &[v128; 4]) -> v128 {
     i32x4_add(
         i32x4_add(i32x4_dot_i16x8(x[0], y[0]), i32x4_dot_i16x8(x[1], y[1])),
         i32x4_add(i32x4_dot_i16x8(x[2], y[2]), i32x4_dot_i16x8(x[3], y[3])),
@@ -315,7 +315,7 @@ macro_rules! q8_0_tile {
 /// The 18-byte block must be readable.
 #[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
-unsafe fn decode_q4_0(xb: *const u8) -> [v128; 4] {
+pub(super) unsafe fn decode_q4_0(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
     let (lo, hi) = nibbles(unsafe { load16(xb.add(2)) });
     let s8 = i8x16_splat(8);
@@ -327,7 +327,7 @@ unsafe fn decode_q4_0(xb: *const u8) -> [v128; 4] {
 /// # Safety
 /// The 34-byte block must be readable.
 #[inline(always)]
-unsafe fn decode_q8_0(xb: *const u8) -> [v128; 4] {
+pub(super) unsafe fn decode_q8_0(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
     unsafe { ext_i8x32(xb.add(2)) }
 }
@@ -339,7 +339,7 @@ unsafe fn decode_q8_0(xb: *const u8) -> [v128; 4] {
 /// The 22-byte block must be readable.
 #[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
-unsafe fn decode_q5_0(xb: *const u8) -> [v128; 4] {
+pub(super) unsafe fn decode_q5_0(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
     let (qh, qs) = unsafe {
         (
@@ -362,7 +362,7 @@ unsafe fn decode_q5_0(xb: *const u8) -> [v128; 4] {
 /// The 20-byte block must be readable.
 #[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
-unsafe fn decode_q4_1(xb: *const u8) -> [v128; 4] {
+pub(super) unsafe fn decode_q4_1(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
     let (lo, hi) = nibbles(unsafe { load16(xb.add(4)) });
     ext_pair(lo, hi)
@@ -375,7 +375,7 @@ unsafe fn decode_q4_1(xb: *const u8) -> [v128; 4] {
 /// The 24-byte block must be readable.
 #[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
-unsafe fn decode_q5_1(xb: *const u8) -> [v128; 4] {
+pub(super) unsafe fn decode_q5_1(xb: *const u8) -> [v128; 4] {
     // SAFETY: caller.
     let (qh, qs) = unsafe {
         (

@@ -579,6 +579,14 @@ fn mul_mat_chunk(
                             run_rows::<GEMM_R, 2>(t, kn, &pn, [cp(jj), cp(jj + 1)], acc);
                             jj += 2;
                         } else {
+                            // wasm: the 32-element quants' own GEMV (f32 lane = row).
+                            // SAFETY: the panel's rows and the column are inside their
+                            // tensors; the results are this chunk's.
+                            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+                            if gemv && unsafe { arch::wasm32::gemv(t, kn, &pn, cp(jj), acc) } {
+                                jj += 1;
+                                continue;
+                            }
                             if t.is_k_quant() {
                                 run_rows::<KGEMV_R, 1>(t, kn, &pn, [cp(jj)], acc);
                             } else {
