@@ -440,7 +440,8 @@ fn integer_dot_gemm_paths_match_scalar_vec_dot() {
 /// lacks are printed as skipped (under qemu: `-cpu max` has all, `cortex-a72` NEON only).
 /// Tolerance: max |err| <= 2e-5 * max |ref| (integer block sums exact; the f32 accumulation
 /// order differs, also between paths: each spreads a block's partial sums over its lanes
-/// differently). A wrong quant in a block moves the result by ~1e-3 of it.
+/// differently). A wrong quant in a block moves the result by ~1e-3 of it. Within a path every
+/// tile shape must give the same bits (so mul_mat's results do not depend on the thread count).
 #[cfg(target_arch = "aarch64")]
 #[test]
 fn aarch64_tile_paths_match_scalar_vec_dot() {
@@ -505,6 +506,13 @@ fn aarch64_tile_paths_match_scalar_vec_dot() {
                         e <= 2e-5,
                         "{} {shape} {wt} k={k} m={m} n={n}: max rel err {e:e}",
                         isa.name()
+                    );
+                    // mul_mat's chunks (the thread count) decide which tile a result comes from.
+                    assert!(
+                        g.iter().zip(&got[0].1).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{} {shape} {wt} k={k} m={m} n={n}: not bit-identical to {}",
+                        isa.name(),
+                        got[0].0
                     );
                     ran += 1;
                 }

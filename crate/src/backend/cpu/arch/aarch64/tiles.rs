@@ -15,7 +15,11 @@
 //! - SMMLA (`i8mm`, Armv8.6+, e.g. Apple M2+, Neoverse V1/N2+): a 2×2 block of 8-pair dots per
 //!   instruction, so a 32-element block of a row pair × column pair is 4 instructions instead
 //!   of SDOT's 8, and one f32 scale/accumulate serves the 4 results (32-element types only; the
-//!   k-quants' per-sub-block scales keep them on SDOT).
+//!   k-quants' per-sub-block scales keep them on SDOT). Every tile shape runs it (an odd row or
+//!   column paired with zeros), so results never depend on the tile shape.
+//!
+//! Within a path, a (row, column) result takes the same operations in every tile shape, so
+//! mul_mat gives the same bits on any thread count (chunks cut rows into different tiles).
 //!
 //! `vdotq_s32`/`vmmlaq_s32` are unstable intrinsics, so SDOT/SMMLA are emitted with `asm!` inside
 //! functions compiled with the feature enabled, and only called after the run-time check.
@@ -96,9 +100,7 @@ pub(crate) unsafe fn tile<const R: usize, const C: usize>(
             Tiled::F16 => tile_f16::<R, C>(n, a, b, out),
             Tiled::Bf16 => tile_bf16::<R, C>(n, a, b, out),
             _ => match isa {
-                Isa::I8mm if R.is_multiple_of(2) && C.is_multiple_of(2) && !t.is_k_quant() => {
-                    tile_i8mm::<R, C>(t, n, a, b, out)
-                }
+                Isa::I8mm if !t.is_k_quant() => tile_i8mm::<R, C>(t, n, a, b, out),
                 Isa::I8mm | Isa::Dotprod => tile_sdot::<R, C>(t, n, a, b, out),
                 Isa::Neon => tile_neon::<R, C>(t, n, a, b, out),
             },
@@ -584,7 +586,9 @@ fn outer2(p: [f32; 2], q: [f32; 2]) -> float32x4_t {
 }
 
 /// As [`tile_b32`] with SMMLA: each row pair × column pair is one accumulator whose lanes are
-/// the 4 dots (R and C even).
+/// the 4 dots. An odd last row or column is paired with zeros, so that a (row, column) result
+/// takes the same f32 operations in every tile shape: results do not depend on how rows and
+/// columns were cut into tiles (the thread count).
 ///
 /// # Safety
 /// Pointers address n/32 blocks; the caller has `i8mm` enabled.
@@ -596,8 +600,10 @@ unsafe fn tile_b32_mm<B: Block32, const R: usize, const C: usize>(
     out: &mut [[f32; C]; R],
 ) {
     let ys = if B::MIN { 36 } else { 34 };
-    // Arrays sized R and C (a pair per two), as const generic arithmetic is not stable.
-    let (rp, cp) = (R / 2, C / 2);
+    // Arrays are sized R and C (pairs use the first half), as const generic arithmetic is not
+    // stable.
+    let (rp, cp) = (R.div_ceil(2), C.div_ceil(2));
+    let none = (0f32, 0f32, [vdupq_n_s8(0); 2]);
     // SAFETY: blk < n/32, so every block read lies inside its row; i8mm from the caller.
     unsafe {
         let mut acc = [[vdupq_n_f32(0.0); C]; R];
@@ -605,37 +611,50 @@ unsafe fn tile_b32_mm<B: Block32, const R: usize, const C: usize>(
         for blk in 0..n / 32 {
             let cols: [(f32, f32, [int8x16_t; 2]); C] =
                 core::array::from_fn(|c| column32::<B>(b[c].add(blk * ys)));
+            let col = |c: usize| if c < C { cols[c] } else { none };
             let mut yc = [[vdupq_n_s8(0); 4]; C];
             for j in 0..cp {
-                yc[j] = pair_chunks(cols[2 * j].2, cols[2 * j + 1].2);
+                yc[j] = pair_chunks(col(2 * j).2, col(2 * j + 1).2);
             }
             for i in 0..rp {
-                let (x0, x1) = (a[2 * i].add(blk * B::XS), a[2 * i + 1].add(blk * B::XS));
-                let dx = [f16_at(x0), f16_at(x1)];
-                let xc = pair_chunks(B::quants(x0), B::quants(x1));
+                // (d, m, quants) of row 2i + h, zeros past the last row.
+                let row = |h: usize| {
+                    let r = 2 * i + h;
+                    if r < R {
+                        let xb = a[r].add(blk * B::XS);
+                        let m = if B::MIN { f16_at(xb.add(2)) } else { 0.0 };
+                        (f16_at(xb), m, B::quants(xb))
+                    } else {
+                        none
+                    }
+                };
+                let (x0, x1) = (row(0), row(1));
+                let xc = pair_chunks(x0.2, x1.2);
                 for j in 0..cp {
                     let y = &yc[j];
                     let mut s = smmla(zero, xc[0], y[0]);
                     s = smmla(s, xc[1], y[1]);
                     s = smmla(s, xc[2], y[2]);
                     s = smmla(s, xc[3], y[3]);
-                    let (c0, c1) = (&cols[2 * j], &cols[2 * j + 1]);
-                    let mut v = vfmaq_f32(acc[i][j], vcvtq_f32_s32(s), outer2(dx, [c0.0, c1.0]));
+                    let (c0, c1) = (col(2 * j), col(2 * j + 1));
+                    let dd = outer2([x0.0, x1.0], [c0.0, c1.0]);
+                    let mut v = vfmaq_f32(acc[i][j], vcvtq_f32_s32(s), dd);
                     if B::MIN {
-                        let m = [f16_at(x0.add(2)), f16_at(x1.add(2))];
-                        v = vaddq_f32(v, outer2(m, [c0.1, c1.1]));
+                        v = vaddq_f32(v, outer2([x0.1, x1.1], [c0.1, c1.1]));
                     }
                     acc[i][j] = v;
                 }
             }
         }
-        for i in 0..rp {
-            for j in 0..cp {
-                let v = acc[i][j];
-                out[2 * i][2 * j] = vgetq_lane_f32::<0>(v);
-                out[2 * i][2 * j + 1] = vgetq_lane_f32::<1>(v);
-                out[2 * i + 1][2 * j] = vgetq_lane_f32::<2>(v);
-                out[2 * i + 1][2 * j + 1] = vgetq_lane_f32::<3>(v);
+        for (r, orow) in out.iter_mut().enumerate() {
+            for (c, o) in orow.iter_mut().enumerate() {
+                let v = acc[r / 2][c / 2];
+                *o = match (r % 2, c % 2) {
+                    (0, 0) => vgetq_lane_f32::<0>(v),
+                    (0, _) => vgetq_lane_f32::<1>(v),
+                    (_, 0) => vgetq_lane_f32::<2>(v),
+                    _ => vgetq_lane_f32::<3>(v),
+                };
             }
         }
     }
