@@ -438,10 +438,10 @@ fn integer_dot_gemm_paths_match_scalar_vec_dot() {
 /// same bytes: f32/f16/bf16 (odd k: the scalar tail) and every tiled quantized type; odd row and
 /// column counts (tile remainders), 1–18 blocks (k-quants: 1–10 super-blocks). Paths the CPU
 /// lacks are printed as skipped (under qemu: `-cpu max` has all, `cortex-a72` NEON only).
-/// Tolerance: max |err| <= 2e-5 * max |ref| (integer block sums exact; the f32 accumulation
-/// order differs, also between paths: each spreads a block's partial sums over its lanes
-/// differently). A wrong quant in a block moves the result by ~1e-3 of it. Within a path every
-/// tile shape must give the same bits (so mul_mat's results do not depend on the thread count).
+/// Quantized types: bit-identical (exact integer block sums, then the reference's f32 steps in
+/// its order). Floats: max |err| <= 2e-5 * max |ref| (4 FMA lanes instead of the reference's
+/// order). Within a path every tile shape must give the same bits (so mul_mat's results do not
+/// depend on the thread count).
 #[cfg(target_arch = "aarch64")]
 #[test]
 fn aarch64_tile_paths_match_scalar_vec_dot() {
@@ -507,6 +507,13 @@ fn aarch64_tile_paths_match_scalar_vec_dot() {
                         "{} {shape} {wt} k={k} m={m} n={n}: max rel err {e:e}",
                         isa.name()
                     );
+                    if wt.is_quantized() {
+                        assert!(
+                            g.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{} {shape} {wt} k={k} m={m} n={n}: not bit-identical (max rel err {e:e})",
+                            isa.name()
+                        );
+                    }
                     // mul_mat's chunks (the thread count) decide which tile a result comes from.
                     assert!(
                         g.iter().zip(&got[0].1).all(|(a, b)| a.to_bits() == b.to_bits()),

@@ -8,8 +8,10 @@
 //! k-quants 2×4 (their per-row extra terms and the k-quants' 4-register sub-block groups need
 //! the room); floats use the shared 4×3 (`ops/matmul`).
 //!
-//! The 8-bit dots come in three kinds, all exact in i32 (so every path gives the scalar
-//! reference's integer block sums; only the f32 accumulation order differs):
+//! The 8-bit dots come in three kinds, all exact in i32, so every path gives the scalar
+//! reference's integer block sums; the f32 steps per block are the reference's too (a block's
+//! lanes are summed in integers first), so the quantized tiles are bit-identical to the scalar
+//! `vec_dot` (and to the NEON vec dots, which LLM results were checked with before the tiles):
 //! - NEON (every aarch64): `smull`/`smull2` + `sadalp`, 4 instructions per 16 byte pairs;
 //! - SDOT (`dotprod`, Armv8.2+, e.g. Apple M1+, Neoverse N1+): 1 instruction per 16 pairs;
 //! - SMMLA (`i8mm`, Armv8.6+, e.g. Apple M2+, Neoverse V1/N2+): a 2×2 block of 8-pair dots per
@@ -18,8 +20,8 @@
 //!   k-quants' per-sub-block scales keep them on SDOT). Every tile shape runs it (an odd row or
 //!   column paired with zeros), so results never depend on the tile shape.
 //!
-//! Within a path, a (row, column) result takes the same operations in every tile shape, so
-//! mul_mat gives the same bits on any thread count (chunks cut rows into different tiles).
+//! So a (row, column) result has the same bits in every tile shape and path: mul_mat gives the
+//! same bits on any thread count (chunks cut rows into different tiles) and any aarch64 CPU.
 //!
 //! `vdotq_s32`/`vmmlaq_s32` are unstable intrinsics, so SDOT/SMMLA are emitted with `asm!` inside
 //! functions compiled with the feature enabled, and only called after the run-time check.
@@ -390,6 +392,75 @@ trait Block32 {
     /// # Safety
     /// The XS-byte block at `xb` must be readable.
     unsafe fn quants(xb: *const u8) -> [int8x16_t; 2];
+    /// `sumf` plus one block (integer dot `s`, scales dx/dy, min mx and column sum sy) in the
+    /// scalar reference's f32 operations and order (`quant/legacy.rs`), so the tiles give its
+    /// bits.
+    fn add(sumf: f32, s: f32, dx: f32, dy: f32, mx: f32, sy: f32) -> f32;
+    /// [`Block32::add`] on 4 lanes (mul and add, never fused, as the scalar code).
+    fn add_v(
+        sumf: float32x4_t,
+        s: float32x4_t,
+        dx: float32x4_t,
+        dy: float32x4_t,
+        mx: float32x4_t,
+        sy: float32x4_t,
+    ) -> float32x4_t;
+}
+
+/// The reference's `sumf += s * dx * dy` (q4_0).
+macro_rules! add_s_dx_dy {
+    () => {
+        #[inline(always)]
+        fn add(sumf: f32, s: f32, dx: f32, dy: f32, _: f32, _: f32) -> f32 {
+            sumf + s * dx * dy
+        }
+        #[inline(always)]
+        fn add_v(
+            sumf: float32x4_t,
+            s: float32x4_t,
+            dx: float32x4_t,
+            dy: float32x4_t,
+            _: float32x4_t,
+            _: float32x4_t,
+        ) -> float32x4_t {
+            // SAFETY: register-only NEON (baseline).
+            unsafe { vaddq_f32(sumf, vmulq_f32(vmulq_f32(s, dx), dy)) }
+        }
+    };
+}
+
+/// The reference's `sumf += (dx * dy) * s` (q5_0), `sumf += s * (dx * dy)` (q8_0: the same
+/// product), or with the min term `sumf += (dx * dy) * s + mx * sy` (q4_1, q5_1).
+macro_rules! add_dxdy_s {
+    ($min:expr) => {
+        #[inline(always)]
+        fn add(sumf: f32, s: f32, dx: f32, dy: f32, mx: f32, sy: f32) -> f32 {
+            if $min {
+                sumf + ((dx * dy) * s + mx * sy)
+            } else {
+                sumf + (dx * dy) * s
+            }
+        }
+        #[inline(always)]
+        fn add_v(
+            sumf: float32x4_t,
+            s: float32x4_t,
+            dx: float32x4_t,
+            dy: float32x4_t,
+            mx: float32x4_t,
+            sy: float32x4_t,
+        ) -> float32x4_t {
+            // SAFETY: register-only NEON (baseline).
+            unsafe {
+                let t = vmulq_f32(vmulq_f32(dx, dy), s);
+                if $min {
+                    vaddq_f32(sumf, vaddq_f32(t, vmulq_f32(mx, sy)))
+                } else {
+                    vaddq_f32(sumf, t)
+                }
+            }
+        }
+    };
 }
 
 struct Q4_0;
@@ -410,6 +481,7 @@ unsafe fn nibbles(p: *const u8) -> (uint8x16_t, uint8x16_t) {
 }
 
 impl Block32 for Q4_0 {
+    add_s_dx_dy!();
     const XS: usize = 18;
     const MIN: bool = false;
     #[inline(always)]
@@ -425,6 +497,7 @@ impl Block32 for Q4_0 {
 }
 
 impl Block32 for Q4_1 {
+    add_dxdy_s!(true);
     const XS: usize = 20;
     const MIN: bool = true;
     #[inline(always)]
@@ -436,6 +509,7 @@ impl Block32 for Q4_1 {
 }
 
 impl Block32 for Q5_0 {
+    add_dxdy_s!(false);
     const XS: usize = 22;
     const MIN: bool = false;
     #[inline(always)]
@@ -457,6 +531,7 @@ impl Block32 for Q5_0 {
 }
 
 impl Block32 for Q5_1 {
+    add_dxdy_s!(true);
     const XS: usize = 24;
     const MIN: bool = true;
     #[inline(always)]
@@ -477,6 +552,7 @@ impl Block32 for Q5_1 {
 }
 
 impl Block32 for Q8_0 {
+    add_dxdy_s!(false);
     const XS: usize = 34;
     const MIN: bool = false;
     #[inline(always)]
@@ -512,7 +588,7 @@ unsafe fn column32<B: Block32>(yb: *const u8) -> (f32, f32, [int8x16_t; 2]) {
 }
 
 /// R×C dot products of 32-element weight rows against q8_0 / q8_1 columns: per block,
-/// dx·dy·Σ q·y (+ m·s for the min types).
+/// dx·dy·Σ q·y (+ m·s for the min types), bit-identical to the scalar reference.
 ///
 /// # Safety
 /// Pointers address n/32 blocks; `D`'s feature is enabled in the caller.
@@ -526,8 +602,7 @@ unsafe fn tile_b32<D: Dot, B: Block32, const R: usize, const C: usize>(
     let ys = if B::MIN { 36 } else { 34 };
     // SAFETY: blk < n/32, so every block read lies inside its row; D's feature from the caller.
     unsafe {
-        let mut acc = [[vdupq_n_f32(0.0); C]; R];
-        let mut summ = [[0f32; C]; R];
+        let mut sumf = [[0f32; C]; R];
         let zero = vdupq_n_s32(0);
         for blk in 0..n / 32 {
             let cols: [(f32, f32, [int8x16_t; 2]); C] =
@@ -539,19 +614,13 @@ unsafe fn tile_b32<D: Dot, B: Block32, const R: usize, const C: usize>(
                 let q = B::quants(xb);
                 for c in 0..C {
                     let (dy, sy, y) = cols[c];
-                    let s = D::dot(D::dot(zero, q[0], y[0]), q[1], y[1]);
-                    acc[r][c] = vfmaq_n_f32(acc[r][c], vcvtq_f32_s32(s), dx * dy);
-                    if B::MIN {
-                        summ[r][c] += mx * sy;
-                    }
+                    // The block's integer dot, exact, then the reference's f32 steps.
+                    let s = vaddvq_s32(D::dot(D::dot(zero, q[0], y[0]), q[1], y[1]));
+                    sumf[r][c] = B::add(sumf[r][c], s as f32, dx, dy, mx, sy);
                 }
             }
         }
-        for r in 0..R {
-            for c in 0..C {
-                out[r][c] = vaddvq_f32(acc[r][c]) + summ[r][c];
-            }
-        }
+        *out = sumf;
     }
 }
 
@@ -574,24 +643,25 @@ fn pair_chunks(x: [int8x16_t; 2], y: [int8x16_t; 2]) -> [int8x16_t; 4] {
     }
 }
 
-/// The 4 lanes [p0·q0, p0·q1, p1·q0, p1·q1] of two pairs of scalars.
+/// The lanes [p0, p0, p1, p1] and [q0, q1, q0, q1]: row and column facts of SMMLA's 4 results.
 #[inline(always)]
-fn outer2(p: [f32; 2], q: [f32; 2]) -> float32x4_t {
+fn lanes2(p: [f32; 2], q: [f32; 2]) -> (float32x4_t, float32x4_t) {
     // SAFETY: register-only NEON operations (baseline).
     unsafe {
         let pv = vcombine_f32(vdup_n_f32(p[0]), vdup_n_f32(p[1]));
         let qh = vset_lane_f32::<1>(q[1], vdup_n_f32(q[0]));
-        vmulq_f32(pv, vcombine_f32(qh, qh))
+        (pv, vcombine_f32(qh, qh))
     }
 }
 
 /// As [`tile_b32`] with SMMLA: each row pair × column pair is one accumulator whose lanes are
-/// the 4 dots. An odd last row or column is paired with zeros, so that a (row, column) result
-/// takes the same f32 operations in every tile shape: results do not depend on how rows and
-/// columns were cut into tiles (the thread count).
+/// the 4 dots, each lane taking the reference's f32 steps (bit-identical to it). An odd last
+/// row or column is paired with zeros.
 ///
 /// # Safety
 /// Pointers address n/32 blocks; the caller has `i8mm` enabled.
+// Pair indices address the row pairs, the column pairs and their accumulators together.
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 unsafe fn tile_b32_mm<B: Block32, const R: usize, const C: usize>(
     n: usize,
@@ -637,12 +707,9 @@ unsafe fn tile_b32_mm<B: Block32, const R: usize, const C: usize>(
                     s = smmla(s, xc[2], y[2]);
                     s = smmla(s, xc[3], y[3]);
                     let (c0, c1) = (col(2 * j), col(2 * j + 1));
-                    let dd = outer2([x0.0, x1.0], [c0.0, c1.0]);
-                    let mut v = vfmaq_f32(acc[i][j], vcvtq_f32_s32(s), dd);
-                    if B::MIN {
-                        v = vaddq_f32(v, outer2([x0.1, x1.1], [c0.1, c1.1]));
-                    }
-                    acc[i][j] = v;
+                    let (dx, dy) = lanes2([x0.0, x1.0], [c0.0, c1.0]);
+                    let (mx, sy) = lanes2([x0.1, x1.1], [c0.1, c1.1]);
+                    acc[i][j] = B::add_v(acc[i][j], vcvtq_f32_s32(s), dx, dy, mx, sy);
                 }
             }
         }
@@ -703,7 +770,8 @@ unsafe fn y16(yb: *const u8, e: usize) -> int8x16_t {
 
 /// R×C dot products of q4_K (`Q5` false: 144 bytes) or q5_K (176 bytes: 32 bytes of high bits
 /// before the nibbles) rows against q8_K columns: x = d·sc_j·q − dmin·m_j, so dot =
-/// d·dy·Σ_j sc_j·Σ q·y − dmin·dy·Σ_j m_j·bsum_j, the integer sums exact in i32 (≤ 2^26).
+/// d·dy·Σ_j sc_j·Σ q·y − dmin·dy·Σ_j m_j·bsum_j, the integer sums exact in i32 (≤ 2^26), the
+/// f32 steps the scalar reference's (bit-identical to it).
 ///
 /// # Safety
 /// Pointers address n/256 super-blocks; `D`'s feature is enabled in the caller.
@@ -718,7 +786,7 @@ unsafe fn tile_k4<D: Dot, const Q5: bool, const R: usize, const C: usize>(
     let qs = if Q5 { 48 } else { 16 };
     // SAFETY: blk < n/256: every read lies inside its super-block; D's feature from the caller.
     unsafe {
-        let mut acc = [[vdupq_n_f32(0.0); C]; R];
+        let mut sumf = [[0f32; C]; R];
         let zero = vdupq_n_s32(0);
         let m4 = vdupq_n_u8(0x0F);
         let m1 = vdupq_n_u8(1);
@@ -768,23 +836,19 @@ unsafe fn tile_k4<D: Dot, const Q5: bool, const R: usize, const C: usize>(
                     }
                 }
                 for c in 0..C {
-                    let t = vfmaq_n_f32(acc[r][c], vcvtq_f32_s32(isum[c]), d * dy[c]);
-                    let ms = vcvtq_f32_s32(mins_dot(yb[c], &mn));
-                    acc[r][c] = vfmaq_n_f32(t, ms, -dmin * dy[c]);
+                    // Exact integer sums, then the reference's f32 steps.
+                    let (is, ms) = (vaddvq_s32(isum[c]), vaddvq_s32(mins_dot(yb[c], &mn)));
+                    sumf[r][c] += d * dy[c] * is as f32 - dmin * dy[c] * ms as f32;
                 }
             }
         }
-        for r in 0..R {
-            for c in 0..C {
-                out[r][c] = vaddvq_f32(acc[r][c]);
-            }
-        }
+        *out = sumf;
     }
 }
 
 /// R×C dot products of q6_K rows (210 bytes: 128 bytes of low nibbles `ql`, 64 bytes of high
 /// 2-bit pairs `qh`, 16 i8 scales, f16 d; x = d·sc·(q − 32)) against q8_K columns; Σ per
-/// super-block < 2^28 in i32.
+/// super-block < 2^28 in i32, then the scalar reference's f32 steps (bit-identical to it).
 ///
 /// # Safety
 /// Pointers address n/256 super-blocks; `D`'s feature is enabled in the caller.
@@ -798,7 +862,7 @@ unsafe fn tile_q6_k<D: Dot, const R: usize, const C: usize>(
     const XS: usize = 210;
     // SAFETY: blk < n/256: every read lies inside its super-block; D's feature from the caller.
     unsafe {
-        let mut acc = [[vdupq_n_f32(0.0); C]; R];
+        let mut sumf = [[0f32; C]; R];
         let zero = vdupq_n_s32(0);
         let m4 = vdupq_n_u8(0x0F);
         let m3 = vdupq_n_u8(0x03);
@@ -841,15 +905,11 @@ unsafe fn tile_q6_k<D: Dot, const R: usize, const C: usize>(
                 }
                 for c in 0..C {
                     let dy = (yb[c] as *const f32).read_unaligned();
-                    acc[r][c] = vfmaq_n_f32(acc[r][c], vcvtq_f32_s32(isum[c]), d * dy);
+                    sumf[r][c] += d * dy * vaddvq_s32(isum[c]) as f32;
                 }
             }
         }
-        for r in 0..R {
-            for c in 0..C {
-                out[r][c] = vaddvq_f32(acc[r][c]);
-            }
-        }
+        *out = sumf;
     }
 }
 
