@@ -7,8 +7,12 @@
 #                                      qemu's `max` (dotprod + i8mm), neoverse-n1 (dotprod, no
 #                                      i8mm) and cortex-a72 (NEON only), so every run-time path
 #                                      runs: the CPU module's unit tests, --test ops_matmul,
-#                                      --test quant, and the small random-weight LLMs of
-#                                      --test llm_families (F16 / Q8_0 matrices)
+#                                      and the small random-weight LLMs of --test
+#                                      llm_families (F16 / Q8_0 matrices); then, on `max` only,
+#                                      --test quant and the real LLMs against llama.cpp (--test
+#                                      llm, llm_gemma3, llm_families: SmolLM2 Q4_1, gemma3 and
+#                                      Qwen2.5 Q4_K_M; the quantized tiles are bit-identical to the
+#                                      scalar vec_dot on every path, so once is enough). ~8 min.
 #   scripts/test-aarch64.sh ARGS...    `cargo test --target aarch64-unknown-linux-gnu -p ggweb
 #                                      -p ggweb-native-tests ARGS...` (QEMU_CPU picks the CPU)
 set -euo pipefail
@@ -29,4 +33,5 @@ for cpu in max neoverse-n1 cortex-a72; do
   t -p ggweb-native-tests --test ops_matmul -- --skip aarch64_tile_paths
   t -p ggweb-native-tests --test llm_families random
 done
-QEMU_CPU=max t -p ggweb-native-tests --test quant
+export QEMU_CPU=max
+t -p ggweb-native-tests --test quant --test llm --test llm_gemma3 --test llm_families

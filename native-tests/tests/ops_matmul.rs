@@ -516,7 +516,9 @@ fn aarch64_tile_paths_match_scalar_vec_dot() {
                     }
                     // mul_mat's chunks (the thread count) decide which tile a result comes from.
                     assert!(
-                        g.iter().zip(&got[0].1).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        g.iter()
+                            .zip(&got[0].1)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
                         "{} {shape} {wt} k={k} m={m} n={n}: not bit-identical to {}",
                         isa.name(),
                         got[0].0

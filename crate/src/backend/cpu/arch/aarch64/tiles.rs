@@ -298,6 +298,12 @@ fn f16x4_to_f32x4(h: uint16x4_t) -> float32x4_t {
 
 macro_rules! float_tile {
     ($name:ident, $load:ident, $scalar:ident) => {
+        /// The portable tile's arithmetic (`arch/portable.rs`: 8 partial sums per dot, products
+        /// added unfused, summed in lane order, then the tail) in two f32x4 accumulators, so
+        /// results are those the LLM tests were calibrated with on aarch64 before these tiles
+        /// (the activations' re-quantization to 8 bits turns last-bit changes in attention
+        /// into whole steps: gemma3's prompt test failed with 4 FMA lanes).
+        ///
         /// # Safety
         /// Every pointer addresses `n` elements (any alignment).
         #[inline(never)]
@@ -307,26 +313,33 @@ macro_rules! float_tile {
             b: [*const u8; C],
             out: &mut [[f32; C]; R],
         ) {
-            // SAFETY: NEON is baseline; every load reads 4 elements at i + 4 <= n, the scalar
+            // SAFETY: NEON is baseline; every load reads 4 elements at i + 8 <= n, the scalar
             // tail elements j < n.
             unsafe {
-                let mut acc = [[vdupq_n_f32(0.0); C]; R];
-                let n4 = n / 4 * 4;
+                let mut acc = [[[vdupq_n_f32(0.0); 2]; C]; R];
+                let n8 = n / 8 * 8;
                 let mut i = 0;
-                while i < n4 {
-                    let bv: [float32x4_t; C] = core::array::from_fn(|c| $load(b[c], i));
+                while i < n8 {
+                    let bv: [[float32x4_t; 2]; C] =
+                        core::array::from_fn(|c| [$load(b[c], i), $load(b[c], i + 4)]);
                     for r in 0..R {
-                        let av = $load(a[r], i);
+                        let av = [$load(a[r], i), $load(a[r], i + 4)];
                         for c in 0..C {
-                            acc[r][c] = vfmaq_f32(acc[r][c], av, bv[c]);
+                            for h in 0..2 {
+                                acc[r][c][h] = vaddq_f32(acc[r][c][h], vmulq_f32(av[h], bv[c][h]));
+                            }
                         }
                     }
-                    i += 4;
+                    i += 8;
                 }
                 for r in 0..R {
                     for c in 0..C {
-                        let mut s = vaddvq_f32(acc[r][c]);
-                        for j in n4..n {
+                        let l: [f32; 8] = core::mem::transmute(acc[r][c]);
+                        let mut s = l[0];
+                        for v in &l[1..] {
+                            s += *v;
+                        }
+                        for j in n8..n {
                             s += $scalar(a[r], j) * $scalar(b[c], j);
                         }
                         out[r][c] = s;
@@ -632,7 +645,11 @@ fn pair_chunks(x: [int8x16_t; 2], y: [int8x16_t; 2]) -> [int8x16_t; 4] {
     unsafe {
         let z = |a: int8x16_t, b: int8x16_t, hi: bool| {
             let (a, b) = (vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b));
-            vreinterpretq_s8_s64(if hi { vzip2q_s64(a, b) } else { vzip1q_s64(a, b) })
+            vreinterpretq_s8_s64(if hi {
+                vzip2q_s64(a, b)
+            } else {
+                vzip1q_s64(a, b)
+            })
         };
         [
             z(x[0], y[0], false),
@@ -826,7 +843,8 @@ unsafe fn tile_k4<D: Dot, const Q5: bool, const R: usize, const C: usize>(
                     let (sl, sh) = (sc[2 * g] as i32, sc[2 * g + 1] as i32);
                     for c in 0..C {
                         let e = 64 * g;
-                        let lo = D::dot(D::dot(zero, q[0], y16(yb[c], e)), q[1], y16(yb[c], e + 16));
+                        let lo =
+                            D::dot(D::dot(zero, q[0], y16(yb[c], e)), q[1], y16(yb[c], e + 16));
                         let hi = D::dot(
                             D::dot(zero, q[2], y16(yb[c], e + 32)),
                             q[3],
