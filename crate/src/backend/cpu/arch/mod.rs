@@ -188,7 +188,8 @@ pub fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
 
 /// Which register tile a weight type runs ([`tile`], [`run_rows`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
-// Every variant has an AVX2 and a SIMD128 tile; other targets use the portable float tile only.
+// Every variant has an AVX2, a NEON and a SIMD128 tile; other targets use the portable float tile
+// only.
 #[cfg_attr(
     not(all(target_arch = "wasm32", target_feature = "simd128")),
     allow(dead_code)

@@ -4,9 +4,16 @@
 //! Same design as `arch/x86/tiles.rs`: an R×C tile computes R weight rows against C src1
 //! columns; every weight block is decoded once for all C columns and every column block loaded
 //! once for all R rows. aarch64 has 32 vector registers: the 32-element types without a min run
-//! 4×4 (16 accumulators, 8 registers of column quants, 2 of decoded row), the min types and the
+//! 4×4 (16 f32 sums, 8 registers of column quants, 2 of decoded row), the min types and the
 //! k-quants 2×4 (their per-row extra terms and the k-quants' 4-register sub-block groups need
-//! the room); floats use the shared 4×3 (`ops/matmul`).
+//! the room); floats use the shared 4×3 (24 accumulator registers: two f32x4 per dot).
+//!
+//! Operation counts per 32-element block and (row, column) pair, after decoding (decoding is
+//! shared by the tile's C columns): NEON 8 (smull/smull2/sadalp ×2) + addv + scvtf + 2–4 scalar
+//! f32; SDOT 2 + the same 4–6; SMMLA 1 (a quarter of 4 for the pair of pairs) + ~1.5 vector f32
+//! plus the 8-byte interleaving (zip1/zip2, 2 per row and column per tile). Shapes and paths
+//! were chosen by these counts and register budgets: no aarch64 hardware was at hand (qemu
+//! timings mean nothing), so none of it is measured.
 //!
 //! The 8-bit dots come in three kinds, all exact in i32, so every path gives the scalar
 //! reference's integer block sums; the f32 steps per block are the reference's too (a block's
@@ -16,7 +23,7 @@
 //! - SDOT (`dotprod`, Armv8.2+, e.g. Apple M1+, Neoverse N1+): 1 instruction per 16 pairs;
 //! - SMMLA (`i8mm`, Armv8.6+, e.g. Apple M2+, Neoverse V1/N2+): a 2×2 block of 8-pair dots per
 //!   instruction, so a 32-element block of a row pair × column pair is 4 instructions instead
-//!   of SDOT's 8, and one f32 scale/accumulate serves the 4 results (32-element types only; the
+//!   of SDOT's 8, and one set of vector f32 steps serves the 4 results (32-element types only; the
 //!   k-quants' per-sub-block scales keep them on SDOT). Every tile shape runs it (an odd row or
 //!   column paired with zeros), so results never depend on the tile shape.
 //!
