@@ -433,6 +433,106 @@ fn integer_dot_gemm_paths_match_scalar_vec_dot() {
     }
 }
 
+/// Every aarch64 register-tile path (NEON, SDOT with `dotprod`, SMMLA with `i8mm`) that this CPU
+/// has, forced one at a time, in every tile shape mul_mat uses, against the scalar vec_dot on the
+/// same bytes: f32/f16/bf16 (odd k: the scalar tail) and every tiled quantized type; odd row and
+/// column counts (tile remainders), 1–18 blocks (k-quants: 1–10 super-blocks). Paths the CPU
+/// lacks are printed as skipped (under qemu: `-cpu max` has all, `cortex-a72` NEON only).
+/// Quantized types: bit-identical (exact integer block sums, then the reference's f32 steps in
+/// its order). Floats: max |err| <= 2e-5 * max |ref| (4 FMA lanes instead of the reference's
+/// order). Within a path every tile shape must give the same bits (so mul_mat's results do not
+/// depend on the thread count).
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn aarch64_tile_paths_match_scalar_vec_dot() {
+    use ggweb::backend::cpu::arch::aarch64::tiles::{tiles_with, Isa};
+    let types = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ];
+    let shapes = [(1, 1, 1), (3, 7, 9), (5, 9, 13), (18, 37, 17), (2, 16, 8)];
+    let mut ran = 0;
+    for isa in Isa::ALL {
+        if !isa.supported() {
+            println!("aarch64 tile path {} skipped: not on this CPU", isa.name());
+            continue;
+        }
+        for wt in types {
+            let tt = ggweb::quant::type_traits_scalar(wt).unwrap();
+            let vt = ggweb::quant::type_traits_scalar(tt.vec_dot_type).unwrap();
+            for (nb, m, n) in shapes {
+                let k = match wt.block_size() {
+                    256 => (nb / 2 + 1) * 256,
+                    32 => nb * 32,
+                    _ => nb * 32 + 3,
+                };
+                let mut rng = Rng::new((k * 7 + m * 131 + n) as u64);
+                let (wrow, crow) = (
+                    wt.row_size(k).unwrap(),
+                    tt.vec_dot_type.row_size(k).unwrap(),
+                );
+                let mut w = vec![0u8; wrow * m];
+                for r in w.chunks_exact_mut(wrow) {
+                    ggweb::quant::quantize_row(wt, &rng.vec(k, -1.0, 1.0), r).unwrap();
+                }
+                let mut cols = vec![0u8; crow * n];
+                for c in cols.chunks_exact_mut(crow) {
+                    (vt.from_f32)(&rng.vec(k, -1.0, 1.0), c);
+                }
+                let mut want = vec![0f32; m * n];
+                for c in 0..n {
+                    for r in 0..m {
+                        let (x, y) = (
+                            &w[r * wrow..(r + 1) * wrow],
+                            &cols[c * crow..(c + 1) * crow],
+                        );
+                        want[c * m + r] = (tt.vec_dot)(k, x, y);
+                    }
+                }
+                let got = tiles_with(isa, wt, k, m, n, &w, &cols)
+                    .unwrap_or_else(|| panic!("{} refused {wt}", isa.name()));
+                for (shape, g) in &got {
+                    let e = max_rel_err(g, &want);
+                    assert!(
+                        e <= 2e-5,
+                        "{} {shape} {wt} k={k} m={m} n={n}: max rel err {e:e}",
+                        isa.name()
+                    );
+                    if wt.is_quantized() {
+                        assert!(
+                            g.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{} {shape} {wt} k={k} m={m} n={n}: not bit-identical (max rel err {e:e})",
+                            isa.name()
+                        );
+                    }
+                    // mul_mat's chunks (the thread count) decide which tile a result comes from.
+                    assert!(
+                        g.iter()
+                            .zip(&got[0].1)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{} {shape} {wt} k={k} m={m} n={n}: not bit-identical to {}",
+                        isa.name(),
+                        got[0].0
+                    );
+                    ran += 1;
+                }
+            }
+        }
+        println!("aarch64 tile path {} tested", isa.name());
+    }
+    // NEON is always there: 11 types × 5 shapes × 8 tile shapes at least.
+    assert!(ran >= 11 * 5 * 8, "only {ran} cases ran");
+}
+
 /// Two mul_mats in one graph (the chunk counter is reset per node), the second consuming the
 /// first's output.
 #[test]

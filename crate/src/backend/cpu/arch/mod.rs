@@ -188,7 +188,8 @@ pub fn axpy_f16(a: f32, x: &[f16], y: &mut [f32]) {
 
 /// Which register tile a weight type runs ([`tile`], [`run_rows`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
-// Every variant has an AVX2 and a SIMD128 tile; other targets use the portable float tile only.
+// Every variant has an AVX2, a NEON and a SIMD128 tile; other targets use the portable float tile
+// only.
 #[cfg_attr(
     not(all(target_arch = "wasm32", target_feature = "simd128")),
     allow(dead_code)
@@ -234,6 +235,12 @@ impl Tiled {
         if matches!(self, Tiled::Q4_0) {
             return 2;
         }
+        // aarch64: 4 columns for every type (4×4 tiles without a min term, 2×4 with one and for
+        // the k-quants, `ops/matmul`): 32 vector registers hold 16 accumulators and the operands,
+        // and SMMLA works on column pairs. (Chosen by register count; not measured on hardware.)
+        if cfg!(target_arch = "aarch64") {
+            return 4;
+        }
         match self {
             Tiled::Q8_0 => 4,
             Tiled::Q4_0 => 6,
@@ -252,15 +259,19 @@ impl Tiled {
     }
 }
 
-/// Whether this machine has the quantized register tiles (AVX2 natively, SIMD128 in wasm: both
-/// ISAs tile the same types).
+/// Whether this machine has the quantized register tiles (AVX2 natively, NEON on aarch64,
+/// SIMD128 in wasm: every ISA tiles the same types).
 pub(crate) fn has_quant_tiles() -> bool {
     #[cfg(target_arch = "x86_64")]
     return x86::available();
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[cfg(any(
+        all(target_arch = "wasm32", target_feature = "simd128"),
+        target_arch = "aarch64"
+    ))]
     return true;
     #[cfg(not(any(
         target_arch = "x86_64",
+        target_arch = "aarch64",
         all(target_arch = "wasm32", target_feature = "simd128")
     )))]
     false
@@ -305,7 +316,15 @@ pub(crate) unsafe fn tile<const R: usize, const C: usize>(
         // SAFETY: simd128 is a build-time feature here; pointer validity from the caller.
         unsafe { wasm32::tiles::tile::<R, C>(t, n, a, b, out) };
     }
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        // SAFETY: `best` is an ISA this CPU has (detected); pointer validity from the caller.
+        unsafe { aarch64::tiles::tile::<R, C>(aarch64::tiles::best(), t, n, a, b, out) };
+    }
+    #[cfg(not(any(
+        all(target_arch = "wasm32", target_feature = "simd128"),
+        target_arch = "aarch64"
+    )))]
     {
         // SAFETY: forwarded from the caller.
         unsafe { portable::tile_portable::<R, C>(t, n, a, b, out) };

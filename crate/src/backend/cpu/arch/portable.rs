@@ -27,7 +27,10 @@ pub fn axpy_f16_ref(a: f32, x: &[f16], y: &mut [f32]) {
 
 #[allow(clippy::needless_range_loop)]
 #[cfg_attr(
-    all(target_arch = "wasm32", target_feature = "simd128"),
+    any(
+        all(target_arch = "wasm32", target_feature = "simd128"),
+        target_arch = "aarch64"
+    ),
     allow(dead_code)
 )]
 /// Portable tile: 8 partial sums per dot product (vectorizes where the target allows).

@@ -1,7 +1,8 @@
-//! aarch64: NEON (always present). `quants.rs` holds the vec dots; no register tiles yet (mul_mat
-//! calls the vec dots per element, floats use the portable tile).
+//! aarch64: NEON (always present), SDOT and SMMLA where the CPU has them (detected at run time).
+//! `quants.rs` holds the vec dots, `tiles.rs` the mul_mat register tiles (float and quantized).
 
 mod quants;
+pub mod tiles;
 
 pub use quants::*;
 

@@ -143,7 +143,7 @@ unsafe fn dot16(a: int8x16_t, b: int8x16_t) -> i32 {
 
 /// The 5th bits of a q5 block as two 16-byte masks (0xFF where set), elements 0..16 and 16..32.
 #[inline(always)]
-unsafe fn q5_high_masks(qh: [u8; 4]) -> (uint8x16_t, uint8x16_t) {
+pub(super) unsafe fn q5_high_masks(qh: [u8; 4]) -> (uint8x16_t, uint8x16_t) {
     const BITS: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
     let bits = vld1q_u8(BITS.as_ptr());
     let lo = vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1]));

@@ -5,7 +5,7 @@
 //! in the weight type's `vec_dot_type` and all meet at a barrier (a small src1, a token's
 //! activations: each thread converts all of it into its own copy, no barrier), then the output (weight rows × src1 columns) is cut into chunks (16×16, 64 along the long side
 //! for GEMV) that threads take dynamically. Inside a chunk, f32/f16/bf16 weights (and, with AVX2,
-//! q4_0/q4_1/q5_0/q5_1/q8_0/q4_K/q5_K/q6_K) go through register-tiled kernels that compute an R×C
+//! NEON or SIMD128, q4_0/q4_1/q5_0/q5_1/q8_0/q4_K/q5_K/q6_K) go through register-tiled kernels that compute an R×C
 //! block of dot products at once (each weight block is loaded and decoded once for C columns,
 //! each column load serves R rows); other types call their `vec_dot` per element.
 
@@ -128,6 +128,15 @@ pub fn simd_name() -> &'static str {
                 _ => "avx2+fma+f16c",
             };
         }
+    }
+    #[cfg(target_arch = "aarch64")]
+    if arch::has_quant_tiles() {
+        use arch::aarch64::tiles::{best, Isa};
+        return match best() {
+            Isa::I8mm => "neon+dotprod+i8mm (float and quantized tiles)",
+            Isa::Dotprod => "neon+dotprod (float and quantized tiles)",
+            Isa::Neon => "neon (float and quantized tiles)",
+        };
     }
     if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
         return "wasm32 simd128 (float and quantized tiles)";
@@ -551,6 +560,8 @@ fn mul_mat_chunk(
                         let qc = t.gemm_cols();
                         if !gemv && t.is_quant() && left >= qc {
                             match qc {
+                                #[cfg(target_arch = "aarch64")]
+                                4 if !t.has_min() && !t.is_k_quant() => quant_tile!(4, 4),
                                 2 => quant_tile!(4, 2),
                                 4 => quant_tile!(2, 4),
                                 6 => quant_tile!(1, 6),
