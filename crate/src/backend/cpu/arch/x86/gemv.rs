@@ -169,17 +169,17 @@ const Q8K_BSUMS: usize = 260;
 /// them): `SPLAT[j]` repeats the i16 at index j (bytes 2j, 2j + 1) over all lanes;
 /// `SPLAT_PAIR[j]` the i16 at index 2j in the low 128-bit lane, 2j + 1 in the high one.
 static SPLAT: [[u8; 32]; 8] = splat_table(false);
-static SPLAT_PAIR: [[u8; 32]; 8] = splat_table(true);
+static SPLAT_PAIR: [[u8; 32]; 4] = splat_table(true);
 
-const fn splat_table(pair: bool) -> [[u8; 32]; 8] {
-    let mut t = [[0u8; 32]; 8];
+const fn splat_table<const N: usize>(pair: bool) -> [[u8; 32]; N] {
+    let mut t = [[0u8; 32]; N];
     let mut j = 0;
-    while j < 8 {
+    while j < N {
         let mut b = 0;
         while b < 32 {
             let idx = if pair { 2 * j + b / 16 } else { j };
-            // Index within the 128-bit lane (pair: j < 4, so 2j + 1 < 8 i16s).
-            t[j][b] = (2 * (idx % 8) + b % 2) as u8;
+            // An index within the 128-bit lane (pair: j < 4, so 2j + 1 < 8 i16s).
+            t[j][b] = (2 * idx + b % 2) as u8;
             b += 1;
         }
         j += 1;
@@ -260,10 +260,10 @@ unsafe fn k4_block(
         // Each min covers two 16-element bsums.
         let mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
         let mut isum = _mm256_setzero_si256();
-        for g in 0..8 {
+        for (g, ctl) in SPLAT.iter().enumerate() {
             let qy = _mm256_loadu_si256(yb.add(Q8K_QS + 32 * g) as *const __m256i);
             let p = _mm256_maddubs_epi16(quants(g), qy);
-            isum = dotw(isum, p, _mm256_shuffle_epi8(scb, control(&SPLAT[g])));
+            isum = dotw(isum, p, _mm256_shuffle_epi8(scb, control(ctl)));
         }
         let bs = _mm256_loadu_si256(yb.add(Q8K_BSUMS) as *const __m256i);
         let msum = _mm256_madd_epi16(bs, mins);
@@ -300,7 +300,7 @@ unsafe fn q4_k_block(
         let qs = xb.add(16);
         let quants = |g: usize| {
             let v = _mm256_loadu_si256(qs.add(32 * (g / 2)) as *const __m256i);
-            let v = if g % 2 == 0 {
+            let v = if g.is_multiple_of(2) {
                 v
             } else {
                 _mm256_srli_epi16(v, 4)
@@ -329,7 +329,7 @@ unsafe fn q5_k_block(
         let qs = xb.add(48);
         let quants = |g: usize| {
             let v = _mm256_loadu_si256(qs.add(32 * (g / 2)) as *const __m256i);
-            let v = if g % 2 == 0 {
+            let v = if g.is_multiple_of(2) {
                 v
             } else {
                 _mm256_srli_epi16(v, 4)
@@ -385,7 +385,7 @@ unsafe fn q6_k_block(
             let qh = _mm256_loadu_si256(xb.add(128 + 32 * h) as *const __m256i);
             // Group j of the half: low 4 bits from l0 / l1 (low nibbles for j < 2, high for
             // j ≥ 2), the two high bits at bits 2j..2j+2 of each qh byte.
-            for j in 0..4 {
+            for (j, ctl) in SPLAT_PAIR.iter().enumerate() {
                 let l = if j % 2 == 0 { l0 } else { l1 };
                 let lo = if j < 2 {
                     _mm256_and_si256(l, m4)
@@ -402,7 +402,7 @@ unsafe fn q6_k_block(
                 let g = 4 * h + j;
                 let qy = _mm256_loadu_si256(yb.add(Q8K_QS + 32 * g) as *const __m256i);
                 let p = _mm256_maddubs_epi16(q, qy);
-                isum = dotw(isum, p, _mm256_shuffle_epi8(sch, control(&SPLAT_PAIR[j])));
+                isum = dotw(isum, p, _mm256_shuffle_epi8(sch, control(ctl)));
             }
         }
         let bs = _mm256_loadu_si256(yb.add(Q8K_BSUMS) as *const __m256i);
