@@ -533,6 +533,85 @@ fn aarch64_tile_paths_match_scalar_vec_dot() {
     assert!(ran >= 11 * 5 * 8, "only {ran} cases ran");
 }
 
+/// Every integer-dot GEMV path of the token-generation mul_mat (x86: AVX-512 VNNI, AVX-VNNI,
+/// AVX2; one src1 column) that this CPU has, forced one at a time, against the scalar vec_dot
+/// on the same bytes, for every type it handles: row counts below, at and over the 4-row tile
+/// with remainders, 1–37 blocks (k-quants: 1–19 super-blocks). Paths the CPU lacks are printed as skipped. Each block's
+/// integer dot is exact (the bias is taken back in integers); max |err| <= 2e-6 * max |ref|
+/// (one FMA per block instead of a product and a sum).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn integer_dot_gemv_paths_match_scalar_vec_dot() {
+    use ggweb::backend::cpu::arch::x86::{gemv_with, Isa};
+    let types = [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ];
+    let mut ran = 0;
+    for isa in Isa::ALL {
+        if !isa.supported() {
+            println!(
+                "integer-dot GEMV path {} skipped: not on this CPU",
+                isa.name()
+            );
+            continue;
+        }
+        for wt in types {
+            let tt = ggweb::quant::type_traits_scalar(wt).unwrap();
+            let vt = ggweb::quant::type_traits_scalar(tt.vec_dot_type).unwrap();
+            for (nb, m) in [(1, 1), (3, 7), (5, 4), (18, 37), (2, 9), (37, 13), (7, 3)] {
+                // 32-element types: nb blocks; k-quants: nb/2 + 1 super-blocks (1..=19).
+                let k = if wt.block_size() == 256 {
+                    (nb / 2 + 1) * 256
+                } else {
+                    nb * 32
+                };
+                let mut rng = Rng::new((k * 7 + m * 131) as u64);
+                let (wrow, crow) = (
+                    wt.row_size(k).unwrap(),
+                    tt.vec_dot_type.row_size(k).unwrap(),
+                );
+                let mut w = vec![0u8; wrow * m];
+                // (Each block's largest value quantizes to ±127 in q8_0: the +128 flip's edges.)
+                for r in w.chunks_exact_mut(wrow) {
+                    ggweb::quant::quantize_row(wt, &rng.vec(k, -1.0, 1.0), r).unwrap();
+                }
+                let mut col = vec![0u8; crow];
+                (vt.from_f32)(&rng.vec(k, -1.0, 1.0), &mut col);
+                let got = gemv_with(isa, wt, k, m, &w, &col);
+                if isa == Isa::Avx2 && wt == DType::Q8_0 {
+                    // q8_0 + 128 would saturate vpmaddubsw: this path must refuse it.
+                    assert!(got.is_none(), "avx2 GEMV took q8_0");
+                    continue;
+                }
+                let got = got.unwrap_or_else(|| panic!("{} GEMV refused {wt}", isa.name()));
+                let want: Vec<f32> = w
+                    .chunks_exact(wrow)
+                    .map(|x| (tt.vec_dot)(k, x, &col))
+                    .collect();
+                let e = max_rel_err(&got, &want);
+                assert!(
+                    e <= 2e-6,
+                    "{} GEMV {wt} k={k} m={m}: max rel err {e:e}",
+                    isa.name()
+                );
+                ran += 1;
+            }
+        }
+        println!("integer-dot GEMV path {} tested", isa.name());
+    }
+    // Every path needs AVX2; with it, at least the AVX2 path's 7 types × 7 shapes ran.
+    if Isa::Avx2.supported() {
+        assert!(ran >= 7 * 7, "only {ran} cases ran");
+    }
+}
+
 /// Two mul_mats in one graph (the chunk counter is reset per node), the second consuming the
 /// first's output.
 #[test]

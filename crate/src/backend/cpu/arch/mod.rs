@@ -416,6 +416,15 @@ pub(crate) fn run_rows<const R: usize, const C: usize>(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
+        // One column (token generation): the integer-dot GEMV where this CPU has one for t.
+        if C == 1 {
+            if let Some(isa) = x86::gemm::best() {
+                // SAFETY: the panel and the column are inside their tensors (caller).
+                if unsafe { x86::gemv::panel(isa, t, k, pn, bc[0], accumulate) } {
+                    return;
+                }
+            }
+        }
         if x86::available() {
             // SAFETY: AVX2/FMA/F16C present; the panel and columns are inside their tensors.
             unsafe {

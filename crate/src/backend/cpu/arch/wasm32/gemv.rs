@@ -175,10 +175,12 @@ unsafe fn run(
             core::array::from_fn(|r| unsafe { pn.a0.add((i + r).min(n - 1) * pn.lda) });
         let mut acc = f32x4_splat(0.0);
         // The bytes of the pass PF_PASSES ahead, 4·xs of them per block (see PF_PASSES).
-        let ahead = (i + 4 * PF_PASSES) * pn.lda;
+        // Saturating: past the last row (a panel of a few rows may have any row stride) the
+        // touch is skipped anyway.
+        let ahead = (i + 4 * PF_PASSES).saturating_mul(pn.lda);
         for blk in 0..nb {
-            let t = ahead + blk * 4 * xs;
-            if t + 64 < end {
+            let t = ahead.saturating_add(blk * 4 * xs);
+            if t.saturating_add(64) < end {
                 // SAFETY: inside the panel's rows (before the last row's end).
                 unsafe {
                     core::ptr::read_volatile(pn.a0.add(t));

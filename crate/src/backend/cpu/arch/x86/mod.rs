@@ -3,10 +3,12 @@
 
 pub(crate) mod attention;
 pub(crate) mod gemm;
+pub(crate) mod gemv;
 mod quants;
 pub(crate) mod tiles;
 
 pub use gemm::{gemm_with, Isa};
+pub use gemv::gemv_with;
 pub use quants::*;
 
 use half::{bf16, f16};

@@ -576,16 +576,16 @@ k_tile!(
 );
 
 /// Most bytes of a tile a quantized panel prefetches at once.
-const PREFETCH_MAX: usize = 4096;
+pub(super) const PREFETCH_MAX: usize = 4096;
 
 /// Bytes ahead of the current tile that a quantized panel prefetches: about DRAM latency ×
 /// bandwidth with margin. (Prefetching only the next tile was too late for short rows: q8_0
 /// 49152 × 576, rows of 612 bytes, streamed at a third of the read bandwidth.)
-const LOOKAHEAD: usize = 4096;
+pub(super) const LOOKAHEAD: usize = 4096;
 
 /// Prefetch `bytes` from `p` into L1 (a hint: never faults, any address is fine).
 #[inline(always)]
-fn prefetch(p: *const u8, bytes: usize) {
+pub(super) fn prefetch(p: *const u8, bytes: usize) {
     let mut off = 0;
     while off < bytes {
         // SAFETY: prefetch only hints the cache; it does not access memory architecturally.

@@ -7,7 +7,9 @@
 //! for GEMV) that threads take dynamically. Inside a chunk, f32/f16/bf16 weights (and, with AVX2,
 //! NEON or SIMD128, q4_0/q4_1/q5_0/q5_1/q8_0/q4_K/q5_K/q6_K) go through register-tiled kernels that compute an R×C
 //! block of dot products at once (each weight block is loaded and decoded once for C columns,
-//! each column load serves R rows); other types call their `vec_dot` per element.
+//! each column load serves R rows); other types call their `vec_dot` per element. On x86 a
+//! one-column tile runs the integer-dot GEMV instead (`arch/x86/gemv.rs`) and prompts with at
+//! least 8 columns the integer-dot GEMM (`arch/x86/gemm.rs`).
 
 use std::sync::atomic::Ordering;
 

@@ -1,0 +1,603 @@
+//! Token-generation GEMV (one src1 column) for the 32-element weight types (q4_0, q4_1, q5_0,
+//! q5_1, q8_0) with integer dot products of 4 bytes per i32 lane (`vpdpbusd`).
+//!
+//! These products are compute-bound with the AVX2 tiles (`tiles.rs`: q4_1 / q5_0 streamed at
+//! 40–55 % of the read bandwidth). Per weight block and row the AVX2 tile spends two sign
+//! operations, `vpmaddubsw` and `vpmaddwd` on the integer dot; here the quants are decoded
+//! unsigned (q + bias: q4_0 8, q5_0 16, q8_0 128 by flipping the sign bit), one `vpdpbusd`
+//! adds their products with the column to a start value of −bias · Σ column quants (computed
+//! once per block for all the tile's rows), so each block's integer dot is exactly the scalar
+//! reference's, then scaled with one FMA. With AVX-512 BW the fifth bits of q5_0 / q5_1 are a
+//! byte mask (one masked add instead of a shuffle, a test and a compare), and the nibbles of a
+//! block come from one broadcast load and a per-lane shift.
+//!
+//! Paths, detected at run time ([`super::gemm::Isa`], shared with the prompt GEMM): AVX-512
+//! VNNI + VL + BW, AVX-VNNI, and plain AVX2 (`vpmaddubsw` + `vpmaddwd`, quants ≤ 31 only, so
+//! not q8_0, which keeps its AVX2 tile).
+
+use std::arch::x86_64::*;
+
+use super::gemm::Isa;
+use super::tiles::{bits_32, prefetch, LOOKAHEAD, PREFETCH_MAX};
+use crate::backend::cpu::arch::{store_tile, Panel, Tiled};
+
+/// Weight rows per tile (each block of the column is loaded once for them).
+const R: usize = 4;
+
+/// Whether the path has a GEMV for weights `t`.
+pub(crate) fn handles(isa: Isa, t: Tiled) -> bool {
+    match t {
+        Tiled::Q4_0 | Tiled::Q4_1 | Tiled::Q5_0 | Tiled::Q5_1 => true,
+        Tiled::Q4K | Tiled::Q5K | Tiled::Q6K => true,
+        // q8_0 + 128 is up to 255: a pair of its products saturates vpmaddubsw's i16.
+        Tiled::Q8_0 => isa != Isa::Avx2,
+        _ => false,
+    }
+}
+
+/// The first 4 bytes of a block (f16 d, then f16 m / s or quant bytes) as f32 lanes 0 and 1.
+#[inline(always)]
+unsafe fn head(p: *const u8) -> __m128 {
+    // SAFETY: p addresses 4 bytes; F16C enabled by the caller.
+    unsafe { _mm_cvtph_ps(_mm_cvtsi32_si128((p as *const i32).read_unaligned())) }
+}
+
+/// 16 bytes → 32 nibbles (low nibbles are elements 0..16, high 16..32): one broadcast load,
+/// the upper lane shifted by 4.
+#[inline(always)]
+unsafe fn nibbles(qs: *const u8) -> __m256i {
+    // SAFETY: qs addresses 16 bytes; AVX2 enabled by the caller.
+    unsafe {
+        let t = _mm256_broadcastsi128_si256(_mm_loadu_si128(qs as *const __m128i));
+        let s = _mm256_srlv_epi64(t, _mm256_set_epi64x(4, 4, 0, 0));
+        _mm256_and_si256(s, _mm256_set1_epi8(0x0F))
+    }
+}
+
+/// All rows of the panel against one column, [`R`] rows at a time, then one at a time.
+///
+/// `XS`/`YS`: weight / column block bytes (column: q8_0, 34, or q8_1, 36); `BIAS`: subtracted
+/// from every decoded quant; `MIN`: x = d·q + m, whose dot with a q8_1 column is m·s.
+///
+/// # Safety
+/// The caller's target features cover `decode` and `dot`; panel rows and the column hold
+/// k/32 blocks; the results are inside dst.
+#[inline(always)]
+unsafe fn rows<const XS: usize, const YS: usize, const BIAS: i32, const MIN: bool>(
+    k: usize,
+    pn: &Panel,
+    y: *const u8,
+    accumulate: bool,
+    decode: impl Fn(*const u8) -> __m256i + Copy,
+    dot: impl Fn(__m256i, __m256i, __m256i) -> __m256i + Copy,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        // Saturating as in tiles.rs (a panel of fewer than R rows may have any row stride).
+        let span = R.saturating_mul(pn.lda);
+        let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
+        let mut i = 0;
+        while i + R <= pn.nrows {
+            let a: [*const u8; R] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
+            // Short rows defeat the hardware prefetcher (see tiles.rs panel_impl).
+            prefetch(a[0].wrapping_add(ahead), span.min(PREFETCH_MAX));
+            let o = tile::<R, XS, YS, BIAS, MIN>(k, a, y, decode, dot);
+            store_tile::<R, 1>(pn, i, &o, accumulate);
+            i += R;
+        }
+        while i < pn.nrows {
+            let o = tile::<1, XS, YS, BIAS, MIN>(k, [pn.a0.add(i * pn.lda)], y, decode, dot);
+            store_tile::<1, 1>(pn, i, &o, accumulate);
+            i += 1;
+        }
+    }
+}
+
+/// RR rows · one column (see [`rows`]).
+///
+/// # Safety
+/// As [`rows`].
+#[inline(always)]
+unsafe fn tile<
+    const RR: usize,
+    const XS: usize,
+    const YS: usize,
+    const BIAS: i32,
+    const MIN: bool,
+>(
+    k: usize,
+    a: [*const u8; RR],
+    y: *const u8,
+    decode: impl Fn(*const u8) -> __m256i,
+    dot: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) -> [[f32; 1]; RR] {
+    // SAFETY: block indices < k/32; features enabled by the caller.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); RR];
+        let mut accm = [_mm_setzero_ps(); RR];
+        let zero = _mm256_setzero_si256();
+        for blk in 0..k / 32 {
+            let yb = y.add(blk * YS);
+            // [dy, sy] (q8_1) or [dy, quant bytes] (q8_0: lane 1 never read).
+            let ys = head(yb);
+            let qy = _mm256_loadu_si256(yb.add(YS - 32) as *const __m256i);
+            let start = if BIAS != 0 {
+                _mm256_sub_epi32(zero, dot(zero, _mm256_set1_epi8(BIAS as u8 as i8), qy))
+            } else {
+                zero
+            };
+            for r in 0..RR {
+                let xb = a[r].add(blk * XS);
+                let prod = _mm_mul_ps(head(xb), ys);
+                let isum = dot(start, decode(xb), qy);
+                acc[r] = _mm256_fmadd_ps(
+                    _mm256_broadcastss_ps(prod),
+                    _mm256_cvtepi32_ps(isum),
+                    acc[r],
+                );
+                if MIN {
+                    accm[r] = _mm_add_ps(accm[r], prod);
+                }
+            }
+        }
+        std::array::from_fn(|r| {
+            let m = if MIN {
+                _mm_cvtss_f32(_mm_movehdup_ps(accm[r]))
+            } else {
+                0.0
+            };
+            [hsum(acc[r]) + m]
+        })
+    }
+}
+
+#[inline(always)]
+unsafe fn hsum(v: __m256) -> f32 {
+    // SAFETY: AVX enabled by the caller.
+    unsafe {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
+    }
+}
+
+/// q8_K column block: f32 d, 256 i8 quants, 16 i16 sums of 16 quants.
+const Q8K_SIZE: usize = 292;
+const Q8K_QS: usize = 4;
+const Q8K_BSUMS: usize = 260;
+
+/// pshufb controls (tables, so a loop that is not unrolled loads them rather than building
+/// them): `SPLAT[j]` repeats the i16 at index j (bytes 2j, 2j + 1) over all lanes;
+/// `SPLAT_PAIR[j]` the i16 at index 2j in the low 128-bit lane, 2j + 1 in the high one.
+static SPLAT: [[u8; 32]; 8] = splat_table(false);
+static SPLAT_PAIR: [[u8; 32]; 4] = splat_table(true);
+
+const fn splat_table<const N: usize>(pair: bool) -> [[u8; 32]; N] {
+    let mut t = [[0u8; 32]; N];
+    let mut j = 0;
+    while j < N {
+        let mut b = 0;
+        while b < 32 {
+            let idx = if pair { 2 * j + b / 16 } else { j };
+            // An index within the 128-bit lane (pair: j < 4, so 2j + 1 < 8 i16s).
+            t[j][b] = (2 * idx + b % 2) as u8;
+            b += 1;
+        }
+        j += 1;
+    }
+    t
+}
+
+#[inline(always)]
+unsafe fn control(t: &[u8; 32]) -> __m256i {
+    // SAFETY: 32 readable bytes; AVX enabled by the caller.
+    unsafe { _mm256_loadu_si256(t.as_ptr() as *const __m256i) }
+}
+
+/// The 8 scales and 8 mins of a q4_K / q5_K super-block (12 packed bytes, 6 bits each) as two
+/// 8-byte words: j < 4 are the low 6 bits of bytes j (scales) and j + 4 (mins); j ≥ 4 take
+/// their low 4 bits from byte j + 4 (scale: low nibble, min: high nibble) and their top 2
+/// from the top bits of bytes j − 4 (scale) and j (min).
+#[inline(always)]
+fn k4_scales(s: &[u8; 12]) -> (u64, u64) {
+    let w = |i: usize| u32::from_le_bytes([s[i], s[i + 1], s[i + 2], s[i + 3]]);
+    let (a, b, c) = (w(0), w(4), w(8));
+    let sc_hi = (c & 0x0f0f_0f0f) | (((a >> 6) & 0x0303_0303) << 4);
+    let m_hi = ((c >> 4) & 0x0f0f_0f0f) | (((b >> 6) & 0x0303_0303) << 4);
+    (
+        (a & 0x3f3f_3f3f) as u64 | (sc_hi as u64) << 32,
+        (b & 0x3f3f_3f3f) as u64 | (m_hi as u64) << 32,
+    )
+}
+
+/// The k-quant rows of the panel against one q8_K column, one row at a time (several rows at
+/// once only add register pressure: a super-block's work per row is large). `block` adds one
+/// super-block's dot to the row's accumulator.
+///
+/// # Safety
+/// As [`rows`], with k/256 super-blocks of `XS` bytes.
+#[inline(always)]
+unsafe fn krows<const XS: usize>(
+    k: usize,
+    pn: &Panel,
+    y: *const u8,
+    accumulate: bool,
+    block: impl Fn(*const u8, *const u8, __m256) -> __m256,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let ahead = pn.lda * LOOKAHEAD.div_ceil(pn.lda.max(1));
+        for i in 0..pn.nrows {
+            let a = pn.a0.add(i * pn.lda);
+            prefetch(a.wrapping_add(ahead), pn.lda.min(PREFETCH_MAX));
+            let mut acc = _mm256_setzero_ps();
+            for blk in 0..k / 256 {
+                acc = block(a.add(blk * XS), y.add(blk * Q8K_SIZE), acc);
+            }
+            store_tile::<1, 1>(pn, i, &[[hsum(acc)]], accumulate);
+        }
+    }
+}
+
+/// acc + d·dy·Σ_g sc_g·(q_g·y_g) − dmin·dy·Σ_j m_j·bsum_j for a q4_K / q5_K super-block at
+/// `xb` (f16 d, f16 dmin, 12 scale bytes) whose 8 groups of 32 quants `quants(g)` yields;
+/// `dotw` is acc + Σ pairs of i16 products (`vpdpwssd`).
+///
+/// # Safety
+/// AVX2/FMA/F16C enabled by the caller; `xb` and `yb` address one block each.
+#[inline(always)]
+unsafe fn k4_block(
+    xb: *const u8,
+    yb: *const u8,
+    acc: __m256,
+    quants: impl Fn(usize) -> __m256i,
+    dotw: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) -> __m256 {
+    // SAFETY: as documented.
+    unsafe {
+        let (sc, mn) = k4_scales(&*(xb.add(4) as *const [u8; 12]));
+        let scb = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+        let m8 = _mm_cvtsi64_si128(mn as i64);
+        // Each min covers two 16-element bsums.
+        let mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+        let mut isum = _mm256_setzero_si256();
+        for (g, ctl) in SPLAT.iter().enumerate() {
+            let qy = _mm256_loadu_si256(yb.add(Q8K_QS + 32 * g) as *const __m256i);
+            let p = _mm256_maddubs_epi16(quants(g), qy);
+            isum = dotw(isum, p, _mm256_shuffle_epi8(scb, control(ctl)));
+        }
+        let bs = _mm256_loadu_si256(yb.add(Q8K_BSUMS) as *const __m256i);
+        let msum = _mm256_madd_epi16(bs, mins);
+        let dy = (yb as *const f32).read_unaligned();
+        let (d, dmin) = (half(xb), half(xb.add(2)));
+        let acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum), acc);
+        _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dy), _mm256_cvtepi32_ps(msum), acc)
+    }
+}
+
+#[inline(always)]
+unsafe fn half(p: *const u8) -> f32 {
+    // SAFETY: p addresses 2 bytes; F16C enabled by the caller.
+    unsafe {
+        let h = (p as *const u16).read_unaligned();
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
+    }
+}
+
+/// q4_K super-block (144 bytes: header, 128 bytes of nibbles; group 2i is the low nibbles of
+/// bytes 32i..32i+32, group 2i + 1 their high nibbles).
+///
+/// # Safety
+/// As [`k4_block`].
+#[inline(always)]
+unsafe fn q4_k_block(
+    xb: *const u8,
+    yb: *const u8,
+    acc: __m256,
+    dotw: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) -> __m256 {
+    // SAFETY: as documented.
+    unsafe {
+        let qs = xb.add(16);
+        let quants = |g: usize| {
+            let v = _mm256_loadu_si256(qs.add(32 * (g / 2)) as *const __m256i);
+            let v = if g.is_multiple_of(2) {
+                v
+            } else {
+                _mm256_srli_epi16(v, 4)
+            };
+            _mm256_and_si256(v, _mm256_set1_epi8(0x0F))
+        };
+        k4_block(xb, yb, acc, quants, dotw)
+    }
+}
+
+/// q5_K super-block (176 bytes: header, 32 bytes qh, 128 bytes of nibbles as q4_K; bit g of
+/// qh byte i is the fifth bit of element i of group g).
+///
+/// # Safety
+/// As [`k4_block`].
+#[inline(always)]
+unsafe fn q5_k_block(
+    xb: *const u8,
+    yb: *const u8,
+    acc: __m256,
+    dotw: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) -> __m256 {
+    // SAFETY: as documented.
+    unsafe {
+        let qh = _mm256_loadu_si256(xb.add(16) as *const __m256i);
+        let qs = xb.add(48);
+        let quants = |g: usize| {
+            let v = _mm256_loadu_si256(qs.add(32 * (g / 2)) as *const __m256i);
+            let v = if g.is_multiple_of(2) {
+                v
+            } else {
+                _mm256_srli_epi16(v, 4)
+            };
+            let lo = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+            // Bit g of each qh byte to bit 4 (16-bit shifts: bits of the neighbouring byte
+            // land elsewhere and are masked off).
+            let h = match g {
+                0 => _mm256_slli_epi16(qh, 4),
+                1 => _mm256_slli_epi16(qh, 3),
+                2 => _mm256_slli_epi16(qh, 2),
+                3 => _mm256_slli_epi16(qh, 1),
+                4 => qh,
+                5 => _mm256_srli_epi16(qh, 1),
+                6 => _mm256_srli_epi16(qh, 2),
+                _ => _mm256_srli_epi16(qh, 3),
+            };
+            _mm256_or_si256(lo, _mm256_and_si256(h, _mm256_set1_epi8(0x10)))
+        };
+        k4_block(xb, yb, acc, quants, dotw)
+    }
+}
+
+/// q6_K super-block (210 bytes: 128 bytes ql, 64 bytes qh, 16 i8 scales, f16 d; x =
+/// d·sc_s·(q − 32) with 6-bit q, one scale per 16 elements): the −32 is taken back through
+/// the column's bsums, 32·Σ sc_s·bsum_s.
+///
+/// # Safety
+/// As [`k4_block`].
+#[inline(always)]
+unsafe fn q6_k_block(
+    xb: *const u8,
+    yb: *const u8,
+    acc: __m256,
+    dotw: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) -> __m256 {
+    // SAFETY: as documented.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let m2 = _mm256_set1_epi8(0x30);
+        let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(xb.add(192) as *const __m128i));
+        let mut isum = _mm256_setzero_si256();
+        for h in 0..2 {
+            // Scales of this half's 4 groups (8 sub-blocks) in both 128-bit lanes.
+            let sch = if h == 0 {
+                _mm256_permute2x128_si256(sc16, sc16, 0x00)
+            } else {
+                _mm256_permute2x128_si256(sc16, sc16, 0x11)
+            };
+            let ql = xb.add(64 * h);
+            let l0 = _mm256_loadu_si256(ql as *const __m256i);
+            let l1 = _mm256_loadu_si256(ql.add(32) as *const __m256i);
+            let qh = _mm256_loadu_si256(xb.add(128 + 32 * h) as *const __m256i);
+            // Group j of the half: low 4 bits from l0 / l1 (low nibbles for j < 2, high for
+            // j ≥ 2), the two high bits at bits 2j..2j+2 of each qh byte.
+            for (j, ctl) in SPLAT_PAIR.iter().enumerate() {
+                let l = if j % 2 == 0 { l0 } else { l1 };
+                let lo = if j < 2 {
+                    _mm256_and_si256(l, m4)
+                } else {
+                    _mm256_and_si256(_mm256_srli_epi16(l, 4), m4)
+                };
+                let hb = match j {
+                    0 => _mm256_slli_epi16(qh, 4),
+                    1 => _mm256_slli_epi16(qh, 2),
+                    2 => qh,
+                    _ => _mm256_srli_epi16(qh, 2),
+                };
+                let q = _mm256_or_si256(lo, _mm256_and_si256(hb, m2));
+                let g = 4 * h + j;
+                let qy = _mm256_loadu_si256(yb.add(Q8K_QS + 32 * g) as *const __m256i);
+                let p = _mm256_maddubs_epi16(q, qy);
+                isum = dotw(isum, p, _mm256_shuffle_epi8(sch, control(ctl)));
+            }
+        }
+        let bs = _mm256_loadu_si256(yb.add(Q8K_BSUMS) as *const __m256i);
+        let corr = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+        let dy = (yb as *const f32).read_unaligned();
+        let d = half(xb.add(208));
+        let isum = _mm256_sub_epi32(isum, corr);
+        _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum), acc)
+    }
+}
+
+/// One GEMV per path: `$dot` the integer dot (acc + Σ of 4 u8·i8 products per lane), `$hi`
+/// the q5 fifth bits (qh pointer, nibbles → quants 0..=31).
+macro_rules! gemv_fn {
+    ($name:ident, $feat:literal, $dot:expr, $dotw:expr, $hi:expr) => {
+        #[target_feature(enable = $feat)]
+        unsafe fn $name(t: Tiled, k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
+            let dot = $dot;
+            let dotw = $dotw;
+            let hi = $hi;
+            // SAFETY: forwarded from the caller; features enabled by the attribute.
+            unsafe {
+                match t {
+                    // f16 d, 16 bytes of nibbles; x = d·(q − 8).
+                    Tiled::Q4_0 => rows::<18, 34, 8, false>(
+                        k,
+                        pn,
+                        y,
+                        accumulate,
+                        |xb: *const u8| nibbles(xb.add(2)),
+                        dot,
+                    ),
+                    // f16 d, f16 m, 16 bytes of nibbles; x = d·q + m.
+                    Tiled::Q4_1 => rows::<20, 36, 0, true>(
+                        k,
+                        pn,
+                        y,
+                        accumulate,
+                        |xb: *const u8| nibbles(xb.add(4)),
+                        dot,
+                    ),
+                    // f16 d, 4 bytes qh, 16 bytes of nibbles; x = d·(q − 16).
+                    Tiled::Q5_0 => rows::<22, 34, 16, false>(
+                        k,
+                        pn,
+                        y,
+                        accumulate,
+                        |xb: *const u8| hi(nibbles(xb.add(6)), xb.add(2)),
+                        dot,
+                    ),
+                    // f16 d, f16 m, 4 bytes qh, 16 bytes of nibbles; x = d·q + m.
+                    Tiled::Q5_1 => rows::<24, 36, 0, true>(
+                        k,
+                        pn,
+                        y,
+                        accumulate,
+                        |xb: *const u8| hi(nibbles(xb.add(8)), xb.add(4)),
+                        dot,
+                    ),
+                    // f16 d, 32 i8; the sign bit flipped: q + 128.
+                    Tiled::Q8_0 => rows::<34, 34, 128, false>(
+                        k,
+                        pn,
+                        y,
+                        accumulate,
+                        |xb: *const u8| {
+                            _mm256_xor_si256(
+                                _mm256_loadu_si256(xb.add(2) as *const __m256i),
+                                _mm256_set1_epi8(0x80u8 as i8),
+                            )
+                        },
+                        dot,
+                    ),
+                    Tiled::Q4K => krows::<144>(k, pn, y, accumulate, |xb, yb, acc| {
+                        q4_k_block(xb, yb, acc, dotw)
+                    }),
+                    Tiled::Q5K => krows::<176>(k, pn, y, accumulate, |xb, yb, acc| {
+                        q5_k_block(xb, yb, acc, dotw)
+                    }),
+                    Tiled::Q6K => krows::<210>(k, pn, y, accumulate, |xb, yb, acc| {
+                        q6_k_block(xb, yb, acc, dotw)
+                    }),
+                    _ => unreachable!("checked by handles"),
+                }
+            }
+        }
+    };
+}
+
+gemv_fn!(
+    gemv_avx512,
+    "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni",
+    |acc, w, y| _mm256_dpbusd_epi32(acc, w, y),
+    |acc, a, b| _mm256_dpwssd_epi32(acc, a, b),
+    // Bit j of qh is element j's fifth bit: a byte mask, +16 where set.
+    |nib: __m256i, qh: *const u8| _mm256_mask_add_epi8(
+        nib,
+        (qh as *const u32).read_unaligned(),
+        nib,
+        _mm256_set1_epi8(0x10)
+    )
+);
+gemv_fn!(
+    gemv_avxvnni,
+    "avx2,fma,f16c,avxvnni",
+    |acc, w, y| _mm256_dpbusd_avx_epi32(acc, w, y),
+    |acc, a, b| _mm256_dpwssd_avx_epi32(acc, a, b),
+    |nib: __m256i, qh: *const u8| _mm256_or_si256(
+        nib,
+        _mm256_and_si256(bits_32(qh), _mm256_set1_epi8(0x10))
+    )
+);
+gemv_fn!(
+    gemv_avx2,
+    "avx2,fma,f16c",
+    // Quants ≤ 31 here (handles): a pair of u8·i8 products fits i16.
+    |acc, w, y| _mm256_add_epi32(
+        acc,
+        _mm256_madd_epi16(_mm256_maddubs_epi16(w, y), _mm256_set1_epi16(1))
+    ),
+    |acc, a, b| _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)),
+    |nib: __m256i, qh: *const u8| _mm256_or_si256(
+        nib,
+        _mm256_and_si256(bits_32(qh), _mm256_set1_epi8(0x10))
+    )
+);
+
+/// Every row of the panel against the column `y` (k elements of the weight type's vec_dot
+/// type) with `isa`; false (nothing done) when the path does not handle `t` or the CPU lacks it.
+///
+/// # Safety
+/// Panel rows hold k elements of `t` (k a multiple of 32), the results are inside dst and
+/// written by this thread only.
+pub(crate) unsafe fn panel(
+    isa: Isa,
+    t: Tiled,
+    k: usize,
+    pn: &Panel,
+    y: *const u8,
+    accumulate: bool,
+) -> bool {
+    let bs = if t.is_k_quant() { 256 } else { 32 };
+    if !handles(isa, t) || !isa.supported() || !k.is_multiple_of(bs) {
+        return false;
+    }
+    // SAFETY: the CPU has the path's features (checked); the rest from the caller.
+    unsafe {
+        match isa {
+            Isa::Avx512Vnni => gemv_avx512(t, k, pn, y, accumulate),
+            Isa::AvxVnni => gemv_avxvnni(t, k, pn, y, accumulate),
+            Isa::Avx2 => gemv_avx2(t, k, pn, y, accumulate),
+        }
+    }
+    true
+}
+
+/// `m` weight rows of `dtype` (k elements each, contiguous) times one column of its vec_dot
+/// type, with the GEMV path `isa`. `None` when the path does not handle `dtype` or this CPU
+/// lacks it. For tests: every path against the scalar reference on the same bytes.
+pub fn gemv_with(
+    isa: Isa,
+    dtype: crate::DType,
+    k: usize,
+    m: usize,
+    weights: &[u8],
+    col: &[u8],
+) -> Option<Vec<f32>> {
+    let t = match dtype {
+        crate::DType::Q4_0 => Tiled::Q4_0,
+        crate::DType::Q4_1 => Tiled::Q4_1,
+        crate::DType::Q5_0 => Tiled::Q5_0,
+        crate::DType::Q5_1 => Tiled::Q5_1,
+        crate::DType::Q8_0 => Tiled::Q8_0,
+        crate::DType::Q4_K => Tiled::Q4K,
+        crate::DType::Q5_K => Tiled::Q5K,
+        crate::DType::Q6_K => Tiled::Q6K,
+        _ => return None,
+    };
+    let lda = dtype.row_size(k).ok()?;
+    let ldb = crate::quant::type_traits_scalar(dtype)?
+        .vec_dot_type
+        .row_size(k)
+        .ok()?;
+    if weights.len() != lda * m || col.len() != ldb {
+        return None;
+    }
+    let mut out = vec![0f32; m];
+    let pn = Panel {
+        a0: weights.as_ptr(),
+        lda,
+        nrows: m,
+        out0: out.as_mut_ptr() as *mut u8,
+        ldo: 4 * m,
+    };
+    // SAFETY: the lengths were checked above; out holds m results.
+    unsafe { panel(isa, t, k, &pn, col.as_ptr(), false) }.then_some(out)
+}
