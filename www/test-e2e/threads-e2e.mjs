@@ -10,7 +10,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
-import { SMOLLM2, PROMPT_IDS, GREEDY_7, PROMPT } from '../test/helpers.mjs';
+import { SMOLLM2, PROMPT_IDS, GREEDY_7, greedy7Matches, PROMPT } from '../test/helpers.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const CHROME = process.env.CHROME || '/usr/bin/chromium';
@@ -135,8 +135,8 @@ try {
     for (const kind of ['fc', 'cnn']) check(r.mnist[kind].every(Boolean), `mnist-${kind}: logits on 1/2/3 threads = single-thread build bit for bit: ${r.mnist[kind]}`);
     check(r.llm.every(Boolean), `SmolLM2: prompt + next-token logits on 2/3 threads = single-thread build bit for bit: ${r.llm}`);
     check(r.backendInfo.cpuThreads === 3, `LLM.load on the threads build: cpuThreads ${r.backendInfo.cpuThreads}`);
-    check(JSON.stringify(r.tokens) === JSON.stringify(GREEDY_7), `SmolLM2 greedy 7 on 3 threads: ${JSON.stringify(r.tokens)}`);
-    check(JSON.stringify(r.wTokens) === JSON.stringify(GREEDY_7) && r.wInfo.cpuThreads === 2, `SmolLM2 greedy 7 in a worker on 2 threads: ${JSON.stringify(r.wTokens)}`);
+    check(greedy7Matches(r.tokens), `SmolLM2 greedy 7 on 3 threads: ${JSON.stringify(r.tokens)}`);
+    check(greedy7Matches(r.wTokens) && r.wInfo.cpuThreads === 2, `SmolLM2 greedy 7 in a worker on 2 threads: ${JSON.stringify(r.wTokens)}`);
     check(r.accuracy2000 > 0.97, `mnist-fc on the threads build: ${r.correct}/2000`);
     await page.close();
 

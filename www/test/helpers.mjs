@@ -22,6 +22,12 @@ export const REFERENCE = path.join(ROOT, '..', 'shared', 'fixtures', 'reference'
 export const PROMPT = 'Once upon a time, there was a little robot who';
 export const PROMPT_IDS = [6403, 1980, 253, 655, 28, 665, 436, 253, 1838, 8085, 617];
 export const GREEDY_7 = [761, 253, 1767, 2470, 288, 919, 701];
+/** The 7th token is a near-tie (llama.cpp's top-2 gap 0.03–0.09, ours 0.07 there): 701 or 1495
+ * win by the batch split and kernel; the first six must equal llama.cpp's (llm.test.mjs checks the
+ * gap itself from the logits). */
+export function greedy7Matches(tokens) {
+  return tokens.length === 7 && tokens.slice(0, 6).every((t, i) => t === GREEDY_7[i]) && [701, 1495].includes(tokens[6]);
+}
 
 /** Compare logits with the reference: argmax, max abs difference, KL(ref || ours). */
 export function compareLogits(ours, ref) {
