@@ -244,8 +244,16 @@ fuzz_target!(|data: &[u8]| {
     }
     // Work is output elements × window: a pool window of 2^32 elements is a legitimately long
     // computation, not a hang; keep the cases fast enough to fuzz.
+    // Likewise fused attention over 2^16 queries × 2^16 keys (2^32 dot products: legitimate
+    // work, minutes under instrumentation).
     let heavy = g.nodes.iter().any(|&n| {
-        matches!(ctx.tensor(n).op, Op::Pool2d { k0, k1, .. } if k0.saturating_mul(k1) > 1 << 12)
+        let t = ctx.tensor(n);
+        let rows = |s: Option<TensorId>| s.map_or(0, |s| ctx.tensor(s).nrows());
+        match t.op {
+            Op::Pool2d { k0, k1, .. } => k0.saturating_mul(k1) > 1 << 12,
+            Op::FlashAttnExt { .. } => rows(t.src[0]).saturating_mul(rows(t.src[1])) > 1 << 24,
+            _ => false,
+        }
     });
     if heavy {
         return;
