@@ -217,6 +217,22 @@ pub(crate) enum Tiled {
 }
 
 impl Tiled {
+    /// The quantized tile kernel of weights of type `dtype`, if any.
+    pub(crate) fn quantized(dtype: crate::DType) -> Option<Tiled> {
+        use crate::DType as D;
+        Some(match dtype {
+            D::Q4_0 => Tiled::Q4_0,
+            D::Q4_1 => Tiled::Q4_1,
+            D::Q5_0 => Tiled::Q5_0,
+            D::Q5_1 => Tiled::Q5_1,
+            D::Q8_0 => Tiled::Q8_0,
+            D::Q4_K => Tiled::Q4K,
+            D::Q5_K => Tiled::Q5K,
+            D::Q6_K => Tiled::Q6K,
+            _ => return None,
+        })
+    }
+
     /// Quantized tiles use their own GEMM tile shape.
     pub(crate) fn is_quant(self) -> bool {
         !matches!(self, Tiled::F32 | Tiled::F16 | Tiled::Bf16)

@@ -960,15 +960,7 @@ pub fn tiles_with(
         D::F32 => Tiled::F32,
         D::F16 => Tiled::F16,
         D::BF16 => Tiled::Bf16,
-        D::Q4_0 => Tiled::Q4_0,
-        D::Q4_1 => Tiled::Q4_1,
-        D::Q5_0 => Tiled::Q5_0,
-        D::Q5_1 => Tiled::Q5_1,
-        D::Q8_0 => Tiled::Q8_0,
-        D::Q4_K => Tiled::Q4K,
-        D::Q5_K => Tiled::Q5K,
-        D::Q6_K => Tiled::Q6K,
-        _ => return None,
+        d => Tiled::quantized(d)?,
     };
     if !isa.supported() {
         return None;

@@ -683,17 +683,7 @@ pub fn gemm_with(
     weights: &[u8],
     cols: &[u8],
 ) -> Option<Vec<f32>> {
-    let t = match dtype {
-        crate::DType::Q4_0 => Tiled::Q4_0,
-        crate::DType::Q4_1 => Tiled::Q4_1,
-        crate::DType::Q5_0 => Tiled::Q5_0,
-        crate::DType::Q5_1 => Tiled::Q5_1,
-        crate::DType::Q8_0 => Tiled::Q8_0,
-        crate::DType::Q4_K => Tiled::Q4K,
-        crate::DType::Q5_K => Tiled::Q5K,
-        crate::DType::Q6_K => Tiled::Q6K,
-        _ => return None,
-    };
+    let t = Tiled::quantized(dtype)?;
     let lda = dtype.row_size(k).ok()?;
     let ldb = crate::quant::type_traits_scalar(dtype)?
         .vec_dot_type

@@ -105,17 +105,7 @@ fn quant_tiled(dtype: DType) -> Option<Tiled> {
     if !arch::has_quant_tiles() {
         return None;
     }
-    match dtype {
-        DType::Q4_0 => Some(Tiled::Q4_0),
-        DType::Q8_0 => Some(Tiled::Q8_0),
-        DType::Q4_K => Some(Tiled::Q4K),
-        DType::Q4_1 => Some(Tiled::Q4_1),
-        DType::Q5_0 => Some(Tiled::Q5_0),
-        DType::Q5_1 => Some(Tiled::Q5_1),
-        DType::Q5_K => Some(Tiled::Q5K),
-        DType::Q6_K => Some(Tiled::Q6K),
-        _ => None,
-    }
+    Tiled::quantized(dtype)
 }
 
 /// Name of the mul_mat SIMD path in use.
