@@ -4,6 +4,8 @@
 
 #[path = "support/models.rs"]
 mod models;
+#[path = "support/split.rs"]
+mod split;
 
 use std::path::PathBuf;
 
@@ -120,42 +122,21 @@ fn pooling_overrides_match_llama_embedding() {
 /// from part 1 it gives the whole file's vectors bit for bit; part 2 first is an error.
 #[test]
 fn split_gguf_embeds_like_the_whole_file() {
-    use ggweb::gguf::{GgufFile, GgufWriter, Value};
-    let file = GgufFile::open(minilm()).expect("open");
-    let g = file.header();
-    let n = 3usize;
+    let file = ggweb::gguf::GgufFile::open(minilm()).expect("open");
     let dir = std::env::temp_dir().join(format!("ggweb-bert-split-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let path = |i: usize| dir.join(format!("minilm-{:05}-of-{n:05}.gguf", i + 1));
-    let per = g.tensors.len().div_ceil(n);
-    for (i, chunk) in g.tensors.chunks(per).enumerate() {
-        let mut w = GgufWriter::new();
-        if i == 0 {
-            for (k, v) in &g.metadata {
-                w.set(k.clone(), v.clone());
-            }
-        }
-        w.set("split.no", Value::U16(i as u16));
-        w.set("split.count", Value::U16(n as u16));
-        w.set("split.tensors.count", Value::I32(g.tensors.len() as i32));
-        for t in chunk {
-            let bytes = file.tensor_bytes(t).expect("bytes");
-            w.add_tensor(&t.name, t.dtype, &t.ne[..t.n_dims as usize], bytes)
-                .expect("tensor");
-        }
-        std::fs::write(path(i), w.to_bytes().expect("write")).expect("write");
-    }
+    let parts = split::write_split(&file, &dir, "minilm", 3, file.header().tensors.len() as i32);
     let texts = ["A man is eating food.", "A man is eating a piece of bread."];
     let whole = Embedder::open(&minilm())
         .expect("open")
         .embed(&texts)
         .expect("embed");
-    let split = Embedder::open(&path(0))
+    let split = Embedder::open(&parts[0])
         .expect("open split")
         .embed(&texts)
         .expect("embed");
     assert!(whole == split, "split model's vectors differ");
-    let e = Embedder::open(&path(1)).err().expect("part 2 first");
+    let e = Embedder::open(&parts[1]).err().expect("part 2 first");
     assert!(e.to_string().contains("open part 1"), "{e}");
     std::fs::remove_dir_all(&dir).expect("clean up");
 }

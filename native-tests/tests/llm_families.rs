@@ -9,6 +9,8 @@
 
 #[path = "support/models.rs"]
 mod models;
+#[path = "support/split.rs"]
+mod split;
 
 use std::path::{Path, PathBuf};
 
@@ -188,39 +190,15 @@ fn llama3_rope_freqs_random_matches_llama_cpp() {
 /// for bit; a missing part, part 2 opened first and a wrong tensor count are errors.
 #[test]
 fn split_gguf_loads_like_the_whole_file() {
-    use ggweb::gguf::{GgufFile, GgufWriter, Value};
     let src = data("families").join("phi3-random.gguf");
-    let file = GgufFile::open(&src).unwrap();
-    let g = file.header();
+    let file = ggweb::gguf::GgufFile::open(&src).unwrap();
     let n = 3usize;
     let dir = std::env::temp_dir().join(format!("ggweb-split-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = |i: usize| dir.join(format!("phi3-{:05}-of-{n:05}.gguf", i + 1));
-    let write = |tensor_count: i32| {
-        let per = g.tensors.len().div_ceil(n);
-        for (i, chunk) in g.tensors.chunks(per).enumerate() {
-            let mut w = GgufWriter::new();
-            if i == 0 {
-                for (k, v) in &g.metadata {
-                    w.set(k.clone(), v.clone());
-                }
-            }
-            w.set("split.no", Value::U16(i as u16));
-            w.set("split.count", Value::U16(n as u16));
-            w.set("split.tensors.count", Value::I32(tensor_count));
-            for t in chunk {
-                w.add_tensor(
-                    &t.name,
-                    t.dtype,
-                    &t.ne[..t.n_dims as usize],
-                    file.tensor_bytes(t).unwrap(),
-                )
-                .unwrap();
-            }
-            std::fs::write(path(i), w.to_bytes().unwrap()).unwrap();
-        }
-    };
-    write(g.tensors.len() as i32);
+    let path = |i: usize| split::part(&dir, "phi3", i, n);
+    let count = file.header().tensors.len() as i32;
+    let write = |tensor_count: i32| split::write_split(&file, &dir, "phi3", n, tensor_count);
+    write(count);
     let prompt = [5, 17, 300, 42, 99, 7];
     let whole = LlamaModel::open(&src, 16, 2)
         .unwrap()
@@ -238,7 +216,7 @@ fn split_gguf_loads_like_the_whole_file() {
         .err()
         .expect("part 2 first");
     assert!(e.to_string().contains("open part 1"), "{e}");
-    write(g.tensors.len() as i32 + 1);
+    write(count + 1);
     let e = LlamaModel::open(&path(0), 16, 2)
         .err()
         .expect("tensor count");
