@@ -6,6 +6,7 @@ use std::collections::BinaryHeap;
 
 use super::fxhash::{self, FxHashMap};
 use super::pretok::{PreConfig, PreTokenizer};
+use super::strtab::StrTable;
 use super::unicode;
 use crate::Result;
 
@@ -16,7 +17,7 @@ type Candidate = (u32, usize, usize, usize, usize);
 pub(crate) struct Bpe {
     pre: PreTokenizer,
     /// Every string that appears on either side of a merge, interned.
-    pieces: FxHashMap<String, u32>,
+    pieces: StrTable,
     /// (left piece, right piece) → merge rank (lower merges first).
     ranks: FxHashMap<(u32, u32), u32>,
     pub ignore_merges: bool,
@@ -28,16 +29,8 @@ pub(crate) struct Bpe {
 impl Bpe {
     pub fn new(cfg: &PreConfig, merges: &[String]) -> Result<Bpe> {
         let pre = PreTokenizer::new(cfg)?;
-        let mut pieces: FxHashMap<String, u32> = fxhash::map_with_capacity(merges.len());
+        let mut pieces = StrTable::with_capacity(merges.len());
         let mut ranks = fxhash::map_with_capacity(merges.len());
-        let intern = |s: &str, pieces: &mut FxHashMap<String, u32>| -> u32 {
-            if let Some(&id) = pieces.get(s) {
-                return id;
-            }
-            let id = pieces.len() as u32;
-            pieces.insert(s.to_owned(), id);
-            id
-        };
         for (rank, m) in merges.iter().enumerate() {
             // llama.cpp splits at the first space found from byte 1 on.
             let Some(pos) = m
@@ -50,10 +43,11 @@ impl Bpe {
                 continue;
             };
             let (a, b) = (&m[..pos], &m[pos + 1..]);
-            let ia = intern(a, &mut pieces);
-            let ib = intern(b, &mut pieces);
+            let ia = pieces.intern(a);
+            let ib = pieces.intern(b);
             ranks.entry((ia, ib)).or_insert(rank as u32);
         }
+        pieces.shrink_to_fit();
         Ok(Bpe {
             pre,
             pieces,
@@ -71,8 +65,8 @@ impl Bpe {
     }
 
     fn rank(&self, left: &str, right: &str) -> Option<u32> {
-        let l = *self.pieces.get(left)?;
-        let r = *self.pieces.get(right)?;
+        let l = self.pieces.id(left)?;
+        let r = self.pieces.id(right)?;
         self.ranks.get(&(l, r)).copied()
     }
 

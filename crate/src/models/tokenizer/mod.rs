@@ -11,13 +11,14 @@ mod gguf;
 mod pretok;
 mod regex;
 mod spm;
+mod strtab;
 pub mod unicode;
 mod wpm;
 
 use std::collections::BTreeSet;
 
-use fxhash::FxHashMap;
 pub use pretok::PRE_NAMES;
+use strtab::{ByteArena, StrTable};
 
 use crate::{Error, Result};
 
@@ -101,7 +102,6 @@ pub enum VocabType {
 
 #[derive(Clone, Debug)]
 pub(crate) struct TokenData {
-    pub text: String,
     pub score: f32,
     pub attr: u32,
 }
@@ -129,7 +129,8 @@ pub struct SpecialTokens {
 pub struct Tokenizer {
     vocab_type: VocabType,
     pub(crate) tokens: Vec<TokenData>,
-    token_to_id: FxHashMap<String, u32>,
+    /// Every token's text (id order) and the lookup text → first id holding it.
+    texts: StrTable,
     pub(crate) special: SpecialTokens,
     add_bos: bool,
     add_eos: bool,
@@ -145,7 +146,7 @@ pub struct Tokenizer {
     special_cache: Vec<u32>,
     eog: BTreeSet<u32>,
     /// Detokenized piece of every token with `special = true`.
-    pieces: Vec<Vec<u8>>,
+    pieces: ByteArena,
     bpe: Option<bpe::Bpe>,
 }
 
@@ -335,7 +336,7 @@ impl Tokenizer {
 
         // Tokens.
         let mut tokens = Vec::with_capacity(n);
-        let mut token_to_id = fxhash::map_with_capacity(n);
+        let mut texts = StrTable::with_capacity(n);
         let mut token_lens = Vec::new();
         for (i, text) in spec.tokens.into_iter().enumerate() {
             let text = if text.is_empty() {
@@ -354,9 +355,11 @@ impl Tokenizer {
                 Some(_) => attr::UNDEFINED,
             };
             token_lens.push(text.len());
-            token_to_id.entry(text.clone()).or_insert(i as u32);
-            tokens.push(TokenData { text, score, attr });
+            texts.push(&text);
+            tokens.push(TokenData { score, attr });
         }
+        texts.shrink_to_fit();
+        let text_of = |id: usize| texts.get(id as u32).unwrap_or("");
 
         // Special ids: defaults out of range are dropped; metadata ids in range override.
         {
@@ -419,9 +422,7 @@ impl Tokenizer {
         // Auto-detect EOT / FIM / EOG tokens by text and mark them as control tokens.
         // The first text of the list that the vocabulary has (llama.cpp scans a hash map, so its
         // pick among several candidates is unspecified; list order is the intended priority).
-        let find = |texts: &[&str]| -> Option<u32> {
-            texts.iter().find_map(|t| token_to_id.get(*t).copied())
-        };
+        let find = |texts_: &[&str]| -> Option<u32> { texts_.iter().find_map(|t| texts.id(t)) };
         let mut force_control = Vec::new();
         for (slot, texts) in [
             (&mut special.eot, EOT_TEXTS),
@@ -443,10 +444,10 @@ impl Tokenizer {
         for id in force_control {
             tokens[id as usize].attr |= attr::CONTROL;
         }
-        for t in tokens.iter_mut() {
+        for (id, t) in tokens.iter_mut().enumerate() {
             if t.attr & attr::CONTROL != 0
                 && t.attr & attr::UNUSED == 0
-                && t.text.contains("unused")
+                && text_of(id).contains("unused")
             {
                 t.attr |= attr::UNUSED;
             }
@@ -459,12 +460,12 @@ impl Tokenizer {
             eog.insert(id);
         }
         for (id, t) in tokens.iter_mut().enumerate() {
-            if EOG_TEXTS.contains(&t.text.as_str()) {
+            if EOG_TEXTS.contains(&text_of(id)) {
                 eog.insert(id as u32);
                 t.attr |= attr::CONTROL;
             }
             if matches!(
-                t.text.as_str(),
+                text_of(id),
                 "<|channel|>" | "<|message|>" | "<|start|>" | "<|constrain|>"
             ) {
                 t.attr = attr::USER_DEFINED;
@@ -483,17 +484,16 @@ impl Tokenizer {
             })
             .collect();
         special_cache.sort_by(|&a, &b| {
-            tokens[b as usize]
-                .text
+            text_of(b as usize)
                 .len()
-                .cmp(&tokens[a as usize].text.len())
+                .cmp(&text_of(a as usize).len())
                 .then(a.cmp(&b))
         });
 
         let mut tok = Tokenizer {
             vocab_type,
             tokens,
-            token_to_id,
+            texts,
             special,
             add_bos,
             add_eos,
@@ -509,17 +509,22 @@ impl Tokenizer {
             },
             special_cache,
             eog,
-            pieces: Vec::new(),
+            pieces: ByteArena::default(),
             bpe: bpe_state,
         };
-        tok.pieces = (0..n as u32).map(|id| tok.compute_piece(id)).collect();
+        let mut pieces = ByteArena::with_capacity(n);
+        for id in 0..n as u32 {
+            pieces.push(&tok.compute_piece(id));
+        }
+        pieces.shrink_to_fit();
+        tok.pieces = pieces;
 
         // Per-model attribute fixes (llama.cpp keys these off general.name / pre / architecture).
         let name = spec.model_name.as_deref().unwrap_or("").to_lowercase();
         let pre = spec.pre.as_deref().unwrap_or("");
         let arch = spec.architecture.as_deref().unwrap_or("");
         let set_attr = |tok: &mut Tokenizer, text: &str, bit: u32, on: bool| {
-            if let Some(&id) = tok.token_to_id.get(text) {
+            if let Some(id) = tok.texts.id(text) {
                 let a = &mut tok.tokens[id as usize].attr;
                 *a = if on { *a | bit } else { *a & !bit };
             }
@@ -593,7 +598,7 @@ impl Tokenizer {
 
     /// Raw vocabulary text of a token.
     pub fn token_text(&self, id: u32) -> Option<&str> {
-        self.tokens.get(id as usize).map(|t| t.text.as_str())
+        self.texts.get(id)
     }
 
     /// Attribute bits (see [`attr`]) of a token.
@@ -605,7 +610,7 @@ impl Tokenizer {
 
     /// Id of the token whose vocabulary text is exactly `text`.
     pub fn token_id(&self, text: &str) -> Option<u32> {
-        self.token_to_id.get(text).copied()
+        self.texts.id(text)
     }
 
     pub(crate) fn byte_to_token(&self, b: u8) -> Option<u32> {
@@ -643,7 +648,7 @@ impl Tokenizer {
             if !parse_special && t.attr & (attr::CONTROL | attr::UNKNOWN) != 0 {
                 continue;
             }
-            let needle = t.text.as_str();
+            let needle = self.texts.get(id).unwrap_or("");
             if !frags
                 .iter()
                 .any(|f| matches!(f, Fragment::Text(s, e) if text[*s..*e].contains(needle)))
@@ -804,21 +809,21 @@ impl Tokenizer {
     }
 
     fn compute_piece(&self, id: u32) -> Vec<u8> {
-        let Some(t) = self.tokens.get(id as usize) else {
+        let (Some(t), Some(text)) = (self.tokens.get(id as usize), self.texts.get(id)) else {
             return Vec::new();
         };
         if t.attr & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
-            return t.text.as_bytes().to_vec();
+            return text.as_bytes().to_vec();
         }
         if t.attr & attr::NORMAL != 0 {
             return match self.vocab_type {
-                VocabType::Spm | VocabType::Wpm => t.text.replace('\u{2581}', " ").into_bytes(),
+                VocabType::Spm | VocabType::Wpm => text.replace('\u{2581}', " ").into_bytes(),
                 VocabType::Bpe if self.bpe.as_ref().is_some_and(|b| b.escape_whitespaces) => {
-                    t.text.replace('\u{2581}', " ").into_bytes()
+                    text.replace('\u{2581}', " ").into_bytes()
                 }
                 VocabType::Bpe => {
-                    let mut out = Vec::with_capacity(t.text.len());
-                    for c in t.text.chars() {
+                    let mut out = Vec::with_capacity(text.len());
+                    for c in text.chars() {
                         match unicode::char_to_byte(c) {
                             Some(b) => out.push(b),
                             None => {
@@ -827,7 +832,7 @@ impl Tokenizer {
                                 for b in c.encode_utf8(&mut tmp).bytes() {
                                     out.extend_from_slice(format!("{b:02x}").as_bytes());
                                 }
-                                out.extend_from_slice(t.text.as_bytes());
+                                out.extend_from_slice(text.as_bytes());
                                 out.push(b']');
                             }
                         }
@@ -837,11 +842,7 @@ impl Tokenizer {
             };
         }
         if t.attr & attr::BYTE != 0 && self.vocab_type != VocabType::Wpm {
-            if let Some(b) = t
-                .text
-                .get(3..5)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-            {
+            if let Some(b) = text.get(3..5).and_then(|h| u8::from_str_radix(h, 16).ok()) {
                 return vec![b];
             }
         }
@@ -857,7 +858,7 @@ impl Tokenizer {
         if !special && t.attr & (attr::UNKNOWN | attr::CONTROL) != 0 {
             return &[];
         }
-        &self.pieces[id as usize]
+        self.pieces.get(id as usize)
     }
 
     /// llama.cpp's `detokenize`: concatenated pieces, the SentencePiece leading space removed,
