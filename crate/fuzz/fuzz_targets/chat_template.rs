@@ -23,8 +23,8 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     let format = ChatFormat::detect_with_tokens(template, arch, Some("<s>"), Some("</s>"));
     for gen in [false, true] {
-        // The template's own rendering may fail (a typed error); `render` then falls back.
-        let _ = format.try_render(&messages, gen);
+        // `render` runs the template (`try_render`: it may fail with a typed error) and falls
+        // back on failure, so one call covers both without rendering twice.
         let prompt = format.render(&messages, gen);
         if format.name().ends_with("-fallback") {
             for m in &messages {
