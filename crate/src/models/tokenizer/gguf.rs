@@ -36,20 +36,30 @@ fn opt_array<'a>(g: &'a Gguf, key: &str) -> Result<Option<&'a Array>> {
         .transpose()
 }
 
-fn opt_strings(g: &Gguf, key: &str) -> Result<Option<Vec<String>>> {
+fn opt_strings<'a>(g: &'a Gguf, key: &str) -> Result<Option<&'a [String]>> {
     opt_array(g, key)?
         .map(|a| {
             a.as_strings()
-                .map(<[String]>::to_vec)
                 .ok_or_else(|| bad(key, "an array of strings"))
         })
         .transpose()
 }
 
+/// A spec and the token / merge arrays it leaves in the GGUF metadata.
+type Borrowed<'a> = (TokenizerSpec, &'a [String], Option<&'a [String]>);
+
 impl TokenizerSpec {
     /// Collects the tokenizer description from GGUF metadata. Keys that are absent stay `None`
     /// (llama.cpp's defaults then apply); keys of the wrong type are errors.
     pub fn from_gguf(g: &Gguf) -> Result<TokenizerSpec> {
+        let (mut spec, tokens, merges) = TokenizerSpec::from_gguf_borrowed(g)?;
+        spec.tokens = tokens.to_vec();
+        spec.merges = merges.map(<[String]>::to_vec);
+        Ok(spec)
+    }
+
+    /// The spec without its token and merge arrays, and those arrays borrowed from `g`.
+    fn from_gguf_borrowed(g: &Gguf) -> Result<Borrowed<'_>> {
         let model = opt_str(g, "tokenizer.ggml.model")?
             .ok_or_else(|| Error::Model("GGUF has no tokenizer.ggml.model".into()))?;
         let tokens = opt_strings(g, "tokenizer.ggml.tokens")?
@@ -70,13 +80,14 @@ impl TokenizerSpec {
         let fim = |new: &str, old: &str| -> Result<Option<u32>> {
             Ok(opt_u32(g, new)?.or(opt_u32(g, old)?))
         };
-        Ok(TokenizerSpec {
+        let merges = opt_strings(g, "tokenizer.ggml.merges")?;
+        let spec = TokenizerSpec {
             model,
             pre: opt_str(g, "tokenizer.ggml.pre")?,
-            tokens,
+            tokens: Vec::new(),
             scores,
             token_types,
-            merges: opt_strings(g, "tokenizer.ggml.merges")?,
+            merges: None,
             bos_id: opt_u32(g, "tokenizer.ggml.bos_token_id")?,
             eos_id: opt_u32(g, "tokenizer.ggml.eos_token_id")?,
             eot_id: opt_u32(g, "tokenizer.ggml.eot_token_id")?,
@@ -115,13 +126,15 @@ impl TokenizerSpec {
                 .get("general.architecture")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
-        })
+        };
+        Ok((spec, tokens, merges))
     }
 }
 
 impl Tokenizer {
     /// Builds the tokenizer described by a GGUF file's metadata.
     pub fn from_gguf(g: &Gguf) -> Result<Tokenizer> {
-        Tokenizer::from_spec(TokenizerSpec::from_gguf(g)?)
+        let (spec, tokens, merges) = TokenizerSpec::from_gguf_borrowed(g)?;
+        Tokenizer::build(spec, tokens, merges)
     }
 }

@@ -238,8 +238,20 @@ fn is_c_space(b: u8) -> bool {
 
 impl Tokenizer {
     /// Builds a tokenizer, applying llama.cpp's defaults and per-model fixes.
-    pub fn from_spec(spec: TokenizerSpec) -> Result<Tokenizer> {
-        let n = spec.tokens.len();
+    pub fn from_spec(mut spec: TokenizerSpec) -> Result<Tokenizer> {
+        let tokens = std::mem::take(&mut spec.tokens);
+        let merges = spec.merges.take();
+        Tokenizer::build(spec, &tokens, merges.as_deref())
+    }
+
+    /// [`Tokenizer::from_spec`] with the two large arrays borrowed (from GGUF metadata, which
+    /// then needs no copy of them); `spec.tokens` and `spec.merges` are ignored.
+    pub(crate) fn build(
+        spec: TokenizerSpec,
+        spec_tokens: &[String],
+        spec_merges: Option<&[String]>,
+    ) -> Result<Tokenizer> {
+        let n = spec_tokens.len();
         if n == 0 {
             return Err(Error::Model("tokenizer has no tokens".into()));
         }
@@ -307,7 +319,7 @@ impl Tokenizer {
                     spec.pre.as_deref()
                 };
                 let cfg = pretok::pre_config(pre)?;
-                let merges = match spec.merges.as_deref() {
+                let merges = match spec_merges {
                     Some(m) => m,
                     None if cfg.merges_optional => &[],
                     None => {
@@ -338,9 +350,11 @@ impl Tokenizer {
         let mut tokens = Vec::with_capacity(n);
         let mut texts = StrTable::with_capacity(n);
         let mut token_lens = Vec::new();
-        for (i, text) in spec.tokens.into_iter().enumerate() {
+        for (i, text) in spec_tokens.iter().enumerate() {
+            let empty;
             let text = if text.is_empty() {
-                format!("[EMPTY_{i}]")
+                empty = format!("[EMPTY_{i}]");
+                &empty
             } else {
                 text
             };
@@ -355,7 +369,7 @@ impl Tokenizer {
                 Some(_) => attr::UNDEFINED,
             };
             token_lens.push(text.len());
-            texts.push(&text);
+            texts.push(text);
             tokens.push(TokenData { score, attr });
         }
         texts.shrink_to_fit();
