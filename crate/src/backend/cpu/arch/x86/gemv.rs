@@ -161,9 +161,8 @@ unsafe fn hsum(v: __m256) -> f32 {
     }
 }
 
-/// Rows per tile of the AVX-512 paired GEMV ([`pair_rows`]): 8 rather than 4 share the column's
-/// work per block among more rows (in cache 3-7 % faster; a multiple of 4).
-const PR: usize = 8;
+/// Rows per tile of the AVX-512 paired GEMV ([`pair_rows`]).
+const PR: usize = 4;
 
 /// The 4- and 5-bit 32-element types with AVX-512: two rows per vector, so the per-block float
 /// work (conversion and FMA) serves two rows, and the R rows' f16 scales are converted and
@@ -240,11 +239,10 @@ unsafe fn pair_tile<
     unsafe {
         const P: usize = PR / 2;
         let mut acc = [_mm256_setzero_ps(); P];
-        const G: usize = PR / 4;
-        let mut accm = [_mm256_setzero_ps(); G];
+        let mut accm = _mm256_setzero_ps();
         let zero = _mm256_setzero_si256();
         let m4 = _mm256_set1_epi8(0x0F);
-        // Lanes 2r of a 4-row group's scale products, four times each: rows 0 and 1, 2 and 3.
+        // Lanes 2r of the rows' scale products, four times each: rows 0 and 1, rows 2 and 3.
         let sel = [
             _mm256_set_epi32(2, 2, 2, 2, 0, 0, 0, 0),
             _mm256_set_epi32(6, 6, 6, 6, 4, 4, 4, 4),
@@ -273,21 +271,17 @@ unsafe fn pair_tile<
             };
             // The rows' first 4 bytes (f16 d, then f16 m or quant bytes, masked off: only d).
             let xb: [*const u8; PR] = std::array::from_fn(|r| a[r].add(blk * XS));
-            // Per 4 rows: lane 2r: d_r·dy; lane 2r + 1: m_r·sy (MIN).
-            let prod: [__m256; G] = std::array::from_fn(|g| {
-                let mut h = _mm_cvtsi32_si128(word(xb[4 * g]));
-                h = _mm_insert_epi32::<1>(h, word(xb[4 * g + 1]));
-                h = _mm_insert_epi32::<2>(h, word(xb[4 * g + 2]));
-                h = _mm_insert_epi32::<3>(h, word(xb[4 * g + 3]));
-                if !MIN {
-                    h = _mm_and_si128(h, _mm_set1_epi32(0xFFFF));
-                }
-                _mm256_mul_ps(_mm256_cvtph_ps(h), ys)
-            });
+            let mut h = _mm_cvtsi32_si128(word(xb[0]));
+            h = _mm_insert_epi32::<1>(h, word(xb[1]));
+            h = _mm_insert_epi32::<2>(h, word(xb[2]));
+            h = _mm_insert_epi32::<3>(h, word(xb[3]));
+            if !MIN {
+                h = _mm_and_si128(h, _mm_set1_epi32(0xFFFF));
+            }
+            // Lane 2r: d_r·dy; lane 2r + 1: m_r·sy (MIN).
+            let prod = _mm256_mul_ps(_mm256_cvtph_ps(h), ys);
             if MIN {
-                for g in 0..G {
-                    accm[g] = _mm256_add_ps(accm[g], prod[g]);
-                }
+                accm = _mm256_add_ps(accm, prod);
             }
             for p in 0..P {
                 let (x0, x1) = (xb[2 * p], xb[2 * p + 1]);
@@ -306,15 +300,13 @@ unsafe fn pair_tile<
                     hi = _mm256_mask_add_epi8(hi, (h0 >> 16) | (h1 & 0xFFFF_0000), hi, b16);
                 }
                 let isum = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(start, lo, ylo), hi, yhi);
-                let sc = _mm256_permutevar8x32_ps(prod[p / 2], sel[p % 2]);
+                let sc = _mm256_permutevar8x32_ps(prod, sel[p]);
                 acc[p] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc[p]);
             }
         }
-        let mut mins = [0f32; 2 * PR];
+        let mut mins = [0f32; 8];
         if MIN {
-            for (g, v) in accm.iter().enumerate() {
-                _mm256_storeu_ps(mins.as_mut_ptr().add(8 * g), *v);
-            }
+            _mm256_storeu_ps(mins.as_mut_ptr(), accm);
         }
         std::array::from_fn(|r| {
             let v = acc[r / 2];
