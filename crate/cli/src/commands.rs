@@ -217,7 +217,8 @@ enum Cmd {
         /// cpu, webgpu or cuda.
         #[arg(long, default_value = "cpu")]
         backend: String,
-        /// Weight types (comma-separated); default f32,f16,q4_0,q8_0,q4_K.
+        /// Weight types (comma-separated); default f32,f16,q4_0,q8_0,q4_K (with --llm: only the
+        /// shapes of these types; default all).
         #[arg(long)]
         types: Option<String>,
         /// Thread counts (comma-separated); default 1,2.
@@ -330,7 +331,7 @@ pub fn run() -> Result<()> {
             seconds,
         } => {
             if llm {
-                bench_llm(json, models, threads, n, stream_mib, seconds)
+                bench_llm(json, models, types, threads, n, stream_mib, seconds)
             } else {
                 bench(json, &backend, types, threads, n, size, seconds)
             }
@@ -885,6 +886,7 @@ fn bench(
 fn bench_llm(
     as_json: bool,
     models: Option<String>,
+    types: Option<String>,
     threads: Option<String>,
     ns: Option<String>,
     stream_mib: usize,
@@ -892,6 +894,16 @@ fn bench_llm(
 ) -> Result<()> {
     let models: Option<Vec<String>> =
         models.map(|m| m.split(',').map(|s| s.trim().to_string()).collect());
+    let types: Option<Vec<DType>> = types
+        .map(|t| {
+            t.split(',')
+                .map(|t| {
+                    DType::from_name(t.trim())
+                        .ok_or_else(|| Error::InvalidArgument(format!("unknown type '{t}'")))
+                })
+                .collect::<Result<_>>()
+        })
+        .transpose()?;
     let threads: Vec<usize> = parse_list(threads, "1,2", "thread count")?;
     let threads: Vec<usize> = threads.into_iter().map(|t| cpu_threads(Some(t))).collect();
     let ns: Vec<usize> = parse_list(ns, "1,120", "n")?;
@@ -913,6 +925,9 @@ fn bench_llm(
                 .as_ref()
                 .is_some_and(|m| !m.iter().any(|x| x == s.model))
             {
+                continue;
+            }
+            if types.as_ref().is_some_and(|t| !t.contains(&s.dtype)) {
                 continue;
             }
             for (&th, &rb) in threads.iter().zip(&roof) {

@@ -161,6 +161,193 @@ unsafe fn hsum(v: __m256) -> f32 {
     }
 }
 
+/// Rows per tile of the AVX-512 paired GEMV ([`pair_rows`]).
+const PR: usize = 4;
+
+/// The 4- and 5-bit 32-element types with AVX-512: two rows per vector, so the per-block float
+/// work (conversion and FMA) serves two rows, and the R rows' f16 scales are converted and
+/// multiplied by the column's at once. A vector holds elements 0..16 of rows r (low 128 bits)
+/// and r + 1 (high), the low nibbles of both rows' 16 quant bytes (one load each); a second
+/// one elements 16..32 (their high nibbles); the column's two halves are broadcast to both
+/// 128-bit lanes. Each lane's integer sum (8 products, start −bias · Σ column quants) is exact,
+/// then scaled with one FMA, as in [`tile`].
+///
+/// `QS` / `QH`: offsets of the nibbles and (`HI`) of the 32 fifth bits in a block.
+///
+/// # Safety
+/// AVX-512 F/VL/BW/VNNI and AVX2/FMA/F16C enabled by the caller; as [`rows`] otherwise.
+#[inline(always)]
+unsafe fn pair_rows<
+    const XS: usize,
+    const YS: usize,
+    const BIAS: i32,
+    const MIN: bool,
+    const QS: usize,
+    const QH: usize,
+    const HI: bool,
+>(
+    k: usize,
+    pn: &Panel,
+    y: *const u8,
+    accumulate: bool,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let span = PR.saturating_mul(pn.lda);
+        let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
+        let mut i = 0;
+        while i + PR <= pn.nrows {
+            let a: [*const u8; PR] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
+            prefetch(a[0].wrapping_add(ahead), span.min(PREFETCH_MAX));
+            let o = pair_tile::<XS, YS, BIAS, MIN, QS, QH, HI>(k, a, y);
+            store_tile::<PR, 1>(pn, i, &o, accumulate);
+            i += PR;
+        }
+        // The last rows through the same tile (a row's lanes never meet another's, so its
+        // result is the same bits in any tile, whatever rows the threads' shares start at),
+        // the missing rows repeating the last one.
+        if i < pn.nrows {
+            let a: [*const u8; PR] =
+                std::array::from_fn(|r| pn.a0.add((i + r).min(pn.nrows - 1) * pn.lda));
+            let o = pair_tile::<XS, YS, BIAS, MIN, QS, QH, HI>(k, a, y);
+            for (r, v) in o.iter().enumerate().take(pn.nrows - i) {
+                store_tile::<1, 1>(pn, i + r, &[*v], accumulate);
+            }
+        }
+    }
+}
+
+/// [`PR`] rows · one column (see [`pair_rows`]).
+///
+/// # Safety
+/// As [`pair_rows`].
+#[inline(always)]
+unsafe fn pair_tile<
+    const XS: usize,
+    const YS: usize,
+    const BIAS: i32,
+    const MIN: bool,
+    const QS: usize,
+    const QH: usize,
+    const HI: bool,
+>(
+    k: usize,
+    a: [*const u8; PR],
+    y: *const u8,
+) -> [[f32; 1]; PR] {
+    // SAFETY: block indices < k/32; features enabled by the caller.
+    unsafe {
+        const P: usize = PR / 2;
+        let mut acc = [_mm256_setzero_ps(); P];
+        let mut accm = _mm256_setzero_ps();
+        let zero = _mm256_setzero_si256();
+        let m4 = _mm256_set1_epi8(0x0F);
+        // Lanes 2r of the rows' scale products, four times each: rows 0 and 1, rows 2 and 3.
+        let sel = [
+            _mm256_set_epi32(2, 2, 2, 2, 0, 0, 0, 0),
+            _mm256_set_epi32(6, 6, 6, 6, 4, 4, 4, 4),
+        ];
+        let word = |p: *const u8| (p as *const i32).read_unaligned();
+        for blk in 0..k / 32 {
+            let yb = y.add(blk * YS);
+            let yq = yb.add(YS - 32);
+            let ylo = _mm256_broadcastsi128_si256(_mm_loadu_si128(yq as *const __m128i));
+            let yhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(yq.add(16) as *const __m128i));
+            let start = if BIAS != 0 {
+                let b = _mm256_set1_epi8(BIAS as u8 as i8);
+                _mm256_sub_epi32(
+                    zero,
+                    _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(zero, b, ylo), b, yhi),
+                )
+            } else {
+                zero
+            };
+            // [dy, sy] (q8_1) in every pair of lanes, or dy everywhere (q8_0).
+            let ys = head(yb);
+            let ys = if MIN {
+                _mm256_castpd_ps(_mm256_broadcastsd_pd(_mm_castps_pd(ys)))
+            } else {
+                _mm256_broadcastss_ps(ys)
+            };
+            // The rows' first 4 bytes (f16 d, then f16 m or quant bytes, masked off: only d).
+            let xb: [*const u8; PR] = std::array::from_fn(|r| a[r].add(blk * XS));
+            let mut h = _mm_cvtsi32_si128(word(xb[0]));
+            h = _mm_insert_epi32::<1>(h, word(xb[1]));
+            h = _mm_insert_epi32::<2>(h, word(xb[2]));
+            h = _mm_insert_epi32::<3>(h, word(xb[3]));
+            if !MIN {
+                h = _mm_and_si128(h, _mm_set1_epi32(0xFFFF));
+            }
+            // Lane 2r: d_r·dy; lane 2r + 1: m_r·sy (MIN).
+            let prod = _mm256_mul_ps(_mm256_cvtph_ps(h), ys);
+            if MIN {
+                accm = _mm256_add_ps(accm, prod);
+            }
+            for p in 0..P {
+                let (x0, x1) = (xb[2 * p], xb[2 * p + 1]);
+                let v = _mm256_inserti128_si256::<1>(
+                    _mm256_castsi128_si256(_mm_loadu_si128(x0.add(QS) as *const __m128i)),
+                    _mm_loadu_si128(x1.add(QS) as *const __m128i),
+                );
+                let mut lo = _mm256_and_si256(v, m4);
+                let mut hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if HI {
+                    // Bit j of qh: element j's fifth bit; lo holds elements 0..16 of both
+                    // rows, hi 16..32.
+                    let (h0, h1) = (word(x0.add(QH)) as u32, word(x1.add(QH)) as u32);
+                    let b16 = _mm256_set1_epi8(0x10);
+                    lo = _mm256_mask_add_epi8(lo, (h0 & 0xFFFF) | (h1 << 16), lo, b16);
+                    hi = _mm256_mask_add_epi8(hi, (h0 >> 16) | (h1 & 0xFFFF_0000), hi, b16);
+                }
+                let isum = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(start, lo, ylo), hi, yhi);
+                let sc = _mm256_permutevar8x32_ps(prod, sel[p]);
+                acc[p] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc[p]);
+            }
+        }
+        let mut mins = [0f32; 8];
+        if MIN {
+            _mm256_storeu_ps(mins.as_mut_ptr(), accm);
+        }
+        std::array::from_fn(|r| {
+            let v = acc[r / 2];
+            let half = if r % 2 == 0 {
+                _mm256_castps256_ps128(v)
+            } else {
+                _mm256_extractf128_ps::<1>(v)
+            };
+            let s = _mm_add_ps(half, _mm_movehl_ps(half, half));
+            let s = _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps::<1>(s, s)));
+            [s + mins[2 * r + 1]]
+        })
+    }
+}
+
+/// The AVX-512 paired GEMV for q4_0 / q4_1 / q5_0 / q5_1 (see [`pair_rows`]); false for
+/// other types.
+///
+/// # Safety
+/// As [`panel`], with the AVX-512 path's features present.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+unsafe fn gemv_avx512_pairs(
+    t: Tiled,
+    k: usize,
+    pn: &Panel,
+    y: *const u8,
+    accumulate: bool,
+) -> bool {
+    // SAFETY: forwarded from the caller; features enabled by the attribute.
+    unsafe {
+        match t {
+            Tiled::Q4_0 => pair_rows::<18, 34, 8, false, 2, 0, false>(k, pn, y, accumulate),
+            Tiled::Q4_1 => pair_rows::<20, 36, 0, true, 4, 0, false>(k, pn, y, accumulate),
+            Tiled::Q5_0 => pair_rows::<22, 34, 16, false, 6, 2, true>(k, pn, y, accumulate),
+            Tiled::Q5_1 => pair_rows::<24, 36, 0, true, 8, 4, true>(k, pn, y, accumulate),
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// q8_K column block: f32 d, 256 i8 quants, 16 i16 sums of 16 quants.
 const Q8K_SIZE: usize = 292;
 const Q8K_QS: usize = 4;
@@ -552,7 +739,11 @@ pub(crate) unsafe fn panel(
     // SAFETY: the CPU has the path's features (checked); the rest from the caller.
     unsafe {
         match isa {
-            Isa::Avx512Vnni => gemv_avx512(t, k, pn, y, accumulate),
+            Isa::Avx512Vnni => {
+                if !gemv_avx512_pairs(t, k, pn, y, accumulate) {
+                    gemv_avx512(t, k, pn, y, accumulate)
+                }
+            }
             Isa::AvxVnni => gemv_avxvnni(t, k, pn, y, accumulate),
             Isa::Avx2 => gemv_avx2(t, k, pn, y, accumulate),
         }

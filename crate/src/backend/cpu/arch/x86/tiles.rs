@@ -580,8 +580,11 @@ pub(super) const PREFETCH_MAX: usize = 4096;
 
 /// Bytes ahead of the current tile that a quantized panel prefetches: about DRAM latency ×
 /// bandwidth with margin. (Prefetching only the next tile was too late for short rows: q8_0
-/// 49152 × 576, rows of 612 bytes, streamed at a third of the read bandwidth.)
-pub(super) const LOOKAHEAD: usize = 4096;
+/// 49152 × 576, rows of 612 bytes, streamed at a third of the read bandwidth; 4 KiB ahead
+/// still left the GEMVs that are close to compute-bound, q4_1 / q4_K, 10-25 % below 8 KiB on
+/// an EPYC streaming ~36 GB/s: latency × bandwidth alone is ~4 KiB there. 16 KiB gained no more
+/// and slowed the large q8_0 GEMVs.)
+pub(super) const LOOKAHEAD: usize = 8192;
 
 /// Prefetch `bytes` from `p` into L1 (a hint: never faults, any address is fine).
 #[inline(always)]

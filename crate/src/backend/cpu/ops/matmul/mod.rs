@@ -363,6 +363,9 @@ const I8_GEMM_COL_BYTES: usize = 256 << 10;
 /// GEMV rows per tile of the k-quants: their super-block work per row is large enough that
 /// several rows at once only add register pressure (measured 10-30 % slower at 4 rows).
 const KGEMV_R: usize = 1;
+/// A GEMV's chunks taken dynamically: the last 1/GEMV_DYNAMIC_DIV (the rest are split
+/// contiguously among the threads, see [`mul_mat`]).
+const GEMV_DYNAMIC_DIV: usize = 4;
 /// k-block (elements) of the float GEMM: 16 rows + 3 columns of 512 f32 fit in L1.
 const KC: usize = 512;
 
@@ -439,15 +442,30 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
         // 8 + 4 + 2 + 1, which ran half the work in narrow tiles); later chunks may be empty.
         dr1 = dr1.next_multiple_of(t.gemm_cols());
     }
-    let total = nchunk0 * nchunk1;
-    let mut current = p.ith;
+    // GEMV over many chunks: each thread first runs one contiguous share of the leading chunks
+    // as one panel, then all take the rest dynamically. Chunks taken in turn would cut every
+    // thread's weight stream into 64-row pieces (whose first rows the software prefetch has not
+    // fetched, while its last prefetches fetch the next piece, another thread's), which a
+    // DRAM-bound GEMV pays for: the dynamic tail only evens out threads slowed by others.
+    let (first, total) = if nr1 == 1 && nchunk1 == 1 && nchunk0 >= 4 * p.nth && p.nth > 1 {
+        let fixed = nchunk0 - nchunk0 / GEMV_DYNAMIC_DIV;
+        let share = thread_range(fixed, p.ith, p.nth);
+        let rows = (share.start * dr0).min(nr0)..(share.end * dr0).min(nr0);
+        if !rows.is_empty() {
+            mul_mat_chunk(node, &plan, p, i8gemm, rows, 0..1);
+        }
+        (fixed, nchunk0)
+    } else {
+        (0, nchunk0 * nchunk1)
+    };
+    let mut current = first + p.ith;
     while current < total {
         let c0 = current % nchunk0;
         let c1 = current / nchunk0;
         let rows = (c0 * dr0).min(nr0)..((c0 + 1) * dr0).min(nr0);
         let cols = (c1 * dr1).min(nr1)..((c1 + 1) * dr1).min(nr1);
         mul_mat_chunk(node, &plan, p, i8gemm, rows, cols);
-        current = p.chunk.fetch_add(1, Ordering::Relaxed);
+        current = first + p.chunk.fetch_add(1, Ordering::Relaxed);
     }
 }
 
