@@ -58,7 +58,7 @@ fn scaled<const J: usize>(d16: v128, sc: v128) -> v128 {
 /// The constants of the decoders, read from memory once per call: V8 rebuilds a `v128.const`
 /// with several instructions at every use.
 #[repr(C, align(16))]
-struct Consts([[u8; 16]; 6]);
+struct Consts([[u8; 16]; 7]);
 
 static CONSTS: Consts = Consts([
     [0x0F; 16],
@@ -71,6 +71,8 @@ static CONSTS: Consts = Consts([
     [0x10; 16],
     // q5_K: the bit of qh for sub-blocks 2g, 2g+1 is 1 << 2g, 2 << 2g (splatted per use).
     [0x01; 16],
+    // q6_K: the two high bits of a quant.
+    [0x30; 16],
 ]);
 
 #[derive(Clone, Copy)]
@@ -81,11 +83,12 @@ struct K {
     top2: v128,
     x10: v128,
     one: v128,
+    x30: v128,
 }
 
 #[inline(always)]
 fn consts() -> K {
-    // SAFETY: a 16-aligned static of six v128; volatile so that LLVM keeps loads, not constants
+    // SAFETY: a 16-aligned static of seven v128; volatile so that LLVM keeps loads, not constants
     // it would rematerialize in the loop.
     let l = |i: usize| unsafe {
         core::ptr::read_volatile((&CONSTS as *const Consts as *const v128).add(i))
@@ -97,6 +100,7 @@ fn consts() -> K {
         top2: l(3),
         x10: l(4),
         one: l(5),
+        x30: l(6),
     }
 }
 
@@ -362,7 +366,6 @@ unsafe fn q6_groups<const G0: usize, const G1: usize, const G2: usize, const G3:
 #[inline(never)]
 pub(super) unsafe fn gemv_q6_k(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
     let k = consts();
-    let m3 = u8x16_splat(3);
     // SAFETY: forwarded; each closure call reads one block per row and of the column.
     unsafe {
         run(nb, pn, b, accumulate, (210, 208, false), |xb, yb| {
@@ -380,16 +383,14 @@ pub(super) unsafe fn gemv_q6_k(nb: usize, pn: &Panel, b: *const u8, accumulate: 
                     let qh = load16(x.add(128 + 32 * half + 16 * c));
                     let [a_lo, a_hi] = nibbles(ql_a, &k);
                     let [b_lo, b_hi] = nibbles(ql_b, &k);
-                    // (qh >> 2k) & 3, moved to bits 4, 5 (16-bit shifts of masked bytes).
-                    let h = |s: u32| {
-                        let m = v128_and(u16x8_shr(qh, s), m3);
-                        u16x8_shl(m, 4)
-                    };
+                    // Bits 2k, 2k+1 of qh moved to bits 4, 5: 16-bit shifts, then a mask that
+                    // drops what crossed a byte.
+                    let m = |v: v128| v128_and(v, k.x30);
                     [
-                        v128_or(a_lo, h(0)),
-                        v128_or(b_lo, h(2)),
-                        v128_or(a_hi, h(4)),
-                        v128_or(b_hi, h(6)),
+                        v128_or(a_lo, m(u16x8_shl(qh, 4))),
+                        v128_or(b_lo, m(u16x8_shl(qh, 2))),
+                        v128_or(a_hi, m(qh)),
+                        v128_or(b_hi, m(u16x8_shr(qh, 2))),
                     ]
                 };
                 let s = i32x4_add(
