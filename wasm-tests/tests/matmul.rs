@@ -88,11 +88,12 @@ fn mul_mat(dt: DType, k: usize, m: usize, wq: &[u8], y: &[f32], n: usize) -> Vec
     ctx.get_f32(c).unwrap()
 }
 
-/// The GEMV of the 32-element quants (wasm32 `gemv.rs`: four rows per pass, f32 lane = row)
-/// on 67 rows (16 passes and a 3-row remainder), random and ±1 data, against the scalar
-/// reference; in the SIMD builds each row's n = 1 result is bit for bit the scalar `vec_dot`'s
-/// (the same exact integer sums and f32 operations) and the one the row gives alone (a 1-row
-/// matrix, a remainder pass), so no result depends on the pass, chunk or thread computing it.
+/// The GEMVs (wasm32 `gemv.rs` for the 32-element quants, `kgemv.rs` for the k-quants: four
+/// rows per pass, f32 lane = row) on 67 rows (16 passes and a 3-row remainder), random and ±1
+/// data, 1 and 9 blocks (1 and 3 super-blocks), against the scalar reference; in the SIMD
+/// builds each row's n = 1 result is bit for bit the scalar `vec_dot`'s (the same exact integer
+/// sums and f32 operations) and the one the row gives alone (a 1-row matrix, a remainder pass),
+/// so no result depends on the pass, chunk or thread computing it.
 #[wasm_bindgen_test]
 fn mul_mat_quant_gemv_rows() {
     for dt in [
@@ -101,9 +102,12 @@ fn mul_mat_quant_gemv_rows() {
         DType::Q5_0,
         DType::Q5_1,
         DType::Q8_0,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
     ] {
-        for blocks in [1usize, 9] {
-            let k = blocks * 32;
+        for blocks in [1usize, if dt.block_size() == 256 { 3 } else { 9 }] {
+            let k = blocks * dt.block_size();
             check_data(dt, k, false, 67);
             check_data(dt, k, true, 67);
             let slow = type_traits_scalar(dt).unwrap();
@@ -179,9 +183,12 @@ fn mul_mat_quant_tiles_extreme_values() {
         DType::Q5_0,
         DType::Q5_1,
         DType::Q8_0,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
     ] {
-        for blocks in [1usize, 7] {
-            check_data(dt, blocks * 32, true, 13);
+        for blocks in [1usize, if dt.block_size() == 256 { 2 } else { 7 }] {
+            check_data(dt, blocks * dt.block_size(), true, 13);
         }
     }
 }

@@ -18,6 +18,7 @@
 
 use core::arch::wasm32::*;
 
+use super::kgemv;
 #[cfg(not(target_feature = "relaxed-simd"))]
 use super::tiles::{decode_q4_0, decode_q4_1, decode_q5_0, decode_q5_1};
 use super::tiles::{decode_q8_0, dot32, ext_i8x32, f16_at, load16};
@@ -28,12 +29,27 @@ use crate::backend::cpu::arch::{Panel, Tiled};
 const MAX_BLOCKS: usize = 512;
 
 /// All rows of `pn` against the one converted column `b` (k elements of the vec_dot type), for
-/// the types above; false (nothing done) for any other type or k.
+/// the types above and the k-quants (`kgemv.rs`); false (nothing done) for any other type or k.
 ///
 /// # Safety
 /// The panel's rows hold k elements of `t`, `b` k elements of its vec_dot type; the panel's
 /// results are inside dst and written by this thread only.
 pub(crate) unsafe fn gemv(t: Tiled, k: usize, pn: &Panel, b: *const u8, accumulate: bool) -> bool {
+    if t.is_k_quant() {
+        if !k.is_multiple_of(256) {
+            return false;
+        }
+        let nb = k / 256;
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match t {
+                Tiled::Q4K => kgemv::gemv_q4_k(nb, pn, b, accumulate),
+                Tiled::Q5K => kgemv::gemv_q5_k(nb, pn, b, accumulate),
+                _ => kgemv::gemv_q6_k(nb, pn, b, accumulate),
+            }
+        }
+        return true;
+    }
     let nb = k / 32;
     if !k.is_multiple_of(32) || nb > MAX_BLOCKS {
         return false;
@@ -54,7 +70,7 @@ pub(crate) unsafe fn gemv(t: Tiled, k: usize, pn: &Panel, b: *const u8, accumula
 
 /// Four i32x4 of partial sums → lane r = the sum of `p[r]`'s lanes (exact).
 #[inline(always)]
-fn reduce4(p: [v128; 4]) -> v128 {
+pub(super) fn reduce4(p: [v128; 4]) -> v128 {
     let t0 = i32x4_add(
         i32x4_shuffle::<0, 4, 1, 5>(p[0], p[1]),
         i32x4_shuffle::<2, 6, 3, 7>(p[0], p[1]),
@@ -75,7 +91,7 @@ fn reduce4(p: [v128; 4]) -> v128 {
 /// # Safety
 /// Each `p[r] + at .. + 2` must be readable.
 #[inline(always)]
-unsafe fn scales4(p: [*const u8; 4], at: usize) -> v128 {
+pub(super) unsafe fn scales4(p: [*const u8; 4], at: usize) -> v128 {
     // SAFETY: caller; 2 bytes each.
     let h = unsafe {
         let v = v128_load16_lane::<0>(i16x8_splat(0), p[0].add(at) as *const u16);
@@ -100,7 +116,7 @@ unsafe fn scales4(p: [*const u8; 4], at: usize) -> v128 {
 /// The k-quant GEMV (one row per register tile) touching the row two ahead before each row
 /// measured 15 % slower: a burst of loads, not spread over the work; two rows per k-quant tile
 /// (the column decoded once per two rows) 5 % slower.
-const PF_PASSES: usize = 2;
+pub(super) const PF_PASSES: usize = 2;
 
 /// Per column block: f32 scale, and the f16 s of a q8_1 block or the relaxed build's
 /// off · Σ y (i32 bits).

@@ -1,8 +1,9 @@
 //! wasm32 SIMD128 (the SIMD builds: `-C target-feature=+simd128`, plus `+relaxed-simd` in the
 //! relaxed one). `quants.rs` holds the vec dots and the quant decoders the tiles share,
-//! `tiles.rs` the mul_mat register tiles.
+//! `tiles.rs` the mul_mat register tiles, `gemv.rs` and `kgemv.rs` the n = 1 mul_mat.
 
 mod gemv;
+mod kgemv;
 mod quants;
 pub(crate) mod tiles;
 

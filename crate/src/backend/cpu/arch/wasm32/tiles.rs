@@ -452,7 +452,7 @@ q8_1_tile!(tile_q4_1, 20, decode_q4_1);
 q8_1_tile!(tile_q5_1, 24, decode_q5_1);
 
 #[cfg(target_feature = "relaxed-simd")]
-use relaxed::{tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1};
+use relaxed::{tile_q4_0, tile_q4_1, tile_q4_k, tile_q5_0, tile_q5_1, tile_q5_k, tile_q6_k};
 
 /// The 4- and 5-bit 32-element-block tiles of the relaxed-SIMD build: the weight quants before
 /// their offset (0..15 or 0..31) are a valid i7 operand of `i16x8.relaxed_dot_i8x16_i7x16_s`
@@ -687,11 +687,235 @@ mod relaxed {
 
     min_tile!(tile_q4_1, 20, |xb, m| u4(xb.add(4), m));
     min_tile!(tile_q5_1, 24, |xb, m| u5(xb.add(4), xb.add(8), m));
+
+    /// Scale, quants (in [`LANES`] order per 16 bytes, i8) and bsums of super-block `blk` of
+    /// the C q8_K columns.
+    ///
+    /// # Safety
+    /// Every column holds more than `blk` super-blocks.
+    #[inline(always)]
+    unsafe fn q8k_columns<const C: usize>(
+        b: [*const u8; C],
+        blk: usize,
+        m: v128,
+        dy: &mut [f32; C],
+        qy: &mut [[v128; 16]; C],
+        bs: &mut [[v128; 2]; C],
+    ) {
+        const YS: usize = 292;
+        // SAFETY: caller; offsets inside the 292-byte block.
+        unsafe {
+            unroll!(c < C => {
+                let yb = b[c].add(blk * YS);
+                dy[c] = (yb as *const f32).read_unaligned();
+                for (i, q) in qy[c].iter_mut().enumerate() {
+                    *q = lanes(load16(yb.add(4 + 16 * i)), m);
+                }
+                bs[c] = [load16(yb.add(260)), load16(yb.add(276))];
+            });
+        }
+    }
+
+    /// q4_K sub-blocks 2g, 2g+1 as the SIMD128 build's `q4_k_quants`, in [`LANES`] order.
+    ///
+    /// # Safety
+    /// The 144-byte block must be readable; g < 4.
+    #[inline(always)]
+    unsafe fn q4_k_quants(xb: *const u8, g: usize, m: v128) -> [v128; 4] {
+        // SAFETY: caller; qs at 16..144.
+        let (lo0, hi0) = nibbles(lanes(unsafe { load16(xb.add(16 + 32 * g)) }, m));
+        // SAFETY: as above.
+        let (lo1, hi1) = nibbles(lanes(unsafe { load16(xb.add(32 + 32 * g)) }, m));
+        [lo0, lo1, hi0, hi1]
+    }
+
+    /// q5_K sub-blocks 2g, 2g+1 as the SIMD128 build's `q5_k_quants`, in [`LANES`] order.
+    ///
+    /// # Safety
+    /// The 176-byte block must be readable; g < 4.
+    #[inline(always)]
+    unsafe fn q5_k_quants(xb: *const u8, g: usize, m: v128) -> [v128; 4] {
+        // SAFETY: caller; qh at 16..48, qs at 48..176.
+        let (qh0, qh1, q0, q1) = unsafe {
+            (
+                lanes(load16(xb.add(16)), m),
+                lanes(load16(xb.add(32)), m),
+                lanes(load16(xb.add(48 + 32 * g)), m),
+                lanes(load16(xb.add(64 + 32 * g)), m),
+            )
+        };
+        let one = u8x16_splat(1);
+        let hb = |v: v128, s: u32| u8x16_shl(v128_and(u8x16_shr(v, s), one), 4);
+        let (lo0, hi0) = nibbles(q0);
+        let (lo1, hi1) = nibbles(q1);
+        let g = g as u32;
+        [
+            v128_or(lo0, hb(qh0, 2 * g)),
+            v128_or(lo1, hb(qh1, 2 * g)),
+            v128_or(hi0, hb(qh0, 2 * g + 1)),
+            v128_or(hi1, hb(qh1, 2 * g + 1)),
+        ]
+    }
+
+    macro_rules! k4_tile {
+        ($name:ident, $xsize:expr, $quants:ident) => {
+            /// The SIMD128 build's q4_K / q5_K tile with the sub-block dots Σ u·y as relaxed i8 ×
+            /// i7 pair sums (u ≤ 31: two halves ≤ 15872 in i16), scaled and widened by one
+            /// `i32x4.dot_i16x8_s`: in [`LANES`] order each i32 lane sums the elements the
+            /// SIMD128 build's lane does, so the integer lanes and every f32 operation after them
+            /// are bit for bit that build's.
+            ///
+            /// # Safety
+            /// Pointers address n/256 super-blocks.
+            #[inline(never)]
+            pub(super) unsafe fn $name<const R: usize, const C: usize>(
+                n: usize,
+                a: [*const u8; R],
+                b: [*const u8; C],
+                out: &mut [[f32; C]; R],
+            ) {
+                let mut acc = [[f32x4_splat(0.0); C]; R];
+                let mut qy = [[i8x16_splat(0); 16]; C];
+                let mut dy = [0f32; C];
+                let mut bs = [[i16x8_splat(0); 2]; C];
+                let m = lanes_mask();
+                for blk in 0..n / 256 {
+                    // SAFETY: blk < n/256: every read lies inside its super-block.
+                    unsafe {
+                        q8k_columns::<C>(b, blk, m, &mut dy, &mut qy, &mut bs);
+                        unroll!(r < R => {
+                            let xb = a[r].add(blk * $xsize);
+                            let d = f16_at(xb);
+                            let dmin = f16_at(xb.add(2));
+                            let (sc, mn) = scales_mins_k4(&*(xb.add(4) as *const [u8; 12]));
+                            let mins = [
+                                i16x8(mn[0], mn[0], mn[1], mn[1], mn[2], mn[2], mn[3], mn[3]),
+                                i16x8(mn[4], mn[4], mn[5], mn[5], mn[6], mn[6], mn[7], mn[7]),
+                            ];
+                            let mut isum = [i32x4_splat(0); C];
+                            for g in 0..4 {
+                                let [lo0, lo1, hi0, hi1] = $quants(xb, g, m);
+                                let sl = i16x8_splat(sc[2 * g]);
+                                let sh = i16x8_splat(sc[2 * g + 1]);
+                                unroll!(c < C => {
+                                    let q = &qy[c];
+                                    let dl = i16x8_add(
+                                        i16x8_relaxed_dot_i8x16_i7x16(q[4 * g], lo0),
+                                        i16x8_relaxed_dot_i8x16_i7x16(q[4 * g + 1], lo1),
+                                    );
+                                    let dh = i16x8_add(
+                                        i16x8_relaxed_dot_i8x16_i7x16(q[4 * g + 2], hi0),
+                                        i16x8_relaxed_dot_i8x16_i7x16(q[4 * g + 3], hi1),
+                                    );
+                                    let s = i32x4_add(
+                                        i32x4_dot_i16x8(dl, sl),
+                                        i32x4_dot_i16x8(dh, sh),
+                                    );
+                                    isum[c] = i32x4_add(isum[c], s);
+                                });
+                            }
+                            unroll!(c < C => {
+                                let msum = i32x4_add(
+                                    i32x4_dot_i16x8(bs[c][0], mins[0]),
+                                    i32x4_dot_i16x8(bs[c][1], mins[1]),
+                                );
+                                let t = qacc(
+                                    f32x4_convert_i32x4(isum[c]),
+                                    f32x4_splat(d * dy[c]),
+                                    acc[r][c],
+                                );
+                                acc[r][c] =
+                                    qacc(f32x4_convert_i32x4(msum), f32x4_splat(-dmin * dy[c]), t);
+                            });
+                        });
+                    }
+                }
+                for r in 0..R {
+                    for c in 0..C {
+                        out[r][c] = hsum_f32(acc[r][c]);
+                    }
+                }
+            }
+        };
+    }
+
+    k4_tile!(tile_q4_k, 144, q4_k_quants);
+    k4_tile!(tile_q5_k, 176, q5_k_quants);
+
+    /// The SIMD128 build's q6_K tile with each 16-element group's Σ (q − 32)·y as relaxed i8 ×
+    /// i7 pair sums: Σ q·y − Σ 32·y (q ≤ 63: pairs ≤ 16128; the column's 32·y pair sums once per
+    /// column), scaled and widened by one `i32x4.dot_i16x8_s`; in [`LANES`] order, bit for bit
+    /// that build's (see `k4_tile`).
+    ///
+    /// # Safety
+    /// Pointers address n/256 super-blocks.
+    #[inline(never)]
+    pub(super) unsafe fn tile_q6_k<const R: usize, const C: usize>(
+        n: usize,
+        a: [*const u8; R],
+        b: [*const u8; C],
+        out: &mut [[f32; C]; R],
+    ) {
+        const XS: usize = 210;
+        let mut acc = [[f32x4_splat(0.0); C]; R];
+        let mut qy = [[i8x16_splat(0); 16]; C];
+        let mut base = [[i16x8_splat(0); 16]; C];
+        let mut dy = [0f32; C];
+        let mut bs = [[i16x8_splat(0); 2]; C];
+        let m = lanes_mask();
+        let s32 = i8x16_splat(32);
+        for blk in 0..n / 256 {
+            // SAFETY: blk < n/256: every read lies inside its super-block.
+            unsafe {
+                q8k_columns::<C>(b, blk, m, &mut dy, &mut qy, &mut bs);
+                unroll!(c < C => {
+                    for (o, q) in base[c].iter_mut().zip(&qy[c]) {
+                        *o = i16x8_relaxed_dot_i8x16_i7x16(*q, s32);
+                    }
+                });
+                unroll!(r < R => {
+                    let xb = a[r].add(blk * XS);
+                    let sc = &*(xb.add(192) as *const [i8; 16]);
+                    let d = f16_at(xb.add(208));
+                    let mut isum = [i32x4_splat(0); C];
+                    for half in 0..2 {
+                        for cc in 0..2 {
+                            let ql_a = lanes(load16(xb.add(64 * half + 16 * cc)), m);
+                            let ql_b = lanes(load16(xb.add(64 * half + 32 + 16 * cc)), m);
+                            let qh = lanes(load16(xb.add(128 + 32 * half + 16 * cc)), m);
+                            let vals = q6_quants(ql_a, ql_b, qh);
+                            for (k, v) in vals.into_iter().enumerate() {
+                                let g = 8 * half + 2 * k + cc;
+                                let s = i16x8_splat(sc[g] as i16);
+                                unroll!(c < C => {
+                                    let d16 = i16x8_sub(
+                                        i16x8_relaxed_dot_i8x16_i7x16(qy[c][g], v),
+                                        base[c][g],
+                                    );
+                                    isum[c] = i32x4_add(isum[c], i32x4_dot_i16x8(d16, s));
+                                });
+                            }
+                        }
+                    }
+                    unroll!(c < C => {
+                        let s = f32x4_convert_i32x4(isum[c]);
+                        acc[r][c] = qacc(s, f32x4_splat(d * dy[c]), acc[r][c]);
+                    });
+                });
+            }
+        }
+        for r in 0..R {
+            for c in 0..C {
+                out[r][c] = hsum_f32(acc[r][c]);
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
 // k-quants × q8_K (256-element super-blocks; q8_K: f32 d, 256 i8, 16 i16 bsums)
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 /// Scale, quants sign-extended to i16 (once for all R rows) and bsums of super-block `blk` of
 /// the C q8_K columns.
 ///
@@ -720,12 +944,14 @@ unsafe fn q8k_columns<const C: usize>(
     }
 }
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 /// Four i16x8 of the column quants starting at element 8·`at`.
 #[inline(always)]
 fn y4(q: &[v128; 32], at: usize) -> [v128; 4] {
     [q[at], q[at + 1], q[at + 2], q[at + 3]]
 }
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 /// q4_K sub-blocks 2g, 2g+1 of the block at `xb`: (low nibbles of bytes 32g..32g+16 and
 /// 32g+16..32g+32, their high nibbles), 0..15.
 ///
@@ -740,6 +966,7 @@ unsafe fn q4_k_quants(xb: *const u8, g: usize) -> [v128; 4] {
     [lo0, lo1, hi0, hi1]
 }
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 /// q5_K (176 bytes: f16 d, f16 dmin, 12 bytes of scales, 32 bytes of high bits, 128 bytes of
 /// nibbles) sub-blocks 2g, 2g+1 as [`q4_k_quants`], plus bit 2g / 2g+1 of `qh` × 16: 0..31.
 ///
@@ -769,6 +996,7 @@ unsafe fn q5_k_quants(xb: *const u8, g: usize) -> [v128; 4] {
     ]
 }
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 macro_rules! k4_tile {
     ($name:ident, $xsize:expr, $quants:ident) => {
         /// R×C dot products of q4_K / q5_K rows (f16 d, f16 dmin, 12 bytes of 6-bit
@@ -846,9 +1074,12 @@ macro_rules! k4_tile {
     };
 }
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 k4_tile!(tile_q4_k, 144, q4_k_quants);
+#[cfg(not(target_feature = "relaxed-simd"))]
 k4_tile!(tile_q5_k, 176, q5_k_quants);
 
+#[cfg(not(target_feature = "relaxed-simd"))]
 /// R×C dot products of q6_K rows (210 bytes: 128 bytes of low nibbles `ql`, 64 bytes of high
 /// 2-bit pairs `qh`, 16 i8 scales, f16 d; x = d·sc·(q − 32)) against q8_K columns.
 /// sc·(q − 32) is formed in i16 (≤ 128·32) once per row; Σ per super-block < 2^28.
