@@ -218,6 +218,41 @@ fn mul_mat_many_chunks_all_thread_counts() {
     }
 }
 
+/// A GEMV with enough 64-row chunks (1000 rows: 16) that the threads first run contiguous
+/// shares, then take the rest one chunk at a time (ops/matmul `mul_mat`): right against the
+/// reference and the same bits on 1, 2 and 3 threads (a row's result never depends on the
+/// tile or share it falls in).
+#[test]
+fn gemv_contiguous_shares_same_bits_on_all_thread_counts() {
+    for wt in [
+        DType::F32,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q8_0,
+        DType::Q4_K,
+    ] {
+        let mut first: Option<Vec<u32>> = None;
+        for threads in [1, 2, 3] {
+            let c = Case {
+                wt,
+                bt: DType::F32,
+                k: 256,
+                m: 1000,
+                n: 1,
+                batch: [1, 1, 1, 1],
+                layout: Layout::Contiguous,
+                threads,
+            };
+            check(c, 5);
+            let bits: Vec<u32> = run_case(c, 5).0.iter().map(|v| v.to_bits()).collect();
+            match &first {
+                None => first = Some(bits),
+                Some(b) => assert!(*b == bits, "{wt}: {threads} threads differ from 1"),
+            }
+        }
+    }
+}
+
 /// k longer than the float GEMM's k-block (512), odd, so partial sums accumulate across blocks
 /// and the last block has a SIMD tail; quantized types with many blocks.
 #[test]

@@ -4,7 +4,8 @@
 //! mul_mat follows ggml's CPU path: every thread converts its share of src1 into the work buffer
 //! in the weight type's `vec_dot_type` and all meet at a barrier (a small src1, a token's
 //! activations: each thread converts all of it into its own copy, no barrier), then the output (weight rows × src1 columns) is cut into chunks (16×16, 64 along the long side
-//! for GEMV) that threads take dynamically. Inside a chunk, f32/f16/bf16 weights (and, with AVX2,
+//! for GEMV) that threads take dynamically (a GEMV's leading 3/4 of them split contiguously
+//! first, one share per thread, so that each thread streams its weights in one piece). Inside a chunk, f32/f16/bf16 weights (and, with AVX2,
 //! NEON or SIMD128, q4_0/q4_1/q5_0/q5_1/q8_0/q4_K/q5_K/q6_K) go through register-tiled kernels that compute an R×C
 //! block of dot products at once (each weight block is loaded and decoded once for C columns,
 //! each column load serves R rows); other types call their `vec_dot` per element. On x86 a
