@@ -89,6 +89,13 @@ fn qacc(a: v128, b: v128, c: v128) -> v128 {
     f32x4_add(f32x4_mul(a, b), c)
 }
 
+/// The exact sum of four i32 lanes (the callers' sums stay below 2^31).
+#[inline(always)]
+fn hsum_i32(v: v128) -> i32 {
+    let s = i32x4_add(v, i32x4_shuffle::<2, 3, 0, 1>(v, v));
+    i32x4_extract_lane::<0>(s).wrapping_add(i32x4_extract_lane::<1>(s))
+}
+
 #[inline(always)]
 fn hsum_f32(v: v128) -> f32 {
     // Pairwise, as the lanes are independent partial sums.
@@ -842,10 +849,12 @@ mod relaxed {
     k4_tile!(tile_q4_k, 144, q4_k_quants);
     k4_tile!(tile_q5_k, 176, q5_k_quants);
 
-    /// The SIMD128 build's q6_K tile with each 16-element group's Σ (q − 32)·y as relaxed i8 ×
-    /// i7 pair sums: Σ q·y − Σ 32·y (q ≤ 63: pairs ≤ 16128; the column's 32·y pair sums once per
-    /// column), scaled and widened by one `i32x4.dot_i16x8_s`; in [`LANES`] order, bit for bit
-    /// that build's (see `k4_tile`).
+    /// R×C dot products of q6_K rows against q8_K columns, the results of the SIMD128 build's
+    /// tile (the scalar `vec_dot`'s bit for bit): each 16-element group's Σ q·y as relaxed i8 ×
+    /// i7 pair sums (q = 0..63 before its −32: pairs ≤ 16128), scaled and widened by one
+    /// `i32x4.dot_i16x8_s`; −32·Σ sc·y taken out per super-block as 32·Σ_g sc_g·bsum_g, and the
+    /// super-block's exact sum then gives the scalar (d·dy)·isum. (Both operands are in the
+    /// [`LANES`] order of the shared column preparation; the sums do not depend on the order.)
     ///
     /// # Safety
     /// Pointers address n/256 super-blocks.
@@ -857,24 +866,19 @@ mod relaxed {
         out: &mut [[f32; C]; R],
     ) {
         const XS: usize = 210;
-        let mut acc = [[f32x4_splat(0.0); C]; R];
+        let mut acc = [[0f32; C]; R];
         let mut qy = [[i8x16_splat(0); 16]; C];
-        let mut base = [[i16x8_splat(0); 16]; C];
         let mut dy = [0f32; C];
         let mut bs = [[i16x8_splat(0); 2]; C];
         let m = lanes_mask();
-        let s32 = i8x16_splat(32);
         for blk in 0..n / 256 {
             // SAFETY: blk < n/256: every read lies inside its super-block.
             unsafe {
                 q8k_columns::<C>(b, blk, m, &mut dy, &mut qy, &mut bs);
-                unroll!(c < C => {
-                    for (o, q) in base[c].iter_mut().zip(&qy[c]) {
-                        *o = i16x8_relaxed_dot_i8x16_i7x16(*q, s32);
-                    }
-                });
                 unroll!(r < R => {
                     let xb = a[r].add(blk * XS);
+                    let scb = load16(xb.add(192));
+                    let sc16 = [i16x8_extend_low_i8x16(scb), i16x8_extend_high_i8x16(scb)];
                     let sc = &*(xb.add(192) as *const [i8; 16]);
                     let d = f16_at(xb.add(208));
                     let mut isum = [i32x4_splat(0); C];
@@ -888,27 +892,26 @@ mod relaxed {
                                 let g = 8 * half + 2 * k + cc;
                                 let s = i16x8_splat(sc[g] as i16);
                                 unroll!(c < C => {
-                                    let d16 = i16x8_sub(
-                                        i16x8_relaxed_dot_i8x16_i7x16(qy[c][g], v),
-                                        base[c][g],
-                                    );
+                                    let d16 = i16x8_relaxed_dot_i8x16_i7x16(qy[c][g], v);
                                     isum[c] = i32x4_add(isum[c], i32x4_dot_i16x8(d16, s));
                                 });
                             }
                         }
                     }
                     unroll!(c < C => {
-                        let s = f32x4_convert_i32x4(isum[c]);
-                        acc[r][c] = qacc(s, f32x4_splat(d * dy[c]), acc[r][c]);
+                        // 32·Σ_g sc_g·bsum_g (|Σ| < 2^23): the column's bsums are Σ of its
+                        // quants per group (this backend's conversion).
+                        let off = i32x4_add(
+                            i32x4_dot_i16x8(sc16[0], bs[c][0]),
+                            i32x4_dot_i16x8(sc16[1], bs[c][1]),
+                        );
+                        let isum = hsum_i32(i32x4_sub(isum[c], i32x4_shl(off, 5)));
+                        acc[r][c] += d * dy[c] * isum as f32;
                     });
                 });
             }
         }
-        for r in 0..R {
-            for c in 0..C {
-                out[r][c] = hsum_f32(acc[r][c]);
-            }
-        }
+        *out = acc;
     }
 }
 
@@ -1082,7 +1085,10 @@ k4_tile!(tile_q5_k, 176, q5_k_quants);
 #[cfg(not(target_feature = "relaxed-simd"))]
 /// R×C dot products of q6_K rows (210 bytes: 128 bytes of low nibbles `ql`, 64 bytes of high
 /// 2-bit pairs `qh`, 16 i8 scales, f16 d; x = d·sc·(q − 32)) against q8_K columns.
-/// sc·(q − 32) is formed in i16 (≤ 128·32) once per row; Σ per super-block < 2^28.
+/// sc·(q − 32) is formed in i16 (≤ 128·32) once per row; Σ per super-block < 2^28, summed whole
+/// (exact) and then the scalar reference's (d·dy)·isum added in its order: every result is the
+/// scalar `vec_dot`'s bit for bit, in this build and the relaxed one (whose tile sums the same
+/// integers its own way).
 ///
 /// # Safety
 /// Pointers address n/256 super-blocks.
@@ -1094,7 +1100,7 @@ pub(super) unsafe fn tile_q6_k<const R: usize, const C: usize>(
     out: &mut [[f32; C]; R],
 ) {
     const XS: usize = 210;
-    let mut acc = [[f32x4_splat(0.0); C]; R];
+    let mut acc = [[0f32; C]; R];
     let mut qy = [[i16x8_splat(0); 32]; C];
     let mut dy = [0f32; C];
     let mut bs = [[i16x8_splat(0); 2]; C];
@@ -1132,17 +1138,12 @@ pub(super) unsafe fn tile_q6_k<const R: usize, const C: usize>(
                     }
                 }
                 unroll!(c < C => {
-                    let s = f32x4_convert_i32x4(isum[c]);
-                    acc[r][c] = qacc(s, f32x4_splat(d * dy[c]), acc[r][c]);
+                    acc[r][c] += d * dy[c] * hsum_i32(isum[c]) as f32;
                 });
             });
         }
     }
-    for r in 0..R {
-        for c in 0..C {
-            out[r][c] = hsum_f32(acc[r][c]);
-        }
-    }
+    *out = acc;
 }
 
 /// 6-bit scales and mins of q4_K / q5_K sub-blocks (ggml's get_scale_min_k4), as i16.
