@@ -59,9 +59,9 @@ fn check_data(dt: DType, k: usize, extreme: bool, m: usize) {
                     .zip(yc)
                     .map(|(p, q)| (p * q).abs())
                     .sum();
-                // The q6_K tiles sum each super-block whole and add the scalar's f32 terms in
+                // The k-quant tiles sum each super-block whole and add the scalar's f32 terms in
                 // its order: bit for bit the scalar `vec_dot` in the SIMD builds.
-                if dt == DType::Q6_K && cfg!(target_feature = "simd128") {
+                if dt.block_size() == 256 && cfg!(target_feature = "simd128") {
                     assert_eq!(
                         got[j * m + i].to_bits(),
                         want.to_bits(),

@@ -695,8 +695,7 @@ mod relaxed {
     min_tile!(tile_q4_1, 20, |xb, m| u4(xb.add(4), m));
     min_tile!(tile_q5_1, 24, |xb, m| u5(xb.add(4), xb.add(8), m));
 
-    /// Scale, quants (in [`LANES`] order per 16 bytes, i8) and bsums of super-block `blk` of
-    /// the C q8_K columns.
+    /// Scale, quants (i8) and bsums of super-block `blk` of the C q8_K columns.
     ///
     /// # Safety
     /// Every column holds more than `blk` super-blocks.
@@ -704,7 +703,6 @@ mod relaxed {
     unsafe fn q8k_columns<const C: usize>(
         b: [*const u8; C],
         blk: usize,
-        m: v128,
         dy: &mut [f32; C],
         qy: &mut [[v128; 16]; C],
         bs: &mut [[v128; 2]; C],
@@ -716,39 +714,39 @@ mod relaxed {
                 let yb = b[c].add(blk * YS);
                 dy[c] = (yb as *const f32).read_unaligned();
                 for (i, q) in qy[c].iter_mut().enumerate() {
-                    *q = lanes(load16(yb.add(4 + 16 * i)), m);
+                    *q = load16(yb.add(4 + 16 * i));
                 }
                 bs[c] = [load16(yb.add(260)), load16(yb.add(276))];
             });
         }
     }
 
-    /// q4_K sub-blocks 2g, 2g+1 as the SIMD128 build's `q4_k_quants`, in [`LANES`] order.
+    /// q4_K sub-blocks 2g, 2g+1 as the SIMD128 build's `q4_k_quants`.
     ///
     /// # Safety
     /// The 144-byte block must be readable; g < 4.
     #[inline(always)]
-    unsafe fn q4_k_quants(xb: *const u8, g: usize, m: v128) -> [v128; 4] {
+    unsafe fn q4_k_quants(xb: *const u8, g: usize) -> [v128; 4] {
         // SAFETY: caller; qs at 16..144.
-        let (lo0, hi0) = nibbles(lanes(unsafe { load16(xb.add(16 + 32 * g)) }, m));
+        let (lo0, hi0) = nibbles(unsafe { load16(xb.add(16 + 32 * g)) });
         // SAFETY: as above.
-        let (lo1, hi1) = nibbles(lanes(unsafe { load16(xb.add(32 + 32 * g)) }, m));
+        let (lo1, hi1) = nibbles(unsafe { load16(xb.add(32 + 32 * g)) });
         [lo0, lo1, hi0, hi1]
     }
 
-    /// q5_K sub-blocks 2g, 2g+1 as the SIMD128 build's `q5_k_quants`, in [`LANES`] order.
+    /// q5_K sub-blocks 2g, 2g+1 as the SIMD128 build's `q5_k_quants`.
     ///
     /// # Safety
     /// The 176-byte block must be readable; g < 4.
     #[inline(always)]
-    unsafe fn q5_k_quants(xb: *const u8, g: usize, m: v128) -> [v128; 4] {
+    unsafe fn q5_k_quants(xb: *const u8, g: usize) -> [v128; 4] {
         // SAFETY: caller; qh at 16..48, qs at 48..176.
         let (qh0, qh1, q0, q1) = unsafe {
             (
-                lanes(load16(xb.add(16)), m),
-                lanes(load16(xb.add(32)), m),
-                lanes(load16(xb.add(48 + 32 * g)), m),
-                lanes(load16(xb.add(64 + 32 * g)), m),
+                load16(xb.add(16)),
+                load16(xb.add(32)),
+                load16(xb.add(48 + 32 * g)),
+                load16(xb.add(64 + 32 * g)),
             )
         };
         let one = u8x16_splat(1);
@@ -766,11 +764,11 @@ mod relaxed {
 
     macro_rules! k4_tile {
         ($name:ident, $xsize:expr, $quants:ident) => {
-            /// The SIMD128 build's q4_K / q5_K tile with the sub-block dots Σ u·y as relaxed i8 ×
-            /// i7 pair sums (u ≤ 31: two halves ≤ 15872 in i16), scaled and widened by one
-            /// `i32x4.dot_i16x8_s`: in [`LANES`] order each i32 lane sums the elements the
-            /// SIMD128 build's lane does, so the integer lanes and every f32 operation after them
-            /// are bit for bit that build's.
+            /// R×C dot products of q4_K / q5_K rows against q8_K columns, the results of the
+            /// SIMD128 build's tile (the scalar `vec_dot`'s bit for bit): the sub-block dots
+            /// Σ u·y as relaxed i8 × i7 pair sums (u ≤ 31: two halves ≤ 15872 in i16), scaled
+            /// and widened by one `i32x4.dot_i16x8_s`; each super-block's exact sums then give
+            /// the scalar (d·dy)·isum − (dmin·dy)·summ.
             ///
             /// # Safety
             /// Pointers address n/256 super-blocks.
@@ -781,15 +779,14 @@ mod relaxed {
                 b: [*const u8; C],
                 out: &mut [[f32; C]; R],
             ) {
-                let mut acc = [[f32x4_splat(0.0); C]; R];
+                let mut acc = [[0f32; C]; R];
                 let mut qy = [[i8x16_splat(0); 16]; C];
                 let mut dy = [0f32; C];
                 let mut bs = [[i16x8_splat(0); 2]; C];
-                let m = lanes_mask();
                 for blk in 0..n / 256 {
                     // SAFETY: blk < n/256: every read lies inside its super-block.
                     unsafe {
-                        q8k_columns::<C>(b, blk, m, &mut dy, &mut qy, &mut bs);
+                        q8k_columns::<C>(b, blk, &mut dy, &mut qy, &mut bs);
                         unroll!(r < R => {
                             let xb = a[r].add(blk * $xsize);
                             let d = f16_at(xb);
@@ -801,7 +798,7 @@ mod relaxed {
                             ];
                             let mut isum = [i32x4_splat(0); C];
                             for g in 0..4 {
-                                let [lo0, lo1, hi0, hi1] = $quants(xb, g, m);
+                                let [lo0, lo1, hi0, hi1] = $quants(xb, g);
                                 let sl = i16x8_splat(sc[2 * g]);
                                 let sh = i16x8_splat(sc[2 * g + 1]);
                                 unroll!(c < C => {
@@ -822,26 +819,13 @@ mod relaxed {
                                 });
                             }
                             unroll!(c < C => {
-                                let msum = i32x4_add(
-                                    i32x4_dot_i16x8(bs[c][0], mins[0]),
-                                    i32x4_dot_i16x8(bs[c][1], mins[1]),
-                                );
-                                let t = qacc(
-                                    f32x4_convert_i32x4(isum[c]),
-                                    f32x4_splat(d * dy[c]),
-                                    acc[r][c],
-                                );
-                                acc[r][c] =
-                                    qacc(f32x4_convert_i32x4(msum), f32x4_splat(-dmin * dy[c]), t);
+                                let (isum, summ) = k4_sums(isum[c], bs[c], mins);
+                                acc[r][c] += d * dy[c] * isum as f32 - dmin * dy[c] * summ as f32;
                             });
                         });
                     }
                 }
-                for r in 0..R {
-                    for c in 0..C {
-                        out[r][c] = hsum_f32(acc[r][c]);
-                    }
-                }
+                *out = acc;
             }
         };
     }
@@ -853,8 +837,7 @@ mod relaxed {
     /// tile (the scalar `vec_dot`'s bit for bit): each 16-element group's Σ q·y as relaxed i8 ×
     /// i7 pair sums (q = 0..63 before its −32: pairs ≤ 16128), scaled and widened by one
     /// `i32x4.dot_i16x8_s`; −32·Σ sc·y taken out per super-block as 32·Σ_g sc_g·bsum_g, and the
-    /// super-block's exact sum then gives the scalar (d·dy)·isum. (Both operands are in the
-    /// [`LANES`] order of the shared column preparation; the sums do not depend on the order.)
+    /// super-block's exact sum then gives the scalar (d·dy)·isum.
     ///
     /// # Safety
     /// Pointers address n/256 super-blocks.
@@ -870,11 +853,10 @@ mod relaxed {
         let mut qy = [[i8x16_splat(0); 16]; C];
         let mut dy = [0f32; C];
         let mut bs = [[i16x8_splat(0); 2]; C];
-        let m = lanes_mask();
         for blk in 0..n / 256 {
             // SAFETY: blk < n/256: every read lies inside its super-block.
             unsafe {
-                q8k_columns::<C>(b, blk, m, &mut dy, &mut qy, &mut bs);
+                q8k_columns::<C>(b, blk, &mut dy, &mut qy, &mut bs);
                 unroll!(r < R => {
                     let xb = a[r].add(blk * XS);
                     let scb = load16(xb.add(192));
@@ -884,9 +866,9 @@ mod relaxed {
                     let mut isum = [i32x4_splat(0); C];
                     for half in 0..2 {
                         for cc in 0..2 {
-                            let ql_a = lanes(load16(xb.add(64 * half + 16 * cc)), m);
-                            let ql_b = lanes(load16(xb.add(64 * half + 32 + 16 * cc)), m);
-                            let qh = lanes(load16(xb.add(128 + 32 * half + 16 * cc)), m);
+                            let ql_a = load16(xb.add(64 * half + 16 * cc));
+                            let ql_b = load16(xb.add(64 * half + 32 + 16 * cc));
+                            let qh = load16(xb.add(128 + 32 * half + 16 * cc));
                             let vals = q6_quants(ql_a, ql_b, qh);
                             for (k, v) in vals.into_iter().enumerate() {
                                 let g = 8 * half + 2 * k + cc;
@@ -1005,7 +987,9 @@ macro_rules! k4_tile {
         /// R×C dot products of q4_K / q5_K rows (f16 d, f16 dmin, 12 bytes of 6-bit
         /// scales/mins, then the quants) against q8_K columns: x = d·sc_j·q − dmin·m_j, so
         /// dot = d·dy·Σ_j Σ (sc_j·q)·y − dmin·dy·Σ_j m_j·bsum_j. sc_j·q is formed in i16
-        /// (≤ 63·31) once per row; Σ over a super-block stays below 2^30 in i32.
+        /// (≤ 63·31) once per row; Σ over a super-block stays below 2^30 in i32 and is summed
+        /// whole, then the scalar reference's f32 terms are added in its order: every result is
+        /// the scalar `vec_dot`'s bit for bit, in this build and the relaxed one.
         ///
         /// # Safety
         /// Pointers address n/256 super-blocks.
@@ -1016,7 +1000,7 @@ macro_rules! k4_tile {
             b: [*const u8; C],
             out: &mut [[f32; C]; R],
         ) {
-            let mut acc = [[f32x4_splat(0.0); C]; R];
+            let mut acc = [[0f32; C]; R];
             // The columns' quants (C × 512 bytes, read back from the shadow stack: too many to
             // stay in registers).
             let mut qy = [[i16x8_splat(0); 32]; C];
@@ -1053,26 +1037,13 @@ macro_rules! k4_tile {
                             });
                         }
                         unroll!(c < C => {
-                            let msum = i32x4_add(
-                                i32x4_dot_i16x8(bs[c][0], mins[0]),
-                                i32x4_dot_i16x8(bs[c][1], mins[1]),
-                            );
-                            let t = qacc(
-                                f32x4_convert_i32x4(isum[c]),
-                                f32x4_splat(d * dy[c]),
-                                acc[r][c],
-                            );
-                            acc[r][c] =
-                                qacc(f32x4_convert_i32x4(msum), f32x4_splat(-dmin * dy[c]), t);
+                            let (isum, summ) = k4_sums(isum[c], bs[c], mins);
+                            acc[r][c] += d * dy[c] * isum as f32 - dmin * dy[c] * summ as f32;
                         });
                     });
                 }
             }
-            for r in 0..R {
-                for c in 0..C {
-                    out[r][c] = hsum_f32(acc[r][c]);
-                }
-            }
+            *out = acc;
         }
     };
 }
@@ -1144,6 +1115,17 @@ pub(super) unsafe fn tile_q6_k<const R: usize, const C: usize>(
         }
     }
     *out = acc;
+}
+
+/// A q4_K / q5_K super-block's exact (isum, summ) of one row and column from the lanes of its
+/// scaled dots and the column's bsums against the duplicated mins (Σ_j m_j·bsum_j).
+#[inline(always)]
+fn k4_sums(isum: v128, bs: [v128; 2], mins: [v128; 2]) -> (i32, i32) {
+    let msum = i32x4_add(
+        i32x4_dot_i16x8(bs[0], mins[0]),
+        i32x4_dot_i16x8(bs[1], mins[1]),
+    );
+    (hsum_i32(isum), hsum_i32(msum))
 }
 
 /// 6-bit scales and mins of q4_K / q5_K sub-blocks (ggml's get_scale_min_k4), as i16.
