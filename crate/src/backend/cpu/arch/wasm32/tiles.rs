@@ -470,7 +470,8 @@ use relaxed::{tile_q4_0, tile_q4_1, tile_q4_k, tile_q5_0, tile_q5_1, tile_q5_k, 
 /// lane sums the same 8 elements of a block as the SIMD128 build's `i32x4.dot_i16x8_s`: the
 /// integer lane sums, hence every f32 operation after them, are bit for bit the SIMD128 build's.
 /// q8_0 weights keep the i16 dots: |x| as the i7 operand with the sign moved onto the column
-/// (`i8x16.relaxed_laneselect`) measured 40 % slower in Node 20's V8.
+/// (`i8x16.relaxed_laneselect`) measured 40 % slower in Node 20's V8. The k-quant tiles at the end
+/// need no permutation: both builds sum each super-block whole (exact) before any f32 step.
 #[cfg(target_feature = "relaxed-simd")]
 mod relaxed {
     use super::*;
