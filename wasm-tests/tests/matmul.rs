@@ -59,6 +59,16 @@ fn check_data(dt: DType, k: usize, extreme: bool, m: usize) {
                     .zip(yc)
                     .map(|(p, q)| (p * q).abs())
                     .sum();
+                // The k-quant tiles sum each super-block whole and add the scalar's f32 terms in
+                // its order: bit for bit the scalar `vec_dot` in the SIMD builds.
+                if dt.block_size() == 256 && cfg!(target_feature = "simd128") {
+                    assert_eq!(
+                        got[j * m + i].to_bits(),
+                        want.to_bits(),
+                        "{dt} k={k} n={n} [{i},{j}]: {} vs scalar {want}",
+                        got[j * m + i]
+                    );
+                }
                 let err = (got[j * m + i] - want).abs() / scale.max(1e-3);
                 assert!(
                     err <= 2e-5,

@@ -89,6 +89,13 @@ fn qacc(a: v128, b: v128, c: v128) -> v128 {
     f32x4_add(f32x4_mul(a, b), c)
 }
 
+/// The exact sum of four i32 lanes (the callers' sums stay below 2^31).
+#[inline(always)]
+fn hsum_i32(v: v128) -> i32 {
+    let s = i32x4_add(v, i32x4_shuffle::<2, 3, 0, 1>(v, v));
+    i32x4_extract_lane::<0>(s).wrapping_add(i32x4_extract_lane::<1>(s))
+}
+
 #[inline(always)]
 fn hsum_f32(v: v128) -> f32 {
     // Pairwise, as the lanes are independent partial sums.
@@ -463,7 +470,8 @@ use relaxed::{tile_q4_0, tile_q4_1, tile_q4_k, tile_q5_0, tile_q5_1, tile_q5_k, 
 /// lane sums the same 8 elements of a block as the SIMD128 build's `i32x4.dot_i16x8_s`: the
 /// integer lane sums, hence every f32 operation after them, are bit for bit the SIMD128 build's.
 /// q8_0 weights keep the i16 dots: |x| as the i7 operand with the sign moved onto the column
-/// (`i8x16.relaxed_laneselect`) measured 40 % slower in Node 20's V8.
+/// (`i8x16.relaxed_laneselect`) measured 40 % slower in Node 20's V8. The k-quant tiles at the end
+/// need no permutation: both builds sum each super-block whole (exact) before any f32 step.
 #[cfg(target_feature = "relaxed-simd")]
 mod relaxed {
     use super::*;
@@ -688,8 +696,7 @@ mod relaxed {
     min_tile!(tile_q4_1, 20, |xb, m| u4(xb.add(4), m));
     min_tile!(tile_q5_1, 24, |xb, m| u5(xb.add(4), xb.add(8), m));
 
-    /// Scale, quants (in [`LANES`] order per 16 bytes, i8) and bsums of super-block `blk` of
-    /// the C q8_K columns.
+    /// Scale, quants (i8) and bsums of super-block `blk` of the C q8_K columns.
     ///
     /// # Safety
     /// Every column holds more than `blk` super-blocks.
@@ -697,7 +704,6 @@ mod relaxed {
     unsafe fn q8k_columns<const C: usize>(
         b: [*const u8; C],
         blk: usize,
-        m: v128,
         dy: &mut [f32; C],
         qy: &mut [[v128; 16]; C],
         bs: &mut [[v128; 2]; C],
@@ -709,39 +715,39 @@ mod relaxed {
                 let yb = b[c].add(blk * YS);
                 dy[c] = (yb as *const f32).read_unaligned();
                 for (i, q) in qy[c].iter_mut().enumerate() {
-                    *q = lanes(load16(yb.add(4 + 16 * i)), m);
+                    *q = load16(yb.add(4 + 16 * i));
                 }
                 bs[c] = [load16(yb.add(260)), load16(yb.add(276))];
             });
         }
     }
 
-    /// q4_K sub-blocks 2g, 2g+1 as the SIMD128 build's `q4_k_quants`, in [`LANES`] order.
+    /// q4_K sub-blocks 2g, 2g+1 as the SIMD128 build's `q4_k_quants`.
     ///
     /// # Safety
     /// The 144-byte block must be readable; g < 4.
     #[inline(always)]
-    unsafe fn q4_k_quants(xb: *const u8, g: usize, m: v128) -> [v128; 4] {
+    unsafe fn q4_k_quants(xb: *const u8, g: usize) -> [v128; 4] {
         // SAFETY: caller; qs at 16..144.
-        let (lo0, hi0) = nibbles(lanes(unsafe { load16(xb.add(16 + 32 * g)) }, m));
+        let (lo0, hi0) = nibbles(unsafe { load16(xb.add(16 + 32 * g)) });
         // SAFETY: as above.
-        let (lo1, hi1) = nibbles(lanes(unsafe { load16(xb.add(32 + 32 * g)) }, m));
+        let (lo1, hi1) = nibbles(unsafe { load16(xb.add(32 + 32 * g)) });
         [lo0, lo1, hi0, hi1]
     }
 
-    /// q5_K sub-blocks 2g, 2g+1 as the SIMD128 build's `q5_k_quants`, in [`LANES`] order.
+    /// q5_K sub-blocks 2g, 2g+1 as the SIMD128 build's `q5_k_quants`.
     ///
     /// # Safety
     /// The 176-byte block must be readable; g < 4.
     #[inline(always)]
-    unsafe fn q5_k_quants(xb: *const u8, g: usize, m: v128) -> [v128; 4] {
+    unsafe fn q5_k_quants(xb: *const u8, g: usize) -> [v128; 4] {
         // SAFETY: caller; qh at 16..48, qs at 48..176.
         let (qh0, qh1, q0, q1) = unsafe {
             (
-                lanes(load16(xb.add(16)), m),
-                lanes(load16(xb.add(32)), m),
-                lanes(load16(xb.add(48 + 32 * g)), m),
-                lanes(load16(xb.add(64 + 32 * g)), m),
+                load16(xb.add(16)),
+                load16(xb.add(32)),
+                load16(xb.add(48 + 32 * g)),
+                load16(xb.add(64 + 32 * g)),
             )
         };
         let one = u8x16_splat(1);
@@ -759,11 +765,11 @@ mod relaxed {
 
     macro_rules! k4_tile {
         ($name:ident, $xsize:expr, $quants:ident) => {
-            /// The SIMD128 build's q4_K / q5_K tile with the sub-block dots Σ u·y as relaxed i8 ×
-            /// i7 pair sums (u ≤ 31: two halves ≤ 15872 in i16), scaled and widened by one
-            /// `i32x4.dot_i16x8_s`: in [`LANES`] order each i32 lane sums the elements the
-            /// SIMD128 build's lane does, so the integer lanes and every f32 operation after them
-            /// are bit for bit that build's.
+            /// R×C dot products of q4_K / q5_K rows against q8_K columns, the results of the
+            /// SIMD128 build's tile (the scalar `vec_dot`'s bit for bit): the sub-block dots
+            /// Σ u·y as relaxed i8 × i7 pair sums (u ≤ 31: two halves ≤ 15872 in i16), scaled
+            /// and widened by one `i32x4.dot_i16x8_s`; each super-block's exact sums then give
+            /// the scalar (d·dy)·isum − (dmin·dy)·summ.
             ///
             /// # Safety
             /// Pointers address n/256 super-blocks.
@@ -774,15 +780,14 @@ mod relaxed {
                 b: [*const u8; C],
                 out: &mut [[f32; C]; R],
             ) {
-                let mut acc = [[f32x4_splat(0.0); C]; R];
+                let mut acc = [[0f32; C]; R];
                 let mut qy = [[i8x16_splat(0); 16]; C];
                 let mut dy = [0f32; C];
                 let mut bs = [[i16x8_splat(0); 2]; C];
-                let m = lanes_mask();
                 for blk in 0..n / 256 {
                     // SAFETY: blk < n/256: every read lies inside its super-block.
                     unsafe {
-                        q8k_columns::<C>(b, blk, m, &mut dy, &mut qy, &mut bs);
+                        q8k_columns::<C>(b, blk, &mut dy, &mut qy, &mut bs);
                         unroll!(r < R => {
                             let xb = a[r].add(blk * $xsize);
                             let d = f16_at(xb);
@@ -794,7 +799,7 @@ mod relaxed {
                             ];
                             let mut isum = [i32x4_splat(0); C];
                             for g in 0..4 {
-                                let [lo0, lo1, hi0, hi1] = $quants(xb, g, m);
+                                let [lo0, lo1, hi0, hi1] = $quants(xb, g);
                                 let sl = i16x8_splat(sc[2 * g]);
                                 let sh = i16x8_splat(sc[2 * g + 1]);
                                 unroll!(c < C => {
@@ -815,26 +820,13 @@ mod relaxed {
                                 });
                             }
                             unroll!(c < C => {
-                                let msum = i32x4_add(
-                                    i32x4_dot_i16x8(bs[c][0], mins[0]),
-                                    i32x4_dot_i16x8(bs[c][1], mins[1]),
-                                );
-                                let t = qacc(
-                                    f32x4_convert_i32x4(isum[c]),
-                                    f32x4_splat(d * dy[c]),
-                                    acc[r][c],
-                                );
-                                acc[r][c] =
-                                    qacc(f32x4_convert_i32x4(msum), f32x4_splat(-dmin * dy[c]), t);
+                                let (isum, summ) = k4_sums(isum[c], bs[c], mins);
+                                acc[r][c] += d * dy[c] * isum as f32 - dmin * dy[c] * summ as f32;
                             });
                         });
                     }
                 }
-                for r in 0..R {
-                    for c in 0..C {
-                        out[r][c] = hsum_f32(acc[r][c]);
-                    }
-                }
+                *out = acc;
             }
         };
     }
@@ -842,10 +834,11 @@ mod relaxed {
     k4_tile!(tile_q4_k, 144, q4_k_quants);
     k4_tile!(tile_q5_k, 176, q5_k_quants);
 
-    /// The SIMD128 build's q6_K tile with each 16-element group's Σ (q − 32)·y as relaxed i8 ×
-    /// i7 pair sums: Σ q·y − Σ 32·y (q ≤ 63: pairs ≤ 16128; the column's 32·y pair sums once per
-    /// column), scaled and widened by one `i32x4.dot_i16x8_s`; in [`LANES`] order, bit for bit
-    /// that build's (see `k4_tile`).
+    /// R×C dot products of q6_K rows against q8_K columns, the results of the SIMD128 build's
+    /// tile (the scalar `vec_dot`'s bit for bit): each 16-element group's Σ q·y as relaxed i8 ×
+    /// i7 pair sums (q = 0..63 before its −32: pairs ≤ 16128), scaled and widened by one
+    /// `i32x4.dot_i16x8_s`; −32·Σ sc·y taken out per super-block as 32·Σ_g sc_g·bsum_g, and the
+    /// super-block's exact sum then gives the scalar (d·dy)·isum.
     ///
     /// # Safety
     /// Pointers address n/256 super-blocks.
@@ -857,58 +850,51 @@ mod relaxed {
         out: &mut [[f32; C]; R],
     ) {
         const XS: usize = 210;
-        let mut acc = [[f32x4_splat(0.0); C]; R];
+        let mut acc = [[0f32; C]; R];
         let mut qy = [[i8x16_splat(0); 16]; C];
-        let mut base = [[i16x8_splat(0); 16]; C];
         let mut dy = [0f32; C];
         let mut bs = [[i16x8_splat(0); 2]; C];
-        let m = lanes_mask();
-        let s32 = i8x16_splat(32);
         for blk in 0..n / 256 {
             // SAFETY: blk < n/256: every read lies inside its super-block.
             unsafe {
-                q8k_columns::<C>(b, blk, m, &mut dy, &mut qy, &mut bs);
-                unroll!(c < C => {
-                    for (o, q) in base[c].iter_mut().zip(&qy[c]) {
-                        *o = i16x8_relaxed_dot_i8x16_i7x16(*q, s32);
-                    }
-                });
+                q8k_columns::<C>(b, blk, &mut dy, &mut qy, &mut bs);
                 unroll!(r < R => {
                     let xb = a[r].add(blk * XS);
+                    let scb = load16(xb.add(192));
+                    let sc16 = [i16x8_extend_low_i8x16(scb), i16x8_extend_high_i8x16(scb)];
                     let sc = &*(xb.add(192) as *const [i8; 16]);
                     let d = f16_at(xb.add(208));
                     let mut isum = [i32x4_splat(0); C];
                     for half in 0..2 {
                         for cc in 0..2 {
-                            let ql_a = lanes(load16(xb.add(64 * half + 16 * cc)), m);
-                            let ql_b = lanes(load16(xb.add(64 * half + 32 + 16 * cc)), m);
-                            let qh = lanes(load16(xb.add(128 + 32 * half + 16 * cc)), m);
+                            let ql_a = load16(xb.add(64 * half + 16 * cc));
+                            let ql_b = load16(xb.add(64 * half + 32 + 16 * cc));
+                            let qh = load16(xb.add(128 + 32 * half + 16 * cc));
                             let vals = q6_quants(ql_a, ql_b, qh);
                             for (k, v) in vals.into_iter().enumerate() {
                                 let g = 8 * half + 2 * k + cc;
                                 let s = i16x8_splat(sc[g] as i16);
                                 unroll!(c < C => {
-                                    let d16 = i16x8_sub(
-                                        i16x8_relaxed_dot_i8x16_i7x16(qy[c][g], v),
-                                        base[c][g],
-                                    );
+                                    let d16 = i16x8_relaxed_dot_i8x16_i7x16(qy[c][g], v);
                                     isum[c] = i32x4_add(isum[c], i32x4_dot_i16x8(d16, s));
                                 });
                             }
                         }
                     }
                     unroll!(c < C => {
-                        let s = f32x4_convert_i32x4(isum[c]);
-                        acc[r][c] = qacc(s, f32x4_splat(d * dy[c]), acc[r][c]);
+                        // 32·Σ_g sc_g·bsum_g (|Σ| < 2^23): the column's bsums are Σ of its
+                        // quants per group (this backend's conversion).
+                        let off = i32x4_add(
+                            i32x4_dot_i16x8(sc16[0], bs[c][0]),
+                            i32x4_dot_i16x8(sc16[1], bs[c][1]),
+                        );
+                        let isum = hsum_i32(i32x4_sub(isum[c], i32x4_shl(off, 5)));
+                        acc[r][c] += d * dy[c] * isum as f32;
                     });
                 });
             }
         }
-        for r in 0..R {
-            for c in 0..C {
-                out[r][c] = hsum_f32(acc[r][c]);
-            }
-        }
+        *out = acc;
     }
 }
 
@@ -1002,7 +988,9 @@ macro_rules! k4_tile {
         /// R×C dot products of q4_K / q5_K rows (f16 d, f16 dmin, 12 bytes of 6-bit
         /// scales/mins, then the quants) against q8_K columns: x = d·sc_j·q − dmin·m_j, so
         /// dot = d·dy·Σ_j Σ (sc_j·q)·y − dmin·dy·Σ_j m_j·bsum_j. sc_j·q is formed in i16
-        /// (≤ 63·31) once per row; Σ over a super-block stays below 2^30 in i32.
+        /// (≤ 63·31) once per row; Σ over a super-block stays below 2^30 in i32 and is summed
+        /// whole, then the scalar reference's f32 terms are added in its order: every result is
+        /// the scalar `vec_dot`'s bit for bit, in this build and the relaxed one.
         ///
         /// # Safety
         /// Pointers address n/256 super-blocks.
@@ -1013,7 +1001,7 @@ macro_rules! k4_tile {
             b: [*const u8; C],
             out: &mut [[f32; C]; R],
         ) {
-            let mut acc = [[f32x4_splat(0.0); C]; R];
+            let mut acc = [[0f32; C]; R];
             // The columns' quants (C × 512 bytes, read back from the shadow stack: too many to
             // stay in registers).
             let mut qy = [[i16x8_splat(0); 32]; C];
@@ -1050,26 +1038,13 @@ macro_rules! k4_tile {
                             });
                         }
                         unroll!(c < C => {
-                            let msum = i32x4_add(
-                                i32x4_dot_i16x8(bs[c][0], mins[0]),
-                                i32x4_dot_i16x8(bs[c][1], mins[1]),
-                            );
-                            let t = qacc(
-                                f32x4_convert_i32x4(isum[c]),
-                                f32x4_splat(d * dy[c]),
-                                acc[r][c],
-                            );
-                            acc[r][c] =
-                                qacc(f32x4_convert_i32x4(msum), f32x4_splat(-dmin * dy[c]), t);
+                            let (isum, summ) = k4_sums(isum[c], bs[c], mins);
+                            acc[r][c] += d * dy[c] * isum as f32 - dmin * dy[c] * summ as f32;
                         });
                     });
                 }
             }
-            for r in 0..R {
-                for c in 0..C {
-                    out[r][c] = hsum_f32(acc[r][c]);
-                }
-            }
+            *out = acc;
         }
     };
 }
@@ -1082,7 +1057,10 @@ k4_tile!(tile_q5_k, 176, q5_k_quants);
 #[cfg(not(target_feature = "relaxed-simd"))]
 /// R×C dot products of q6_K rows (210 bytes: 128 bytes of low nibbles `ql`, 64 bytes of high
 /// 2-bit pairs `qh`, 16 i8 scales, f16 d; x = d·sc·(q − 32)) against q8_K columns.
-/// sc·(q − 32) is formed in i16 (≤ 128·32) once per row; Σ per super-block < 2^28.
+/// sc·(q − 32) is formed in i16 (≤ 128·32) once per row; Σ per super-block < 2^28, summed whole
+/// (exact) and then the scalar reference's (d·dy)·isum added in its order: every result is the
+/// scalar `vec_dot`'s bit for bit, in this build and the relaxed one (whose tile sums the same
+/// integers its own way).
 ///
 /// # Safety
 /// Pointers address n/256 super-blocks.
@@ -1094,7 +1072,7 @@ pub(super) unsafe fn tile_q6_k<const R: usize, const C: usize>(
     out: &mut [[f32; C]; R],
 ) {
     const XS: usize = 210;
-    let mut acc = [[f32x4_splat(0.0); C]; R];
+    let mut acc = [[0f32; C]; R];
     let mut qy = [[i16x8_splat(0); 32]; C];
     let mut dy = [0f32; C];
     let mut bs = [[i16x8_splat(0); 2]; C];
@@ -1132,17 +1110,23 @@ pub(super) unsafe fn tile_q6_k<const R: usize, const C: usize>(
                     }
                 }
                 unroll!(c < C => {
-                    let s = f32x4_convert_i32x4(isum[c]);
-                    acc[r][c] = qacc(s, f32x4_splat(d * dy[c]), acc[r][c]);
+                    acc[r][c] += d * dy[c] * hsum_i32(isum[c]) as f32;
                 });
             });
         }
     }
-    for r in 0..R {
-        for c in 0..C {
-            out[r][c] = hsum_f32(acc[r][c]);
-        }
-    }
+    *out = acc;
+}
+
+/// A q4_K / q5_K super-block's exact (isum, summ) of one row and column from the lanes of its
+/// scaled dots and the column's bsums against the duplicated mins (Σ_j m_j·bsum_j).
+#[inline(always)]
+fn k4_sums(isum: v128, bs: [v128; 2], mins: [v128; 2]) -> (i32, i32) {
+    let msum = i32x4_add(
+        i32x4_dot_i16x8(bs[0], mins[0]),
+        i32x4_dot_i16x8(bs[1], mins[1]),
+    );
+    (hsum_i32(isum), hsum_i32(msum))
 }
 
 /// 6-bit scales and mins of q4_K / q5_K sub-blocks (ggml's get_scale_min_k4), as i16.
