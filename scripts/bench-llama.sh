@@ -10,13 +10,16 @@
 # while). Prints llama.cpp, ggweb and the ratio ggweb / llama.cpp (> 1: ggweb faster).
 #   scripts/bench-llama.sh [ROUNDS]     (env: LLAMA_BIN, GGWEB, MODELS_DIR; SKIP_OPS=1: tokens/s only;
 #   GGWEB_OLD=path: also an older ggweb build in the same rounds, for a before/after ratio)
-# llama.cpp: the v0.5.0 bundle built with GGML_NATIVE at $LLAMA_BIN (see docs/PERFORMANCE.md);
+# llama.cpp: the v0.5.0 bundle built with GGML_NATIVE at $LLAMA_BIN; by default scripts/build-llama.sh
+# builds it (once, cached) and gives its path;
 # ggweb: a release build (cargo build --release -p ggweb-cli).
 # Note: llama-bench's tg32 generates from an empty context, ggweb's after its prompt (a longer
 # KV cache), so the generation ratio slightly favours llama.cpp.
 set -u
 ROUNDS=${1:-2}
-LLAMA_BIN=${LLAMA_BIN:-/work/llama/src/build/bin}
+if [ -z "${LLAMA_BIN:-}" ]; then
+  LLAMA_BIN=$("$(dirname "$0")/build-llama.sh") || { echo "bench-llama.sh: building llama.cpp failed" >&2; exit 1; }
+fi
 GGWEB=${GGWEB:-target/release/ggweb}
 MD=${MODELS_DIR:-$HOME/.cache/ggweb/models}
 TMP=$(mktemp -d)

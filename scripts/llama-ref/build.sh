@@ -3,7 +3,7 @@
 #   LLAMA_SRC=/path/to/llama.cpp scripts/llama-ref/build.sh   -> target/llama-ref/llama_logits
 # Only for producing test references; nothing of llama.cpp is linked into the project.
 set -euo pipefail
-src="${LLAMA_SRC:-/work/llama/src}"
+src="${LLAMA_SRC:-${GGWEB_CACHE:-$HOME/.cache/ggweb}/llama.cpp/src}"   # scripts/build-llama.sh builds it
 b="$src/build"
 here="$(cd "$(dirname "$0")" && pwd)"
 out="$here/../../target/llama-ref"

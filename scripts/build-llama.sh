@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds the anchor the benchmarks compare with: llama.cpp from the source bundle inside the npm
+# package node-llama-cpp@3.22.1 (llama/gitRelease.bundle), with GGML_NATIVE=ON, into
+# ${GGWEB_CACHE:-~/.cache/ggweb}/llama.cpp/src/build/bin. Idempotent: prints that bin directory
+# and does nothing else when the tools are already built. Never part of scripts/test.sh; nothing of
+# llama.cpp is linked into the project (scripts/llama-ref/ builds a reference dumper against it).
+#   scripts/build-llama.sh            -> .../build/bin (llama-bench, test-backend-ops, llama-completion,
+#                                        llama-tokenize)
+# Needs git, cmake, g++ and npm; installs cmake with apt-get when it is missing and we are root.
+# About 20 minutes on 2 cores.
+set -euo pipefail
+ver=3.22.1
+dir="${GGWEB_CACHE:-$HOME/.cache/ggweb}/llama.cpp"
+src="$dir/src"
+bin="$src/build/bin"
+tools=(llama-bench test-backend-ops llama-completion llama-tokenize)
+done_all=1
+for t in "${tools[@]}"; do [ -x "$bin/$t" ] || done_all=""; done
+if [ -n "$done_all" ]; then
+  echo "$bin"
+  exit 0
+fi
+if ! command -v cmake >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get install -y -qq cmake >&2
+  else
+    echo "build-llama.sh: cmake is missing (apt-get install cmake)" >&2
+    exit 1
+  fi
+fi
+mkdir -p "$dir"
+if [ ! -d "$src/.git" ]; then
+  # The bundle is a git bundle of llama.cpp at the release node-llama-cpp pins.
+  (cd "$dir" && npm pack --silent "node-llama-cpp@$ver" >&2 && tar -xzf "node-llama-cpp-$ver.tgz" package/llama/gitRelease.bundle)
+  git clone -q "$dir/package/llama/gitRelease.bundle" "$src" >&2
+  rm -rf "$dir/package" "$dir/node-llama-cpp-$ver.tgz"
+fi
+cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=ON >&2
+cmake --build "$src/build" -j"$(nproc)" --target "${tools[@]}" >&2
+echo "$bin"
