@@ -123,4 +123,12 @@ fi
 out=$($bin bench --json --types q4_0 --threads 1 --n 1 --size 256 --seconds 0.05)
 python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d[0]['op']=='mul_mat' and d[0]['type']=='q4_0' and d[0]['gflops']>0, d" "$out" || fail "bench --json"
 pass=$((pass+1))
+# --as-types: SmolLM2's q8_0 output shape (k = 576) as q4_0 and q5_1; q5_K needs k % 256 = 0: skipped.
+out=$($bin bench --llm --json --models smollm2 --types q8_0 --as-types q4_0,q5_1,q5_K --threads 1 --n 1 --seconds 0.01 --stream-mib 0)
+python3 -c "
+import json,sys
+d=[r for r in json.loads(sys.argv[1]) if r['op']=='mul_mat']
+assert [(r['type'],r['k'],r['m']) for r in d]==[('q4_0',576,49152),('q5_1',576,49152)], d
+assert all(r['gbps']>0 for r in d), d" "$out" || fail "bench --llm --as-types"
+pass=$((pass+1))
 echo "cli: $pass passed, 0 failed"

@@ -214,6 +214,11 @@ enum Cmd {
         /// (over the last-level cache, so weights come from DRAM; 0: one copy).
         #[arg(long, default_value_t = 128)]
         stream_mib: usize,
+        /// With --llm: run every shape (of --models / --types) as each of these weight types
+        /// instead of its own, where k is a multiple of the type's block (q4_0, q5_1 and q5_K
+        /// are in none of the files).
+        #[arg(long)]
+        as_types: Option<String>,
         /// cpu, webgpu or cuda.
         #[arg(long, default_value = "cpu")]
         backend: String,
@@ -323,6 +328,7 @@ pub fn run() -> Result<()> {
             llm,
             models,
             stream_mib,
+            as_types,
             backend,
             types,
             threads,
@@ -331,7 +337,12 @@ pub fn run() -> Result<()> {
             seconds,
         } => {
             if llm {
-                bench_llm(json, models, types, threads, n, stream_mib, seconds)
+                let filter = LlmFilter {
+                    models,
+                    types,
+                    as_types,
+                };
+                bench_llm(json, filter, threads, n, stream_mib, seconds)
             } else {
                 bench(json, &backend, types, threads, n, size, seconds)
             }
@@ -881,29 +892,40 @@ fn bench(
     Ok(())
 }
 
+/// Which LLM shapes `bench --llm` runs, and as which types (comma-separated lists).
+struct LlmFilter {
+    models: Option<String>,
+    types: Option<String>,
+    as_types: Option<String>,
+}
+
+fn parse_types(t: Option<String>) -> Result<Option<Vec<DType>>> {
+    t.map(|t| {
+        t.split(',')
+            .map(|t| {
+                DType::from_name(t.trim())
+                    .ok_or_else(|| Error::InvalidArgument(format!("unknown type '{t}'")))
+            })
+            .collect::<Result<_>>()
+    })
+    .transpose()
+}
+
 /// `ggweb bench --llm`: the machine's read bandwidth, then every LLM weight shape streamed
 /// from DRAM at each n and thread count, with the fraction of that bandwidth it reaches.
 fn bench_llm(
     as_json: bool,
-    models: Option<String>,
-    types: Option<String>,
+    filter: LlmFilter,
     threads: Option<String>,
     ns: Option<String>,
     stream_mib: usize,
     seconds: f64,
 ) -> Result<()> {
-    let models: Option<Vec<String>> =
-        models.map(|m| m.split(',').map(|s| s.trim().to_string()).collect());
-    let types: Option<Vec<DType>> = types
-        .map(|t| {
-            t.split(',')
-                .map(|t| {
-                    DType::from_name(t.trim())
-                        .ok_or_else(|| Error::InvalidArgument(format!("unknown type '{t}'")))
-                })
-                .collect::<Result<_>>()
-        })
-        .transpose()?;
+    let models: Option<Vec<String>> = filter
+        .models
+        .map(|m| m.split(',').map(|s| s.trim().to_string()).collect());
+    let types = parse_types(filter.types)?;
+    let as_types = parse_types(filter.as_types)?;
     let threads: Vec<usize> = parse_list(threads, "1,2", "thread count")?;
     let threads: Vec<usize> = threads.into_iter().map(|t| cpu_threads(Some(t))).collect();
     let ns: Vec<usize> = parse_list(ns, "1,120", "n")?;
@@ -919,6 +941,7 @@ fn bench_llm(
         rows.push(json!({"op": "read", "threads": th, "gbps": gbps}));
         roof.push(gbps);
     }
+    let mut seen = std::collections::HashSet::new();
     for &n in &ns {
         for s in ggweb::bench::LLM_SHAPES {
             if models
@@ -930,16 +953,30 @@ fn bench_llm(
             if types.as_ref().is_some_and(|t| !t.contains(&s.dtype)) {
                 continue;
             }
-            for (&th, &rb) in threads.iter().zip(&roof) {
-                let r = ggweb::bench::bench_mul_mat_streamed(
-                    s.dtype, s.m, n, s.k, th, seconds, stream,
-                )?;
+            // A shape listed once per type of a Q4_K_M mix runs once as the other types.
+            if as_types.is_some() && !seen.insert((s.model, s.k, s.m, n)) {
+                continue;
+            }
+            let run_as: Vec<DType> = match &as_types {
+                Some(t) => t
+                    .iter()
+                    .copied()
+                    .filter(|t| s.k.is_multiple_of(t.block_size()))
+                    .collect(),
+                None => vec![s.dtype],
+            };
+            for (dtype, (&th, &rb)) in run_as
+                .iter()
+                .flat_map(|&d| threads.iter().zip(&roof).map(move |p| (d, p)))
+            {
+                let r =
+                    ggweb::bench::bench_mul_mat_streamed(dtype, s.m, n, s.k, th, seconds, stream)?;
                 if !as_json {
                     println!(
                         "{:<8} {:<19} {:<5} k={:<5} m={:<6} n={n:<4} threads={th}: {:8.1} GFLOP/s {:6.2} GB/s ({:3.0} % of read bw; best {:6.2} GB/s)",
                         s.model,
                         s.tensor,
-                        s.dtype.name(),
+                        dtype.name(),
                         s.k,
                         s.m,
                         r.gflops,
@@ -949,7 +986,7 @@ fn bench_llm(
                     );
                 }
                 rows.push(json!({"op": "mul_mat", "model": s.model, "tensor": s.tensor,
-                    "type": s.dtype.name(), "m": s.m, "n": n, "k": s.k, "threads": th,
+                    "type": dtype.name(), "m": s.m, "n": n, "k": s.k, "threads": th,
                     "backend": "cpu", "gflops": r.gflops, "gbps": r.weight_gbps, "best_gbps": r.best_weight_gbps,
                     "copies": r.copies, "us": r.seconds_per_iter * 1e6}));
             }
