@@ -16,6 +16,7 @@ bin="$src/build/bin"
 tools=(llama-bench test-backend-ops llama-completion llama-tokenize)
 done_all=1
 for t in "${tools[@]}"; do [ -x "$bin/$t" ] || done_all=""; done
+[ "$(cat "$src/build/.ggweb-flags" 2>/dev/null)" = "native,no-amx" ] || done_all=""
 if [ -n "$done_all" ]; then
   echo "$bin"
   exit 0
@@ -35,7 +36,16 @@ if [ ! -d "$src/.git" ]; then
   git clone -q "$dir/package/llama/gitRelease.bundle" "$src" >&2
   rm -rf "$dir/package" "$dir/node-llama-cpp-$ver.tgz"
 fi
+# Without AMX: ggml's AMX path (an extra buffer type picked when -march=native has AMX) crashed
+# llama-bench on a session VM that lists amx_int8 (2026-12-02: SIGSEGV in ggml_backend_amx_mul_mat,
+# every model); ggweb has no AMX kernels, so the AVX-512 / VNNI paths are the comparison. GCC keeps
+# explicit -mno-* over -march=native whatever the order.
+noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+stamp="$src/build/.ggweb-flags"
+flags="native,no-amx"
+[ -f "$stamp" ] && [ "$(cat "$stamp")" = "$flags" ] || rm -rf "$src/build"
 cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-  -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=ON >&2
+  -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=ON -DCMAKE_C_FLAGS="$noamx" -DCMAKE_CXX_FLAGS="$noamx" >&2
+echo "$flags" >"$stamp"
 cmake --build "$src/build" -j"$(nproc)" --target "${tools[@]}" >&2
 echo "$bin"
