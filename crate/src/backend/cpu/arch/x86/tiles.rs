@@ -586,13 +586,16 @@ pub(super) const PREFETCH_MAX: usize = 4096;
 /// and slowed the large q8_0 GEMVs.)
 pub(super) const LOOKAHEAD: usize = 8192;
 
-/// Prefetch `bytes` from `p` into L1 (a hint: never faults, any address is fine).
+/// Prefetch `bytes` from `p` into L2 (a hint: never faults, any address is fine). Into L2, not
+/// L1: lines fetched LOOKAHEAD ahead then wait in L2 without holding the few L1 fill buffers the
+/// loads of the current tile need (on a 2-core Intel Xeon VM, AVX-512, 2026-12-02: 1-thread q4_1
+/// GEMV 7.0 → 8.7 GB/s, q5_0 7.9 → 8.8, q4_K 9.2 → 10.0; Qwen2.5 generation +5–7 %).
 #[inline(always)]
 pub(super) fn prefetch(p: *const u8, bytes: usize) {
     let mut off = 0;
     while off < bytes {
         // SAFETY: prefetch only hints the cache; it does not access memory architecturally.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off) as *const i8) };
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(off) as *const i8) };
         off += 64;
     }
 }
