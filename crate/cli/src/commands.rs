@@ -832,15 +832,10 @@ fn bench(
     size: usize,
     seconds: f64,
 ) -> Result<()> {
-    let types: Vec<DType> = types
-        .as_deref()
-        .unwrap_or("f32,f16,q4_0,q8_0,q4_K")
-        .split(',')
-        .map(|t| {
-            DType::from_name(t.trim())
-                .ok_or_else(|| Error::InvalidArgument(format!("unknown type '{t}'")))
-        })
-        .collect::<Result<_>>()?;
+    let types = parse_types(Some(
+        types.unwrap_or_else(|| "f32,f16,q4_0,q8_0,q4_K".to_string()),
+    ))?
+    .unwrap_or_default();
     let threads: Vec<usize> = parse_list(threads, "1,2", "thread count")?;
     let threads: Vec<usize> = threads.into_iter().map(|t| cpu_threads(Some(t))).collect();
     let ns: Vec<usize> = parse_list(ns, "1,512", "n")?;
@@ -899,6 +894,7 @@ struct LlmFilter {
     as_types: Option<String>,
 }
 
+/// A comma-separated list of weight type names (`None` stays `None`).
 fn parse_types(t: Option<String>) -> Result<Option<Vec<DType>>> {
     t.map(|t| {
         t.split(',')
