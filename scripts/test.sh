@@ -67,7 +67,7 @@ cargo build -q --release --bin ggweb
 cargo_tests() {
   local log=$1; shift
   set +e
-  cargo test --release --workspace "$@" 2>&1 | tee "$log" |
+  cargo test --release --workspace --no-fail-fast "$@" 2>&1 | tee "$log" |
     grep -E '^(test result|running|error|failures:|---- )|panicked|FAILED'
   local status=${PIPESTATUS[0]}
   set -e

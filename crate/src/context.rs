@@ -401,7 +401,18 @@ pub(crate) fn checked_contiguous_bytes(dtype: DType, ne: &[usize; MAX_DIMS]) -> 
 /// does not fit this target's address space.
 fn checked_span(dtype: DType, ne: &[usize; MAX_DIMS], nb: &[usize; MAX_DIMS]) -> Option<usize> {
     if ne.contains(&0) {
-        return Some(0);
+        // No element, but kernels still form row addresses `i1·nb1 + i2·nb2 + i3·nb3` for the
+        // indices of the non-empty dims (a [0, 2^40] view's rows, found by fuzzing): those must
+        // stay inside the base too, so an empty view's strides count as well.
+        let mut n = 0u64;
+        for i in 1..MAX_DIMS {
+            if ne[i] > 0 {
+                n = n.checked_add((ne[i] as u64 - 1).checked_mul(nb[i] as u64)?)?;
+            }
+        }
+        return usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= isize::MAX as usize);
     }
     let bs = dtype.block_size() as u64;
     let mut n = if bs == 1 {

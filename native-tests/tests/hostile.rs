@@ -364,3 +364,19 @@ fn views_with_huge_dims_are_errors() {
         .unwrap_err();
     assert!(matches!(e, Error::Shape(_) | Error::Overflow(_)), "{e}");
 }
+
+/// Found by fuzzing (graph target, session 11): an empty view ([0, n] rows) with a huge row
+/// stride passed the bounds check (no element, no span), and row-wise kernels then formed
+/// `i1 · nb1` row addresses that overflowed. An empty view's strides now count too.
+#[test]
+fn empty_view_with_out_of_range_row_strides_is_an_error() {
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor(DType::F32, &[64]).unwrap();
+    let e = ctx
+        .view(a, &[0, 1 << 20], &[usize::MAX / 8], 0)
+        .unwrap_err();
+    assert!(matches!(e, Error::Shape(_) | Error::Overflow(_)), "{e}");
+    // Empty views inside the base stay legal, also at its end.
+    ctx.view(a, &[0, 16], &[16], 0).unwrap();
+    ctx.view(a, &[4, 0], &[16], 256).unwrap();
+}

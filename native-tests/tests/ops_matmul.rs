@@ -462,9 +462,10 @@ fn integer_dot_gemm_paths_match_scalar_vec_dot() {
         }
         println!("integer-dot GEMM path {} tested", isa.name());
     }
-    // Every path needs AVX2; with it, at least the AVX2 path's 7 types × 6 shapes ran.
+    // Every path needs AVX2; with it, at least the AVX2 path's 4 types (q8_0 is refused there)
+    // × 6 shapes ran.
     if Isa::Avx2.supported() {
-        assert!(ran >= 7 * 6, "only {ran} cases ran");
+        assert!(ran >= 4 * 6, "only {ran} cases ran");
     }
 }
 
