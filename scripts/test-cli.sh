@@ -15,8 +15,9 @@ out=$($bin mnist --model cnn --json); echo "$out"
 python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert abs(d['accuracy']-0.9812)<1e-9, d" "$out" || fail "mnist cnn accuracy"
 pass=$((pass+1))
 
-out=$($bin mnist --model cnn --backend auto --json); echo "$out"
-python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert abs(d['accuracy']-0.9812)<1e-9 and 'WebGPU' in d['backend'], d" "$out" || fail "mnist cnn on WebGPU (auto)"
+# (fc: cnn on lavapipe is a minute of the test budget; native-tests/tests/webgpu.rs runs both.)
+out=$($bin mnist --model fc --backend auto --json); echo "$out"
+python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert abs(d['accuracy']-0.9805)<1e-9 and 'WebGPU' in d['backend'], d" "$out" || fail "mnist fc on WebGPU (auto)"
 pass=$((pass+1))
 
 # LLMs on WebGPU (lavapipe in CI: scripts/test.sh sources scripts/setup-gpu.sh). SmolLM2 greedy

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tests of the web side, installing what they need (idempotently):
 #   1. wasm-bindgen-test suites (wasm-tests/) under Node, then in headless Chromium (chromedriver)
-#      — for the SIMD128, relaxed-SIMD and scalar builds; then the WebGPU suite (tests/webgpu.rs,
+#      — for the relaxed-SIMD and SIMD128 builds (and the scalar one with GGWEB_TEST_FULL=1, which
+#      scripts/test.sh --full sets); then the WebGPU suite (tests/webgpu.rs,
 #      feature `webgpu`) in Chromium on its SwiftShader adapter (--enable-unsafe-webgpu in
 #      wasm-tests/webdriver.json): every WebGPU op against the CPU, f32 path;
 #   2. the npm package's tests with node's test runner (www/test/), relaxed-SIMD, SIMD128 and
@@ -67,6 +68,12 @@ if [ -z "${SKIP_WASM_TESTS:-}" ]; then
     ggweb_variant "$v"; FLAGS="$VARIANT_RUSTFLAGS"
     # The threads build's suites are the npm package's (below): wasm-bindgen-test runs one thread.
     [ -z "$VARIANT_NIGHTLY" ] || continue
+    # The scalar build's suites only with scripts/test.sh --full (GGWEB_TEST_FULL): a cold debug
+    # build of wasm-tests is minutes of the 45-minute budget; the npm package's tests (below) still
+    # run the scalar build in every run.
+    if [ "$v" = scalar ] && [ -z "${GGWEB_TEST_FULL:-}" ]; then
+      step "wasm-bindgen-test (scalar): skipped (scripts/test.sh --full runs it)"; continue
+    fi
     step "wasm-bindgen-test ($v) in node"
     (cd wasm-tests && RUSTFLAGS="$FLAGS" CARGO_TARGET_DIR="$WT_TARGET-$v" \
       cargo test --target wasm32-unknown-unknown --no-fail-fast)

@@ -2,9 +2,11 @@
 # All tests: native unit + integration tests, the wasm build check, CLI checks, and the web
 # package's tests (wasm-bindgen-test in node and headless Chromium, node:test, browser e2e).
 # Installs what it needs, idempotently, so it passes on a fresh machine.
-# `scripts/test.sh --full` also runs the long native checks (`long_*`: gemma3 on lavapipe, minutes
-# each): run it before resolving an issue that touches WebGPU. The NEON kernels under qemu are
-# scripts/test-aarch64.sh (needs qemu-user and the aarch64 cross gcc; see its header).
+# `scripts/test.sh --full` also runs the long native checks (`long_*`: gemma3, MNIST on all of
+# t10k and a training epoch on lavapipe, minutes each), the macOS type check and the fuzz smoke
+# under ASan: run it before resolving an issue that touches WebGPU, Metal or a parser. The NEON
+# kernels under qemu are scripts/test-aarch64.sh (needs qemu-user and the aarch64 cross gcc).
+# Budget: the default run within 45 minutes on a fresh 2-core machine (docs/PERFORMANCE.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -17,6 +19,9 @@ for arg in "$@"; do
   esac
 done
 export GGWEB_TEST_FULL="$full"
+# No debug info in the test builds: the release profile keeps it for profiling, but here it only
+# makes ~25 test binaries slower to link.
+export CARGO_PROFILE_RELEASE_DEBUG=0
 source scripts/lib.sh
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
@@ -29,30 +34,34 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -q -- -D warnings
 
 step "wasm32 lints (scalar, SIMD128, relaxed SIMD; the wasm tests)"
-# The SIMD paths are behind target features, so each build's code is linted with its own flags
-# (own target dir: RUSTFLAGS differ).
-cargo clippy -q --target wasm32-unknown-unknown -p ggweb -p ggweb-wasm --no-default-features -- -D warnings
+# The SIMD paths are behind target features, so each build's code is linted with its own flags.
+# They go to clippy (after --), which gives them to the workspace's crates only: the
+# dependencies are checked once, in one target dir, for all builds (with RUSTFLAGS each build
+# checked them again: 15 of a fresh run's minutes), and cargo re-lints our crates whenever
+# those flags change.
+WASM_LINT=(env CARGO_TARGET_DIR="$root/target/clippy-wasm" cargo clippy -q --target wasm32-unknown-unknown)
+"${WASM_LINT[@]}" -p ggweb -p ggweb-wasm --no-default-features -- -D warnings
 ggweb_variant simd
-RUSTFLAGS="$VARIANT_RUSTFLAGS" CARGO_TARGET_DIR="$root/target/clippy-wasm-simd128" \
-  cargo clippy -q --target wasm32-unknown-unknown -p ggweb -p ggweb-wasm -- -D warnings
-(cd wasm-tests && RUSTFLAGS="$VARIANT_RUSTFLAGS" CARGO_TARGET_DIR="$root/target/clippy-wasm-simd128" \
-  cargo clippy -q --target wasm32-unknown-unknown --all-targets --features webgpu -- -D warnings)
-# Only the CPU kernels differ with relaxed SIMD: skip linting wgpu a second time.
+# (Unquoted: the variant's flags are words.)
+# shellcheck disable=SC2086
+"${WASM_LINT[@]}" -p ggweb -p ggweb-wasm -- $VARIANT_RUSTFLAGS -D warnings
+# shellcheck disable=SC2086
+(cd wasm-tests && "${WASM_LINT[@]}" --all-targets --features webgpu -- $VARIANT_RUSTFLAGS -D warnings)
+# Only the CPU kernels differ with relaxed SIMD: wgpu is linted above.
 ggweb_variant relaxed
-RUSTFLAGS="$VARIANT_RUSTFLAGS" CARGO_TARGET_DIR="$root/target/clippy-wasm-relaxed-simd" \
-  cargo clippy -q --target wasm32-unknown-unknown -p ggweb -p ggweb-wasm --no-default-features -- -D warnings
+# shellcheck disable=SC2086
+"${WASM_LINT[@]}" -p ggweb -p ggweb-wasm --no-default-features -- $VARIANT_RUSTFLAGS -D warnings
 
-step "macOS type check (the Metal path: wgpu's Metal backend; no Apple SDK needed to check)"
-CARGO_TARGET_DIR="$root/target/check-apple" \
-  cargo check -q --target aarch64-apple-darwin -p ggweb -p ggweb-cli
-
-step "CUDA backend (feature cuda): lints; NVRTC compiles every kernel for sm_80/sm_90 (no GPU here: device tests skip)"
-cargo clippy --release -q -p ggweb -p ggweb-cli -p ggweb-native-tests --features ggweb-native-tests/cuda,ggweb-cli/cuda --all-targets -- -D warnings
-if ! cargo test --release -q -p ggweb-native-tests --features cuda --test cuda -- --nocapture \
-    >"$root/target/cuda-tests.log" 2>&1; then
-  cat "$root/target/cuda-tests.log"; echo "CUDA tests failed"; exit 1
+if [ -n "$full" ]; then
+  # (--full only: ~6 minutes of a fresh 2-core run. The Metal shaders are checked in every run:
+  # native-tests/tests/metal_msl.rs translates every WebGPU kernel to MSL as wgpu's Metal backend.)
+  step "macOS type check (--full; the Metal path: wgpu's Metal backend; no Apple SDK needed to check)"
+  CARGO_TARGET_DIR="$root/target/check-apple" \
+    cargo check -q --target aarch64-apple-darwin -p ggweb -p ggweb-cli
 fi
-grep -E 'test result|skipped|CUBIN|NVRTC' "$root/target/cuda-tests.log"
+
+step "CUDA backend (feature cuda): lints (its tests run with the native tests)"
+cargo clippy --release -q -p ggweb -p ggweb-cli -p ggweb-native-tests --features ggweb-native-tests/cuda,ggweb-cli/cuda --all-targets -- -D warnings
 
 step "GPU driver for the WebGPU tests (lavapipe)"
 source scripts/setup-gpu.sh
@@ -60,8 +69,11 @@ source scripts/setup-gpu.sh
 step "models for the LLM tests (PyPI, cached)"
 bash scripts/fetch-models.sh
 
-step "native tests"
-cargo build -q --release --bin ggweb
+step "native tests (with the CUDA tests: NVRTC compiles every kernel for sm_80/sm_90; no GPU here: device tests skip)"
+# The feature cuda on for the whole run, so the library is built once for the tests, the CUDA
+# tests and the CLI (which then also offers --backend cuda).
+CUDA_FEATURES=(--features ggweb-native-tests/cuda,ggweb-cli/cuda)
+cargo build -q --release --bin ggweb "${CUDA_FEATURES[@]}"
 # cargo_tests LOG ARGS...: cargo test, its summary lines shown, the whole output in LOG; fails
 # exactly when cargo test does (its exit status, not what it prints).
 cargo_tests() {
@@ -75,15 +87,20 @@ cargo_tests() {
     echo "native tests failed: cargo test exited $status (full log: $log)"; exit 1
   fi
 }
-cargo_tests "$root/target/native-tests.log"
+cargo_tests "$root/target/native-tests.log" "${CUDA_FEATURES[@]}"
+grep -E 'skipped|CUBIN|NVRTC' "$root/target/native-tests.log" | grep -iE 'cuda|nvrtc|cubin' || true
 if [ -n "$full" ]; then
   # The long checks are #[ignore = "long: ..."] tests named long_*; the other ignored tests are benchmarks.
   step "native tests: the long checks (--full)"
-  cargo_tests "$root/target/native-tests-long.log" -- --ignored long_
+  cargo_tests "$root/target/native-tests-long.log" "${CUDA_FEATURES[@]}" -- --ignored long_
 fi
 
-step "fuzz smoke (cargo-fuzz, nightly: each target briefly; long runs: scripts/fuzz.sh)"
-bash scripts/fuzz.sh --smoke
+if [ -n "$full" ]; then
+  # (--full only: cargo-fuzz and the ASan build are ~8 minutes of a fresh 2-core run. Every
+  # run replays crate/fuzz/regressions natively: native-tests/tests/fuzz_regressions.rs.)
+  step "fuzz smoke (--full; cargo-fuzz, nightly: each target briefly; long runs: scripts/fuzz.sh)"
+  bash scripts/fuzz.sh --smoke
+fi
 
 step "CLI"
 bash scripts/test-cli.sh

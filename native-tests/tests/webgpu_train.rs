@@ -227,9 +227,12 @@ fn a_few_steps_match_the_cpu() {
     });
 }
 
-/// One epoch of MNIST fc on 6,000 images (batch 32), trained on WebGPU: >= 90 % on t10k.
+/// One epoch of MNIST fc on 6,000 images (batch 32), trained on WebGPU: >= 90 % on t10k. (The
+/// default suite's WebGPU training checks are the step-by-step ones against the CPU; the
+/// accuracy of an epoch is checked on the CPU by train.rs and in the browser by train-e2e.mjs.)
 #[test]
-fn fc_one_epoch_on_6000_images() {
+#[ignore = "long: 178 steps and t10k on lavapipe, minutes; scripts/test.sh --full"]
+fn long_fc_one_epoch_on_6000_images() {
     let (images, labels) = train_subset(6000);
     let (_, ti) = idx::parse_images(embedded::T10K_IMAGES_GZ).unwrap();
     let tl = idx::parse_labels(embedded::T10K_LABELS_GZ).unwrap();
