@@ -89,10 +89,26 @@ impl Isa {
     }
 }
 
-/// The fastest path this CPU has (detected once); `None` without AVX2.
+/// The fastest path this CPU has (detected once); `None` without AVX2. `GGWEB_X86_ISA` caps it
+/// (`avx2`, `avxvnni`; anything else: no cap), as oneDNN's `ONEDNN_MAX_CPU_ISA` does: it runs
+/// what an AVX2-only CPU runs on a wider one, to compare or to work around a faulty path.
 pub(crate) fn best() -> Option<Isa> {
     static BEST: OnceLock<Option<Isa>> = OnceLock::new();
-    *BEST.get_or_init(|| Isa::ALL.into_iter().find(|i| i.supported()))
+    *BEST.get_or_init(|| {
+        let cap = std::env::var("GGWEB_X86_ISA").ok();
+        best_under(cap.as_deref(), Isa::supported)
+    })
+}
+
+/// The first path in [`Isa::ALL`] at or below `cap` (a name as [`Isa::name`] or `avx512vnni`)
+/// that `supported` accepts.
+fn best_under(cap: Option<&str>, supported: impl Fn(Isa) -> bool) -> Option<Isa> {
+    let skip = match cap {
+        Some("avx2") => 2,
+        Some("avxvnni") => 1,
+        _ => 0,
+    };
+    Isa::ALL.into_iter().skip(skip).find(|&i| supported(i))
 }
 
 /// The weight-type facts the decoder and the kernel need.
@@ -711,4 +727,22 @@ pub fn gemm_with(
     };
     // SAFETY: the lengths were checked above; out holds m·n results.
     unsafe { gemm(isa, t, &g) }.then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{best_under, Isa};
+
+    #[test]
+    fn the_isa_cap_skips_the_wider_paths() {
+        let all = |_| true;
+        assert_eq!(best_under(None, all), Some(Isa::Avx512Vnni));
+        assert_eq!(best_under(Some("bogus"), all), Some(Isa::Avx512Vnni));
+        assert_eq!(best_under(Some("avxvnni"), all), Some(Isa::AvxVnni));
+        assert_eq!(best_under(Some("avx2"), all), Some(Isa::Avx2));
+        // A cap above what the CPU has changes nothing; none without AVX2.
+        let no_vnni = |i| i == Isa::Avx2;
+        assert_eq!(best_under(Some("avxvnni"), no_vnni), Some(Isa::Avx2));
+        assert_eq!(best_under(None, |_| false), None);
+    }
 }

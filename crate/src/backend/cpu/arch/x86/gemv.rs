@@ -147,14 +147,17 @@ unsafe fn tile<
                 }
             }
         }
-        std::array::from_fn(|r| {
+        // (A loop, not `array::from_fn`: its closure would not inline the intrinsics.)
+        let mut out = [[0f32; 1]; RR];
+        for (r, o) in out.iter_mut().enumerate() {
             let m = if MIN {
                 _mm_cvtss_f32(_mm_movehdup_ps(accm[r]))
             } else {
                 0.0
             };
-            [hsum(acc[r]) + m]
-        })
+            *o = [hsum(acc[r]) + m];
+        }
+        out
     }
 }
 
@@ -315,7 +318,9 @@ unsafe fn pair_tile<
         if MIN {
             _mm256_storeu_ps(mins.as_mut_ptr(), accm);
         }
-        std::array::from_fn(|r| {
+        // (A loop, not `array::from_fn`: its closure would not inline the intrinsics.)
+        let mut out = [[0f32; 1]; PR];
+        for (r, o) in out.iter_mut().enumerate() {
             let v = acc[r / 2];
             let half = if r % 2 == 0 {
                 _mm256_castps256_ps128(v)
@@ -324,8 +329,9 @@ unsafe fn pair_tile<
             };
             let s = _mm_add_ps(half, _mm_movehl_ps(half, half));
             let s = _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps::<1>(s, s)));
-            [s + mins[2 * r + 1]]
-        })
+            *o = [s + mins[2 * r + 1]];
+        }
+        out
     }
 }
 
@@ -357,6 +363,8 @@ unsafe fn gemv_avx512_pairs(
 
 /// Rows per tile of the AVX2 q8_0 GEMV ([`q8_rows`]).
 const QR: usize = 4;
+// (q8_tile spells out its four rows.)
+const _: () = assert!(QR == 4);
 
 /// q8_0 with plain AVX2 (no VNNI; the +128 bias of [`rows`] would saturate `vpmaddubsw`): the
 /// sign trick, |x| against sign(x)·y, whose pair of products fits in i16 (2·128·127 < 2^15,
@@ -416,25 +424,44 @@ unsafe fn q8_tile(k: usize, a: [*const u8; QR], y: *const u8) -> [[f32; 1]; QR] 
         for blk in 0..k / 32 {
             let yb = y.add(blk * 34);
             let qy = _mm256_loadu_si256(yb.add(2) as *const __m256i);
-            let xb: [*const u8; QR] = std::array::from_fn(|r| a[r].add(blk * 34));
-            let h = _mm_setr_epi32(word(xb[0]), word(xb[1]), word(xb[2]), word(xb[3]));
+            // (No closures over intrinsics here, e.g. in `array::from_fn`: a closure is not
+            // compiled with the caller's target features, so its intrinsics stay calls. That made
+            // this GEMV 10× slower: gemma3's generation 34 → 5 tok/s with GGWEB_X86_ISA=avx2.)
+            let (x0, x1, x2, x3) = (
+                a[0].add(blk * 34),
+                a[1].add(blk * 34),
+                a[2].add(blk * 34),
+                a[3].add(blk * 34),
+            );
+            let h = _mm_setr_epi32(word(x0), word(x1), word(x2), word(x3));
             let h = _mm_shuffle_epi8(h, gather);
             // d_r·dy in lanes r and r + 4.
             let prod = _mm_mul_ps(_mm_cvtph_ps(h), _mm_broadcastss_ps(head(yb)));
             let sc = _mm256_set_m128(prod, prod);
-            let p: [__m256i; QR] = std::array::from_fn(|r| {
-                let x = _mm256_loadu_si256(xb[r].add(2) as *const __m256i);
-                let pr = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(qy, x));
-                _mm256_madd_epi16(pr, ones)
-            });
-            let isum =
-                _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+            let (p0, p1) = (q8_pairs(x0, qy, ones), q8_pairs(x1, qy, ones));
+            let (p2, p3) = (q8_pairs(x2, qy, ones), q8_pairs(x3, qy, ones));
+            let isum = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
             acc = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc);
         }
         let s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps::<1>(acc));
         let mut o = [0f32; QR];
         _mm_storeu_ps(o.as_mut_ptr(), s);
-        std::array::from_fn(|r| [o[r]])
+        [[o[0]], [o[1]], [o[2]], [o[3]]]
+    }
+}
+
+/// A q8_0 weight block's quants at `xb` (after its f16 d) against the column's `qy`: eight i32
+/// sums of four products each, with the sign trick (|x| · sign(x)·y).
+///
+/// # Safety
+/// AVX2 enabled by the caller; `xb` addresses a block.
+#[inline(always)]
+unsafe fn q8_pairs(xb: *const u8, qy: __m256i, ones: __m256i) -> __m256i {
+    // SAFETY: 32 readable bytes after the scale; AVX2 enabled by the caller.
+    unsafe {
+        let x = _mm256_loadu_si256(xb.add(2) as *const __m256i);
+        let pr = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(qy, x));
+        _mm256_madd_epi16(pr, ones)
     }
 }
 
