@@ -89,6 +89,15 @@ cargo_tests() {
 }
 cargo_tests "$root/target/native-tests.log" "${CUDA_FEATURES[@]}"
 grep -E 'skipped|CUBIN|NVRTC' "$root/target/native-tests.log" | grep -iE 'cuda|nvrtc|cubin' || true
+# The LLM checks again on the plain-AVX2 path when this CPU has a wider one (GGWEB_X86_ISA caps
+# it): ops_matmul tests every path's kernels, but the LLM checks against llama.cpp run only the
+# path picked, and AVX2-only CPUs are common (a session-12 kernel passed every op test and
+# failed gemma3's near-tie check on an AVX2-only CI machine). Seconds: the binaries are built.
+if grep -qwE 'avx512_vnni|avx_vnni' /proc/cpuinfo 2>/dev/null && grep -qw avx2 /proc/cpuinfo; then
+  step "native LLM checks on the AVX2 path (GGWEB_X86_ISA=avx2)"
+  GGWEB_X86_ISA=avx2 cargo_tests "$root/target/native-tests-avx2.log" "${CUDA_FEATURES[@]}" \
+    --test llm --test llm_gemma3 --test llm_families --test bert
+fi
 if [ -n "$full" ]; then
   # The long checks are #[ignore = "long: ..."] tests named long_*; the other ignored tests are benchmarks.
   step "native tests: the long checks (--full)"
