@@ -10,6 +10,9 @@
 # target/fuzz/corpus/TARGET (kept between runs, so long runs build on each other). Built with
 # overflow checks and debug assertions. A crash leaves its input in target/fuzz/artifacts/TARGET/:
 # add it to crate/fuzz/regressions/TARGET/ and native-tests replays it (fuzz_regressions.rs).
+# Never pause a long run with SIGSTOP (to quiet a benchmark): libFuzzer's -timeout counts wall
+# time, so the input running when it resumes is reported as a timeout (a false one: session 13's
+# graph run stopped so after 1.04 M runs; the input replays in 0 ms). Run it at nice 19 instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
