@@ -27,7 +27,7 @@ const R: usize = 4;
 
 /// Whether the GEMV paths handle weights `t` (all three the same types).
 pub(crate) fn handles(t: Tiled) -> bool {
-    // (q8_0 on AVX2: the sign trick of gemv_avx2_q8_0, not q8_0 + 128, whose pair of products
+    // (q8_0 on AVX2: the sign trick of q8_rows, not q8_0 + 128, whose pair of products
     // would saturate vpmaddubsw's i16.)
     matches!(
         t,
@@ -379,10 +379,10 @@ const _: () = assert!(QR == 4);
 /// 4- and 5-bit types keep the per-row path, whose rounding the LLM checks were set on.)
 ///
 /// # Safety
-/// AVX2/FMA/F16C enabled by the caller; as [`rows`] otherwise.
-#[inline(always)]
+/// As [`panel`], with AVX2/FMA/F16C present.
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_rows(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: forwarded from the caller; features enabled by the attribute.
     unsafe {
         let span = QR.saturating_mul(pn.lda);
         let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
@@ -463,16 +463,6 @@ unsafe fn q8_pairs(xb: *const u8, qy: __m256i, ones: __m256i) -> __m256i {
         let pr = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(qy, x));
         _mm256_madd_epi16(pr, ones)
     }
-}
-
-/// The AVX2 q8_0 GEMV (see [`q8_rows`]).
-///
-/// # Safety
-/// As [`panel`], with AVX2/FMA/F16C present.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn gemv_avx2_q8_0(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
-    // SAFETY: forwarded from the caller; features enabled by the attribute.
-    unsafe { q8_rows(k, pn, y, accumulate) }
 }
 
 /// q8_K column block: f32 d, 256 i8 quants, 16 i16 sums of 16 quants.
@@ -833,7 +823,7 @@ gemv_fn!(
 gemv_fn!(
     gemv_avx2,
     "avx2,fma,f16c",
-    // Quants ≤ 31 here (q8_0 takes gemv_avx2_q8_0's sign trick): a pair of u8·i8 products
+    // Quants ≤ 31 here (q8_0 takes q8_rows' sign trick): a pair of u8·i8 products
     // fits i16.
     |acc, w, y| _mm256_add_epi32(
         acc,
@@ -873,7 +863,7 @@ pub(crate) unsafe fn panel(
                 }
             }
             Isa::AvxVnni => gemv_avxvnni(t, k, pn, y, accumulate),
-            Isa::Avx2 if t == Tiled::Q8_0 => gemv_avx2_q8_0(k, pn, y, accumulate),
+            Isa::Avx2 if t == Tiled::Q8_0 => q8_rows(k, pn, y, accumulate),
             Isa::Avx2 => gemv_avx2(t, k, pn, y, accumulate),
         }
     }
