@@ -14,6 +14,18 @@ use ggweb::{Context, DType, Graph};
 use ggweb_testing::Rng;
 use wasm_bindgen_test::*;
 
+/// The quantized weight types with CPU kernels of their own (tiles and GEMVs).
+const QUANTS: [DType; 8] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
 fn check_type(dt: DType, k: usize) {
     check_data(dt, k, false, 13)
 }
@@ -106,16 +118,7 @@ fn mul_mat(dt: DType, k: usize, m: usize, wq: &[u8], y: &[f32], n: usize) -> Vec
 /// so no result depends on the pass, chunk or thread computing it.
 #[wasm_bindgen_test]
 fn mul_mat_quant_gemv_rows() {
-    for dt in [
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q5_0,
-        DType::Q5_1,
-        DType::Q8_0,
-        DType::Q4_K,
-        DType::Q5_K,
-        DType::Q6_K,
-    ] {
+    for dt in QUANTS {
         for blocks in [1usize, if dt.block_size() == 256 { 3 } else { 9 }] {
             let k = blocks * dt.block_size();
             check_data(dt, k, false, 67);
@@ -135,7 +138,11 @@ fn mul_mat_quant_gemv_rows() {
                 (type_traits(vdt).unwrap().from_f32)(&y, &mut yq);
                 for (i, got) in all.iter().enumerate() {
                     let want = (slow.vec_dot)(k, &wq[i * wrow..(i + 1) * wrow], &yq);
-                    assert_eq!(got.to_bits(), want.to_bits(), "{dt} k={k} row {i}: {got} vs scalar {want}");
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{dt} k={k} row {i}: {got} vs scalar {want}"
+                    );
                 }
             }
             for i in [0usize, 1, 3, 4, 37, 64, 66] {
@@ -147,6 +154,70 @@ fn mul_mat_quant_gemv_rows() {
                     all[i],
                     alone[0]
                 );
+            }
+        }
+    }
+}
+
+/// The GEMVs convert the weights' f16 block scales themselves (four rows at once, no F16C in
+/// wasm): with every class of f16 as a scale — ±0, subnormals, the largest finite, ±inf, quiet
+/// and signaling NaNs — mixed with ordinary scales in one pass, each row's result is the scalar
+/// `vec_dot`'s, bit for bit in the SIMD builds (NaN for NaN: wasm leaves NaN payloads open).
+/// 67 rows (a short last pass) and 3 rows (one row per pass).
+#[wasm_bindgen_test]
+fn mul_mat_quant_gemv_special_scales() {
+    const SPECIAL: [u16; 12] = [
+        0x0000, 0x8000, 0x0001, 0x03ff, 0x8201, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x7c01,
+        0xfe01,
+    ];
+    // Byte offsets of the f16 scales in a block: d (and m / dmin).
+    let at = |dt: DType| -> &'static [usize] {
+        match dt {
+            DType::Q4_1 | DType::Q5_1 | DType::Q4_K | DType::Q5_K => &[0, 2],
+            DType::Q6_K => &[208],
+            _ => &[0],
+        }
+    };
+    for dt in QUANTS {
+        let blocks = if dt.block_size() == 256 { 2 } else { 9 };
+        let k = blocks * dt.block_size();
+        let slow = type_traits_scalar(dt).unwrap();
+        let (wrow, bsz) = (dt.row_size(k).unwrap(), dt.type_size());
+        for m in [67usize, 3] {
+            let mut rng = Rng::new(0x51ca ^ k as u64);
+            let mut wq = vec![0u8; wrow * m];
+            for (r, row) in wq.chunks_exact_mut(wrow).enumerate() {
+                (slow.from_f32)(&rng.vec(k, -1.0, 1.0), row);
+                // Every other block of every other row gets special scales (the rest stay
+                // ordinary), so passes mix both.
+                for blk in (r % 2..blocks).step_by(2) {
+                    for (j, &o) in at(dt).iter().enumerate() {
+                        let h = SPECIAL[(r * 5 + blk * 3 + j * 7) % SPECIAL.len()];
+                        row[blk * bsz + o..blk * bsz + o + 2].copy_from_slice(&h.to_le_bytes());
+                    }
+                }
+            }
+            let y = rng.vec(k, -1.0, 1.0);
+            let got = mul_mat(dt, k, m, &wq, &y, 1);
+            let vdt = slow.vec_dot_type;
+            let mut yq = vec![0u8; vdt.row_size(k).unwrap()];
+            (type_traits(vdt).unwrap().from_f32)(&y, &mut yq);
+            for (i, g) in got.iter().enumerate() {
+                let want = (slow.vec_dot)(k, &wq[i * wrow..(i + 1) * wrow], &yq);
+                if want.is_nan() {
+                    assert!(g.is_nan(), "{dt} m={m} row {i}: {g}, scalar NaN");
+                } else if cfg!(target_feature = "simd128") {
+                    assert_eq!(
+                        g.to_bits(),
+                        want.to_bits(),
+                        "{dt} m={m} row {i}: {g} vs scalar {want}"
+                    );
+                } else {
+                    assert!(
+                        g == &want || (g - want).abs() <= 1e-5 * want.abs(),
+                        "{dt} m={m} row {i}: {g} vs scalar {want}"
+                    );
+                }
             }
         }
     }
@@ -166,16 +237,7 @@ fn mul_mat_float_tiles_vs_scalar() {
 
 #[wasm_bindgen_test]
 fn mul_mat_quant_tiles_vs_scalar() {
-    for dt in [
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q5_0,
-        DType::Q5_1,
-        DType::Q8_0,
-        DType::Q4_K,
-        DType::Q5_K,
-        DType::Q6_K,
-    ] {
+    for dt in QUANTS {
         let bs = dt
             .block_size()
             .max(type_traits_scalar(dt).unwrap().vec_dot_type.block_size());
@@ -187,16 +249,7 @@ fn mul_mat_quant_tiles_vs_scalar() {
 
 #[wasm_bindgen_test]
 fn mul_mat_quant_tiles_extreme_values() {
-    for dt in [
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q5_0,
-        DType::Q5_1,
-        DType::Q8_0,
-        DType::Q4_K,
-        DType::Q5_K,
-        DType::Q6_K,
-    ] {
+    for dt in QUANTS {
         for blocks in [1usize, if dt.block_size() == 256 { 2 } else { 7 }] {
             check_data(dt, blocks * dt.block_size(), true, 13);
         }

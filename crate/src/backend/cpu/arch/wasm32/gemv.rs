@@ -85,8 +85,38 @@ pub(super) fn reduce4(p: [v128; 4]) -> v128 {
     )
 }
 
-/// The f16 scales at `p[r] + at` of the four rows as f32x4: exact for finite values, ±inf for
-/// infinities, NaN for NaNs (the payload's quiet bit is not forced).
+/// f16 bits in i16 lanes 0..4 of `h` → f32x4, exact for every value: ±0, subnormals, normals,
+/// ±inf, NaN (payload kept). Branch-free: V8 spills every live vector around a branch or a
+/// call in the block loop.
+#[inline(always)]
+fn f16x4_to_f32(h: v128) -> v128 {
+    f16x4_exact(i32x4_extend_low_i16x8(h))
+}
+
+/// f16 bits in i16 lanes 0..8 → f32x4 of lanes 0..4 and 4..8, exact as [`f16x4_to_f32`].
+#[inline(always)]
+fn f16x8_to_f32(h: v128) -> [v128; 2] {
+    [
+        f16x4_exact(i32x4_extend_low_i16x8(h)),
+        f16x4_exact(i32x4_extend_high_i16x8(h)),
+    ]
+}
+
+/// f16 values sign-extended to i32 lanes. `<< 13` puts the exponent and mantissa at f32's
+/// positions and a copy of the sign at bit 31 (bits 28..31 all hold it; 28..30 are masked off):
+/// × 2^112 rebiases the exponent, exactly for normals and subnormals. An exponent-31 lane (inf,
+/// NaN) comes out as ±2^16·1.m, f32 exponent 143 (0x47800000): setting bits 0x38000000 makes it
+/// 255 with the mantissa kept. (The exponent test is on the i32 lanes: widening an i16 mask
+/// made LLVM move each lane through a general register.)
+#[inline(always)]
+fn f16x4_exact(s: v128) -> v128 {
+    let special = i32x4_eq(v128_and(s, i32x4_splat(0x7c00)), i32x4_splat(0x7c00));
+    let bits = v128_and(i32x4_shl(s, 13), u32x4_splat(0x8fff_e000));
+    let v = f32x4_mul(bits, f32x4_splat(f32::from_bits(0x7780_0000)));
+    v128_or(v, v128_and(special, u32x4_splat(0x3800_0000)))
+}
+
+/// The f16 scales at `p[r] + at` of the four rows as f32x4 (exact, see [`f16x4_to_f32`]).
 ///
 /// # Safety
 /// Each `p[r] + at .. + 2` must be readable.
@@ -99,14 +129,29 @@ pub(super) unsafe fn scales4(p: [*const u8; 4], at: usize) -> v128 {
         let v = v128_load16_lane::<2>(v, p[2].add(at) as *const u16);
         v128_load16_lane::<3>(v, p[3].add(at) as *const u16)
     };
-    let h = u32x4_extend_low_u16x8(h);
-    let m = v128_and(h, u32x4_splat(0x7fff));
-    // m << 13 in f32 position times 2^112: exact for normals and subnormals.
-    let v = f32x4_mul(i32x4_shl(m, 13), f32x4_splat(f32::from_bits(0x7780_0000)));
-    // Exponent 31 (then v ≥ 2^16) becomes 255 with the mantissa kept: inf or NaN.
-    let inf = v128_and(i32x4_ge(m, i32x4_splat(0x7c00)), u32x4_splat(0x7f80_0000));
-    let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
-    v128_or(v128_or(v, inf), sign)
+    f16x4_to_f32(h)
+}
+
+/// The two adjacent f16 scales at `p[r] + at` and `+ 2` of the four rows (q4_1's d and m, q4_K's
+/// d and dmin) as two f32x4: four 4-byte loads instead of eight 2-byte ones, one check.
+///
+/// # Safety
+/// Each `p[r] + at .. + 4` must be readable.
+#[inline(always)]
+pub(super) unsafe fn scale_pairs4(p: [*const u8; 4], at: usize) -> (v128, v128) {
+    // SAFETY: caller; 4 bytes each.
+    let h = unsafe {
+        let v = v128_load32_lane::<0>(i32x4_splat(0), p[0].add(at) as *const u32);
+        let v = v128_load32_lane::<1>(v, p[1].add(at) as *const u32);
+        let v = v128_load32_lane::<2>(v, p[2].add(at) as *const u32);
+        v128_load32_lane::<3>(v, p[3].add(at) as *const u32)
+    };
+    // [d0 m0 d1 m1], [d2 m2 d3 m3] → [d0 d1 d2 d3], [m0 m1 m2 m3].
+    let [lo, hi] = f16x8_to_f32(h);
+    (
+        i32x4_shuffle::<0, 2, 4, 6>(lo, hi),
+        i32x4_shuffle::<1, 3, 5, 7>(lo, hi),
+    )
 }
 
 /// Passes ahead whose weight bytes a pass touches (one byte per 64, as it goes): wasm has no
@@ -118,17 +163,25 @@ pub(super) unsafe fn scales4(p: [*const u8; 4], at: usize) -> v128 {
 /// (the column decoded once per two rows) 5 % slower.
 pub(super) const PF_PASSES: usize = 2;
 
-/// Per column block: f32 scale, and the f16 s of a q8_1 block or the relaxed build's
-/// off · Σ y (i32 bits).
-type Facts = [[u32; 2]; MAX_BLOCKS];
+/// A column block as the pass loop reads it: its f32 scale d and second fact f in every lane (a
+/// q8_1 block's s, or the relaxed build's off · Σ y as i32), then its 32 quants. One aligned
+/// pointer serves all of them, and the splats are loaded, not rebuilt, in the loop: V8 keeps
+/// few values in registers there and spills the rest on every block.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct ColBlock {
+    d: v128,
+    f: v128,
+    q: [u8; 32],
+}
 
-/// The facts of the nb blocks of column `b` (block bytes `ys`, quants at `qat`) into `f[..nb]`.
+/// The nb blocks of column `b` (block bytes `ys`, quants at `qat`) into `c[..nb]`.
 ///
 /// # Safety
-/// `b` addresses nb blocks of `ys` bytes; `f` has room for nb ≤ MAX_BLOCKS entries.
+/// `b` addresses nb blocks of `ys` bytes; `c` has room for nb ≤ MAX_BLOCKS entries.
 #[inline(always)]
-unsafe fn column_facts(
-    f: *mut [u32; 2],
+unsafe fn column_blocks(
+    c: *mut ColBlock,
     nb: usize,
     b: *const u8,
     ys: usize,
@@ -137,14 +190,13 @@ unsafe fn column_facts(
     off: i32,
 ) {
     for blk in 0..nb {
-        // SAFETY: blk < nb, inside the column and `f`.
+        // SAFETY: blk < nb, inside the column and `c`.
         unsafe {
             let yb = b.add(blk * ys);
-            let mut fb = [f16_at(yb).to_bits(), 0];
-            if min {
-                fb[1] = f16_at(yb.add(2)).to_bits();
+            let (q0, q1) = (load16(yb.add(qat)), load16(yb.add(qat + 16)));
+            let f = if min {
+                f32x4_splat(f16_at(yb.add(2)))
             } else if off != 0 {
-                let (q0, q1) = (load16(yb.add(qat)), load16(yb.add(qat + 16)));
                 let s16 = i16x8_add(
                     i16x8_extadd_pairwise_i8x16(q0),
                     i16x8_extadd_pairwise_i8x16(q1),
@@ -152,18 +204,26 @@ unsafe fn column_facts(
                 let s = i32x4_extadd_pairwise_i16x8(s16);
                 let s = i32x4_add(s, i32x4_shuffle::<2, 3, 0, 1>(s, s));
                 let s = i32x4_extract_lane::<0>(s) + i32x4_extract_lane::<1>(s);
-                fb[1] = (off * s) as u32;
-            }
-            f.add(blk).write(fb);
+                i32x4_splat(off * s)
+            } else {
+                i32x4_splat(0)
+            };
+            let cb = c.add(blk);
+            (&raw mut (*cb).d).write(f32x4_splat(f16_at(yb)));
+            (&raw mut (*cb).f).write(f);
+            let q = (&raw mut (*cb).q) as *mut v128;
+            q.write(q0);
+            q.add(1).write(q1);
         }
     }
 }
 
-/// Every row of `pn` in passes of four: `sums(rows, yb)` gives the four rows' exact integer dots
-/// of one block as i32x4 (the relaxed build's offset types before their `off · Σ y`).
+/// Every row of `pn` in passes of four: `sums(rows, yq)` gives the four rows' exact integer dots
+/// of one block (`yq`: the column block's 32 quants, 16-aligned) as i32x4 (the relaxed build's
+/// offset types before their `off · Σ y`).
 ///
 /// # Safety
-/// As [`gemv`]; `sums` reads one block of each row and of the column.
+/// As [`gemv`]; `sums` reads one block of each row and 32 bytes at `yq`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn run(
@@ -176,53 +236,72 @@ unsafe fn run(
     off: i32,
     sums: impl Fn([*const u8; 4], *const u8) -> v128,
 ) {
-    // Written for blocks 0..nb below, read only there (no 4 KB memset per panel).
-    let mut facts = core::mem::MaybeUninit::<Facts>::uninit();
-    let fp = facts.as_mut_ptr() as *mut [u32; 2];
+    // Written for blocks 0..nb below, read only there (no memset per panel).
+    let mut col = core::mem::MaybeUninit::<[ColBlock; MAX_BLOCKS]>::uninit();
+    let cp = col.as_mut_ptr() as *mut ColBlock;
     // SAFETY: caller; nb ≤ MAX_BLOCKS (checked by `gemv`).
-    unsafe { column_facts(fp, nb, b, ys, qat, min, off) };
+    unsafe { column_blocks(cp, nb, b, ys, qat, min, off) };
     let n = pn.nrows;
+    let lda = pn.lda;
     // The last row's last byte + 1: what the touches stay below.
-    let end = (n.max(1) - 1) * pn.lda + nb * xs;
+    let end = (n.max(1) - 1) * lda + nb * xs;
     let mut i = 0;
     while i < n {
-        let rows: [*const u8; 4] =
-            // SAFETY: row min(i + r, n − 1) is inside the panel.
-            core::array::from_fn(|r| unsafe { pn.a0.add((i + r).min(n - 1) * pn.lda) });
+        // Four rows at one stride, so the loop steps one pointer: rows i..i + 4, or for a last
+        // pass short of four rows, n − 4..n (the rows before i come out the same bits again
+        // and are not written twice); a panel of under four rows goes one row per pass
+        // (stride 0).
+        let (first, stride, fresh) = if n < 4 {
+            (i, 0, 1)
+        } else if i + 4 > n {
+            (n - 4, lda, n - i)
+        } else {
+            (i, lda, 4)
+        };
+        // SAFETY: row `first` is inside the panel.
+        let base = unsafe { pn.a0.add(first * lda) };
         let mut acc = f32x4_splat(0.0);
-        // The bytes of the pass PF_PASSES ahead, 4·xs of them per block (see PF_PASSES).
-        // Saturating: past the last row (a panel of a few rows may have any row stride) the
-        // touch is skipped anyway.
-        let ahead = (i + 4 * PF_PASSES).saturating_mul(pn.lda);
+        // The bytes of the pass PF_PASSES ahead, 4·xs of them per block (see PF_PASSES): the
+        // blocks whose touches stay below `end` (ahead + blk·4·xs + 64 < end), counted once
+        // per pass.
+        let ahead = (first + 4 * PF_PASSES).saturating_mul(lda);
         for blk in 0..nb {
             let t = ahead.saturating_add(blk * 4 * xs);
             if t.saturating_add(64) < end {
-                // SAFETY: inside the panel's rows (before the last row's end).
+                // SAFETY: t + 64 < end: inside the panel's rows (before the last row's end).
                 unsafe {
                     core::ptr::read_volatile(pn.a0.add(t));
                     core::ptr::read_volatile(pn.a0.add(t + 64));
                 }
             }
-            // SAFETY: blk < nb: one block of every row and of the column; facts[blk] is set.
+            // SAFETY: blk < nb: one block of every row (rows first..first + 3·stride are in
+            // the panel) and of the column copy, which is set for it.
             unsafe {
-                let fb = *fp.add(blk);
-                let xb = rows.map(|p| p.add(blk * xs));
-                let mut s = sums(xb, b.add(blk * ys));
+                let cb = cp.add(blk);
+                let x0 = base.add(blk * xs);
+                let x1 = x0.add(stride);
+                let x2 = x1.add(stride);
+                let xb = [x0, x1, x2, x2.add(stride)];
+                let mut s = sums(xb, (&raw const (*cb).q) as *const u8);
                 if off != 0 {
-                    s = i32x4_sub(s, i32x4_splat(fb[1] as i32));
+                    s = i32x4_sub(s, (*cb).f);
                 }
                 // The scalar reference's operations in its order (quant/legacy.rs): q4_0
                 // (sumi·dx)·dy, the others (dx·dy)·sumi, plus m·s for those with a min.
-                let (sf, dx) = (f32x4_convert_i32x4(s), scales4(xb, 0));
-                let dy = f32x4_splat(f32::from_bits(fb[0]));
+                let sf = f32x4_convert_i32x4(s);
+                let (dx, mx) = if min {
+                    scale_pairs4(xb, 0)
+                } else {
+                    (scales4(xb, 0), f32x4_splat(0.0))
+                };
+                let dy = (*cb).d;
                 let mut t = if sumi_dx {
                     f32x4_mul(f32x4_mul(sf, dx), dy)
                 } else {
                     f32x4_mul(f32x4_mul(dx, dy), sf)
                 };
                 if min {
-                    let sy = f32x4_splat(f32::from_bits(fb[1]));
-                    t = f32x4_add(t, f32x4_mul(scales4(xb, 2), sy));
+                    t = f32x4_add(t, f32x4_mul(mx, (*cb).f));
                 }
                 acc = f32x4_add(acc, t);
             }
@@ -230,10 +309,11 @@ unsafe fn run(
         let mut o = [0f32; 4];
         // SAFETY: 16 bytes.
         unsafe { v128_store(o.as_mut_ptr() as *mut v128, acc) };
-        for (r, v) in o.iter().enumerate().take((n - i).min(4)) {
-            // SAFETY: row i + r < n of the panel's single column.
+        for (r, v) in o.iter().enumerate().skip(4 - fresh) {
+            let row = if n < 4 { first } else { first + r };
+            // SAFETY: row < n of the panel's single column.
             unsafe {
-                let p = pn.out0.add((i + r) * 4) as *mut f32;
+                let p = pn.out0.add(row * 4) as *mut f32;
                 if accumulate {
                     *p += *v
                 } else {
@@ -241,7 +321,7 @@ unsafe fn run(
                 }
             }
         }
-        i += 4;
+        i += fresh;
     }
 }
 
@@ -264,8 +344,8 @@ unsafe fn gemv_q8_0(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
             (34, 34, 2),
             (false, false),
             0,
-            |xb, yb| {
-                let qy = ext_i8x32(yb.add(2));
+            |xb, yq| {
+                let qy = ext_i8x32(yq);
                 reduce4(xb.map(|x| dot32(&decode_q8_0(x), &qy)))
             },
         )
@@ -290,8 +370,8 @@ macro_rules! simd_gemv {
                     ($xs, $ys, qat),
                     $order,
                     0,
-                    |xb, yb| {
-                        let qy = ext_i8x32(yb.add(qat));
+                    |xb, yq| {
+                        let qy = ext_i8x32(yq);
                         reduce4(xb.map(|x| dot32(&$decode(x), &qy)))
                     },
                 )
@@ -322,7 +402,7 @@ mod relaxed {
     /// The constants of the decoders, read from memory once per call: V8 rebuilds a
     /// `v128.const` with several instructions at every use.
     #[repr(C, align(16))]
-    struct Consts([[u8; 16]; 5]);
+    struct Consts([[u8; 16]; 6]);
 
     static CONSTS: Consts = Consts([
         [0x0F; 16],
@@ -332,6 +412,9 @@ mod relaxed {
         // Bit k % 8.
         [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128],
         [0x10; 16],
+        // i16 ones: `i32x4.dot_i16x8_s` with them is the pairwise widening sum, one `pmaddwd`
+        // with a register operand (V8's `extadd_pairwise` loads its constant each time).
+        [1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0],
     ]);
 
     #[derive(Clone, Copy)]
@@ -341,6 +424,7 @@ mod relaxed {
         idx_hi: v128,
         bits: v128,
         x10: v128,
+        ones: v128,
     }
 
     #[inline(always)]
@@ -356,6 +440,7 @@ mod relaxed {
             idx_hi: l(2),
             bits: l(3),
             x10: l(4),
+            ones: l(5),
         }
     }
 
@@ -398,15 +483,21 @@ mod relaxed {
     /// [`reduce4`] of four rows' i16 pair sums: two lanes of one row are added in i16 first
     /// (≤ 31744), then widened.
     #[inline(always)]
-    fn reduce4_i16(p: [v128; 4]) -> v128 {
-        let t0 = i32x4_extadd_pairwise_i16x8(i16x8_add(
-            i32x4_shuffle::<0, 4, 1, 5>(p[0], p[1]),
-            i32x4_shuffle::<2, 6, 3, 7>(p[0], p[1]),
-        ));
-        let t1 = i32x4_extadd_pairwise_i16x8(i16x8_add(
-            i32x4_shuffle::<0, 4, 1, 5>(p[2], p[3]),
-            i32x4_shuffle::<2, 6, 3, 7>(p[2], p[3]),
-        ));
+    fn reduce4_i16(p: [v128; 4], k: &K) -> v128 {
+        let t0 = i32x4_dot_i16x8(
+            i16x8_add(
+                i32x4_shuffle::<0, 4, 1, 5>(p[0], p[1]),
+                i32x4_shuffle::<2, 6, 3, 7>(p[0], p[1]),
+            ),
+            k.ones,
+        );
+        let t1 = i32x4_dot_i16x8(
+            i16x8_add(
+                i32x4_shuffle::<0, 4, 1, 5>(p[2], p[3]),
+                i32x4_shuffle::<2, 6, 3, 7>(p[2], p[3]),
+            ),
+            k.ones,
+        );
         i32x4_add(
             i32x4_shuffle::<0, 1, 4, 5>(t0, t1),
             i32x4_shuffle::<2, 3, 6, 7>(t0, t1),
@@ -431,10 +522,10 @@ mod relaxed {
                         ($xs, $ys, qat),
                         $order,
                         $off,
-                        |xb, yb| {
-                            let y = [load16(yb.add(qat)), load16(yb.add(qat + 16))];
+                        |xb, yq| {
+                            let y = [load16(yq), load16(yq.add(16))];
                             let $k = &consts;
-                            reduce4_i16(xb.map(|$x| dot16(y, $decode)))
+                            reduce4_i16(xb.map(|$x| dot16(y, $decode)), $k)
                         },
                     )
                 }

@@ -18,7 +18,7 @@
 
 use core::arch::wasm32::*;
 
-use super::gemv::{reduce4, scales4, PF_PASSES};
+use super::gemv::{reduce4, scale_pairs4, scales4, PF_PASSES};
 use super::tiles::load16;
 use crate::backend::cpu::arch::Panel;
 
@@ -189,9 +189,14 @@ unsafe fn run(
                 let (isum, summ) = sums(xb, yb);
                 // The scalar reference's operations in its order (quant/k_quants.rs).
                 let dy = f32x4_splat((yb as *const f32).read_unaligned());
-                let mut t = f32x4_mul(f32x4_mul(scales4(xb, dat), dy), f32x4_convert_i32x4(isum));
+                let (d, dmin) = if min {
+                    scale_pairs4(xb, dat)
+                } else {
+                    (scales4(xb, dat), f32x4_splat(0.0))
+                };
+                let mut t = f32x4_mul(f32x4_mul(d, dy), f32x4_convert_i32x4(isum));
                 if min {
-                    let m = f32x4_mul(f32x4_mul(scales4(xb, 2), dy), f32x4_convert_i32x4(summ));
+                    let m = f32x4_mul(f32x4_mul(dmin, dy), f32x4_convert_i32x4(summ));
                     t = f32x4_sub(t, m);
                 }
                 acc = f32x4_add(acc, t);
