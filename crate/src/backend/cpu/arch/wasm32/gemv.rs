@@ -133,7 +133,7 @@ pub(super) unsafe fn scales4(p: [*const u8; 4], at: usize) -> v128 {
 }
 
 /// The two adjacent f16 scales at `p[r] + at` and `+ 2` of the four rows (q4_1's d and m, q4_K's
-/// d and dmin) as two f32x4: four 4-byte loads instead of eight 2-byte ones, one check.
+/// d and dmin) as two f32x4: four 4-byte loads instead of eight 2-byte ones.
 ///
 /// # Safety
 /// Each `p[r] + at .. + 4` must be readable.
@@ -236,7 +236,8 @@ unsafe fn run(
     off: i32,
     sums: impl Fn([*const u8; 4], *const u8) -> v128,
 ) {
-    // Written for blocks 0..nb below, read only there (no memset per panel).
+    // Written for blocks 0..nb below, read only there (no memset per panel). 32 KiB at most: the
+    // main thread's stack is 1 MiB (rustc's wasm32 default), a worker's 2 MiB (wasm-bindgen's).
     let mut col = core::mem::MaybeUninit::<[ColBlock; MAX_BLOCKS]>::uninit();
     let cp = col.as_mut_ptr() as *mut ColBlock;
     // SAFETY: caller; nb ≤ MAX_BLOCKS (checked by `gemv`).
