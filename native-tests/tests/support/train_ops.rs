@@ -232,11 +232,14 @@ pub fn view_back_and_get_rows_back(exec: &Exec) {
 pub fn im2col_back(exec: &Exec) {
     /// Input shape, kernel shape, [s0, s1, p0, p1, d0, d1], 2D.
     type Case = ([usize; 4], [usize; 4], [usize; 6], bool);
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         ([6, 5, 2, 2], [3, 3, 2, 4], [1, 1, 1, 1, 1, 1], true),
         ([9, 7, 3, 1], [2, 3, 3, 1], [2, 1, 0, 1, 1, 2], true),
         ([11, 2, 3, 1], [3, 2, 1, 1], [2, 0, 1, 0, 2, 0], false),
         ([28, 28, 1, 3], [3, 3, 1, 8], [1, 1, 1, 1, 1, 1], true),
+        // Dilated, padding wider than the output span: the CPU kernel starts each input
+        // element's kernel taps past those no output reaches (a fuzzer's 22 s case).
+        ([40, 2, 1, 1], [30, 2, 1, 1], [1, 0, 50, 0, 3, 0], false),
     ];
     for (k, (ine, kne, [s0, s1, p0, p1, d0, d1], is_2d)) in cases.into_iter().enumerate() {
         let mut h = H::new(40 + k as u64, exec);
