@@ -574,7 +574,8 @@ fn aarch64_tile_paths_match_scalar_vec_dot() {
 /// on the same bytes, for every type it handles: row counts below, at and over the 4-row tile
 /// with remainders, 1–37 blocks (k-quants: 1–19 super-blocks). Paths the CPU lacks are printed as skipped. Each block's
 /// integer dot is exact (the bias is taken back in integers); max |err| <= 2e-6 * max |ref|
-/// (one FMA per block instead of a product and a sum).
+/// (one FMA per block instead of a product and a sum). The paired GEMV of the 4- and 5-bit types
+/// must give the same bits on AVX2 as on AVX-512 where the CPU has both.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn integer_dot_gemv_paths_match_scalar_vec_dot() {
@@ -590,6 +591,7 @@ fn integer_dot_gemv_paths_match_scalar_vec_dot() {
         DType::Q6_K,
     ];
     let mut ran = 0;
+    let mut paired_checked = 0;
     for isa in Isa::ALL {
         if !isa.supported() {
             println!(
@@ -640,6 +642,20 @@ fn integer_dot_gemv_paths_match_scalar_vec_dot() {
                     "{} GEMV {wt} k={k} m={m}: max rel err {e:e}",
                     isa.name()
                 );
+                // The 4- and 5-bit 32-element types run the paired GEMV on AVX-512 and AVX2
+                // alike (the same exact lane integers, then the same float operations): bit
+                // for bit the same results, so an AVX2-only CPU generates what this one does.
+                let paired = matches!(wt, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1);
+                if isa == Isa::Avx2 && paired && Isa::Avx512Vnni.supported() {
+                    let wide = gemv_with(Isa::Avx512Vnni, wt, k, m, &w, &col).unwrap();
+                    assert!(
+                        got.iter()
+                            .zip(&wide)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "AVX2 GEMV {wt} k={k} m={m}: not bit-identical to AVX-512's"
+                    );
+                    paired_checked += 1;
+                }
                 ran += 1;
             }
         }
@@ -648,6 +664,15 @@ fn integer_dot_gemv_paths_match_scalar_vec_dot() {
     // Every path needs AVX2; with it, at least the AVX2 path's 8 types × 7 shapes ran.
     if Isa::Avx2.supported() {
         assert!(ran >= 8 * 7, "only {ran} cases ran");
+    }
+    if Isa::Avx512Vnni.supported() {
+        assert_eq!(
+            paired_checked,
+            4 * 7,
+            "AVX2 against AVX-512 paired GEMV cases"
+        );
+    } else {
+        println!("AVX2 against AVX-512 paired GEMV skipped: no AVX-512 VNNI on this CPU");
     }
 }
 

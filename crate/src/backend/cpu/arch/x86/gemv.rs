@@ -14,7 +14,8 @@
 //! Paths, detected at run time ([`super::gemm::Isa`], shared with the prompt GEMM): AVX-512
 //! VNNI + VL + BW, AVX-VNNI, and plain AVX2 (`vpmaddubsw` + `vpmaddwd`), whose q8_0 uses the
 //! sign trick and sums four rows' integer dots before the float work ([`q8_rows`]; q8_0 + 128
-//! would saturate `vpmaddubsw`).
+//! would saturate `vpmaddubsw`). On AVX-512 and plain AVX2 the 4- and 5-bit 32-element types
+//! take the paired GEMV ([`pair_rows`]: two rows per vector), with the same results on both.
 
 use std::arch::x86_64::*;
 
@@ -171,21 +172,26 @@ unsafe fn hsum(v: __m256) -> f32 {
     }
 }
 
-/// Rows per tile of the AVX-512 paired GEMV ([`pair_rows`]).
+/// Rows per tile of the paired GEMV ([`pair_rows`]).
 const PR: usize = 4;
 
-/// The 4- and 5-bit 32-element types with AVX-512: two rows per vector, so the per-block float
-/// work (conversion and FMA) serves two rows, and the R rows' f16 scales are converted and
-/// multiplied by the column's at once. A vector holds elements 0..16 of rows r (low 128 bits)
+/// The 4- and 5-bit 32-element types with AVX-512 or plain AVX2: two rows per vector, so the
+/// per-block float work (conversion and FMA) serves two rows, and the R rows' f16 scales are
+/// converted and multiplied by the column's at once. A vector holds elements 0..16 of rows r (low 128 bits)
 /// and r + 1 (high), the low nibbles of both rows' 16 quant bytes (one load each); a second
 /// one elements 16..32 (their high nibbles); the column's two halves are broadcast to both
 /// 128-bit lanes. Each lane's integer sum (8 products, start −bias · Σ column quants) is exact,
-/// then scaled with one FMA, as in [`tile`].
+/// then scaled with one FMA, as in [`tile`]. The lanes' integers are the same on both paths, so
+/// are their results, bit for bit.
 ///
-/// `QS` / `QH`: offsets of the nibbles and (`HI`) of the 32 fifth bits in a block.
+/// `QS` / `QH`: offsets of the nibbles and (`HI`) of the 32 fifth bits in a block. `dot(acc, lo,
+/// ylo, hi, yhi)`: acc + the products of lo·ylo and hi·yhi, four of each per i32 lane (unsigned
+/// · signed bytes, each ≤ 31 · 128); `fifth(lo, hi, x0, x1)`: the fifth bits of rows x0 and x1
+/// (at `QH`) added to lo and hi as 16.
 ///
 /// # Safety
-/// AVX-512 F/VL/BW/VNNI and AVX2/FMA/F16C enabled by the caller; as [`rows`] otherwise.
+/// The caller's target features cover `dot` and `fifth`, and AVX2/FMA/F16C; as [`rows`]
+/// otherwise.
 #[inline(always)]
 unsafe fn pair_rows<
     const XS: usize,
@@ -200,6 +206,8 @@ unsafe fn pair_rows<
     pn: &Panel,
     y: *const u8,
     accumulate: bool,
+    dot: impl Fn(__m256i, __m256i, __m256i, __m256i, __m256i) -> __m256i + Copy,
+    fifth: impl Fn(__m256i, __m256i, *const u8, *const u8) -> (__m256i, __m256i) + Copy,
 ) {
     // SAFETY: forwarded from the caller.
     unsafe {
@@ -209,7 +217,7 @@ unsafe fn pair_rows<
         while i + PR <= pn.nrows {
             let a: [*const u8; PR] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
             prefetch(a[0].wrapping_add(ahead), span.min(PREFETCH_MAX));
-            let o = pair_tile::<XS, YS, BIAS, MIN, QS, QH, HI>(k, a, y);
+            let o = pair_tile::<XS, YS, BIAS, MIN, QS, QH, HI>(k, a, y, dot, fifth);
             store_tile::<PR, 1>(pn, i, &o, accumulate);
             i += PR;
         }
@@ -219,7 +227,7 @@ unsafe fn pair_rows<
         if i < pn.nrows {
             let a: [*const u8; PR] =
                 std::array::from_fn(|r| pn.a0.add((i + r).min(pn.nrows - 1) * pn.lda));
-            let o = pair_tile::<XS, YS, BIAS, MIN, QS, QH, HI>(k, a, y);
+            let o = pair_tile::<XS, YS, BIAS, MIN, QS, QH, HI>(k, a, y, dot, fifth);
             for (r, v) in o.iter().enumerate().take(pn.nrows - i) {
                 store_tile::<1, 1>(pn, i + r, &[*v], accumulate);
             }
@@ -244,6 +252,8 @@ unsafe fn pair_tile<
     k: usize,
     a: [*const u8; PR],
     y: *const u8,
+    dot: impl Fn(__m256i, __m256i, __m256i, __m256i, __m256i) -> __m256i,
+    fifth: impl Fn(__m256i, __m256i, *const u8, *const u8) -> (__m256i, __m256i),
 ) -> [[f32; 1]; PR] {
     // SAFETY: block indices < k/32; features enabled by the caller.
     unsafe {
@@ -265,10 +275,7 @@ unsafe fn pair_tile<
             let yhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(yq.add(16) as *const __m128i));
             let start = if BIAS != 0 {
                 let b = _mm256_set1_epi8(BIAS as u8 as i8);
-                _mm256_sub_epi32(
-                    zero,
-                    _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(zero, b, ylo), b, yhi),
-                )
+                _mm256_sub_epi32(zero, dot(zero, b, ylo, b, yhi))
             } else {
                 zero
             };
@@ -302,14 +309,9 @@ unsafe fn pair_tile<
                 let mut lo = _mm256_and_si256(v, m4);
                 let mut hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                 if HI {
-                    // Bit j of qh: element j's fifth bit; lo holds elements 0..16 of both
-                    // rows, hi 16..32.
-                    let (h0, h1) = (word(x0.add(QH)) as u32, word(x1.add(QH)) as u32);
-                    let b16 = _mm256_set1_epi8(0x10);
-                    lo = _mm256_mask_add_epi8(lo, (h0 & 0xFFFF) | (h1 << 16), lo, b16);
-                    hi = _mm256_mask_add_epi8(hi, (h0 >> 16) | (h1 & 0xFFFF_0000), hi, b16);
+                    (lo, hi) = fifth(lo, hi, x0.add(QH), x1.add(QH));
                 }
-                let isum = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(start, lo, ylo), hi, yhi);
+                let isum = dot(start, lo, ylo, hi, yhi);
                 let sc = _mm256_permutevar8x32_ps(prod, sel[p]);
                 acc[p] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc[p]);
             }
@@ -335,31 +337,104 @@ unsafe fn pair_tile<
     }
 }
 
-/// The AVX-512 paired GEMV for q4_0 / q4_1 / q5_0 / q5_1 (see [`pair_rows`]); false for
-/// other types.
-///
-/// # Safety
-/// As [`panel`], with the AVX-512 path's features present.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-unsafe fn gemv_avx512_pairs(
-    t: Tiled,
-    k: usize,
-    pn: &Panel,
-    y: *const u8,
-    accumulate: bool,
-) -> bool {
-    // SAFETY: forwarded from the caller; features enabled by the attribute.
-    unsafe {
-        match t {
-            Tiled::Q4_0 => pair_rows::<18, 34, 8, false, 2, 0, false>(k, pn, y, accumulate),
-            Tiled::Q4_1 => pair_rows::<20, 36, 0, true, 4, 0, false>(k, pn, y, accumulate),
-            Tiled::Q5_0 => pair_rows::<22, 34, 16, false, 6, 2, true>(k, pn, y, accumulate),
-            Tiled::Q5_1 => pair_rows::<24, 36, 0, true, 8, 4, true>(k, pn, y, accumulate),
-            _ => return false,
+/// The paired GEMV for q4_0 / q4_1 / q5_0 / q5_1 (see [`pair_rows`]) with the path's `dot` and
+/// `fifth`; false for other types.
+macro_rules! pairs_fn {
+    ($name:ident, $feat:literal, $dot:expr, $fifth:expr) => {
+        /// # Safety
+        /// As [`panel`], with the path's features present.
+        #[target_feature(enable = $feat)]
+        unsafe fn $name(t: Tiled, k: usize, pn: &Panel, y: *const u8, accumulate: bool) -> bool {
+            let (dot, fifth) = ($dot, $fifth);
+            // SAFETY: forwarded from the caller; features enabled by the attribute.
+            unsafe {
+                match t {
+                    Tiled::Q4_0 => {
+                        pair_rows::<18, 34, 8, false, 2, 0, false>(k, pn, y, accumulate, dot, fifth)
+                    }
+                    Tiled::Q4_1 => {
+                        pair_rows::<20, 36, 0, true, 4, 0, false>(k, pn, y, accumulate, dot, fifth)
+                    }
+                    Tiled::Q5_0 => {
+                        pair_rows::<22, 34, 16, false, 6, 2, true>(k, pn, y, accumulate, dot, fifth)
+                    }
+                    Tiled::Q5_1 => {
+                        pair_rows::<24, 36, 0, true, 8, 4, true>(k, pn, y, accumulate, dot, fifth)
+                    }
+                    _ => return false,
+                }
+            }
+            true
         }
-    }
-    true
+    };
 }
+
+/// Row x's 4 bytes of fifth bits (bit j: element j's).
+#[inline(always)]
+unsafe fn qh_word(x: *const u8) -> u32 {
+    // SAFETY: the caller passes 4 readable bytes.
+    unsafe { (x as *const u32).read_unaligned() }
+}
+
+pairs_fn!(
+    gemv_avx512_pairs,
+    "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni",
+    |acc, lo, ylo, hi, yhi| _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, lo, ylo), hi, yhi),
+    // lo holds elements 0..16 of both rows, hi 16..32: byte masks of the bits, +16 where set.
+    |lo, hi, x0: *const u8, x1: *const u8| {
+        let (h0, h1) = (qh_word(x0), qh_word(x1));
+        let b16 = _mm256_set1_epi8(0x10);
+        (
+            _mm256_mask_add_epi8(lo, (h0 & 0xFFFF) | (h1 << 16), lo, b16),
+            _mm256_mask_add_epi8(hi, (h0 >> 16) | (h1 & 0xFFFF_0000), hi, b16),
+        )
+    }
+);
+pairs_fn!(
+    gemv_avx2_pairs,
+    "avx2,fma,f16c",
+    // A product pair ≤ 2·31·128 and two pairs ≤ 15872 fit i16: the lanes' sums are exact and
+    // those of vpdpbusd.
+    |acc, lo, ylo, hi, yhi| _mm256_add_epi32(
+        acc,
+        _mm256_madd_epi16(
+            _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi)),
+            _mm256_set1_epi16(1),
+        )
+    ),
+    // Both rows' words in every 64 bits; byte i of lo's low 128-bit lane tests bit i of row
+    // x0's word (its byte i/8), of the high lane bit i of x1's (byte 4 + i/8); hi the same for
+    // bits 16..32.
+    |lo, hi, x0: *const u8, x1: *const u8| {
+        let q = _mm256_set1_epi64x((qh_word(x0) as u64 | (qh_word(x1) as u64) << 32) as i64);
+        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+        let b16 = _mm256_set1_epi8(0x10);
+        let add = |v: __m256i, idx: __m256i| {
+            let t = _mm256_and_si256(_mm256_shuffle_epi8(q, idx), bit);
+            _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(t, bit), b16))
+        };
+        (
+            add(
+                lo,
+                _mm256_set_epi64x(
+                    0x0505_0505_0505_0505,
+                    0x0404_0404_0404_0404,
+                    0x0101_0101_0101_0101,
+                    0,
+                ),
+            ),
+            add(
+                hi,
+                _mm256_set_epi64x(
+                    0x0707_0707_0707_0707,
+                    0x0606_0606_0606_0606,
+                    0x0303_0303_0303_0303,
+                    0x0202_0202_0202_0202,
+                ),
+            ),
+        )
+    }
+);
 
 /// Rows per tile of the AVX2 q8_0 GEMV ([`q8_rows`]).
 const QR: usize = 4;
@@ -374,9 +449,8 @@ const _: () = assert!(QR == 4);
 /// tile's sums holds row r's dot over elements 0..16 of the block, lane r + 4 over 16..32.
 ///
 /// (The same four-row scheme for q4_0 / q5_0, with `vphaddw` merging two rows before
-/// `vpmaddwd`, was 5 % faster in cache and no faster end to end, and it moved gemma3's logits
-/// by up to 0.47 over a generation, each GEMV within 1e-6 of the scalar reference: the
-/// 4- and 5-bit types keep the per-row path, whose rounding the LLM checks were set on.)
+/// `vpmaddwd`, was 5 % faster in cache and no faster end to end: three `vphaddd` cost about
+/// what they save. The 4- and 5-bit types take [`pair_rows`] instead.)
 ///
 /// # Safety
 /// As [`panel`], with AVX2/FMA/F16C present.
@@ -864,7 +938,11 @@ pub(crate) unsafe fn panel(
             }
             Isa::AvxVnni => gemv_avxvnni(t, k, pn, y, accumulate),
             Isa::Avx2 if t == Tiled::Q8_0 => q8_rows(k, pn, y, accumulate),
-            Isa::Avx2 => gemv_avx2(t, k, pn, y, accumulate),
+            Isa::Avx2 => {
+                if !gemv_avx2_pairs(t, k, pn, y, accumulate) {
+                    gemv_avx2(t, k, pn, y, accumulate)
+                }
+            }
         }
     }
     true
