@@ -20,7 +20,7 @@
 use std::arch::x86_64::*;
 
 use super::gemm::Isa;
-use super::tiles::{bits_32, prefetch, LOOKAHEAD, PREFETCH_MAX};
+use super::tiles::{bits_32, prefetch_block, LOOKAHEAD};
 use crate::backend::cpu::arch::{store_tile, Panel, Tiled};
 
 /// Weight rows per tile (each block of the column is loaded once for them).
@@ -88,13 +88,13 @@ unsafe fn rows<const XS: usize, const YS: usize, const BIAS: i32, const MIN: boo
         while i + R <= pn.nrows {
             let a: [*const u8; R] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
             // Short rows defeat the hardware prefetcher (see tiles.rs panel_impl).
-            prefetch(a[0].wrapping_add(ahead), span.min(PREFETCH_MAX));
-            let o = tile::<R, XS, YS, BIAS, MIN>(k, a, y, decode, dot);
+            let o = tile::<R, XS, YS, BIAS, MIN>(k, a, a[0].wrapping_add(ahead), y, decode, dot);
             store_tile::<R, 1>(pn, i, &o, accumulate);
             i += R;
         }
         while i < pn.nrows {
-            let o = tile::<1, XS, YS, BIAS, MIN>(k, [pn.a0.add(i * pn.lda)], y, decode, dot);
+            let a = pn.a0.add(i * pn.lda);
+            let o = tile::<1, XS, YS, BIAS, MIN>(k, [a], a.wrapping_add(ahead), y, decode, dot);
             store_tile::<1, 1>(pn, i, &o, accumulate);
             i += 1;
         }
@@ -115,6 +115,7 @@ unsafe fn tile<
 >(
     k: usize,
     a: [*const u8; RR],
+    pf: *const u8,
     y: *const u8,
     decode: impl Fn(*const u8) -> __m256i,
     dot: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
@@ -125,6 +126,7 @@ unsafe fn tile<
         let mut accm = [_mm_setzero_ps(); RR];
         let zero = _mm256_setzero_si256();
         for blk in 0..k / 32 {
+            prefetch_block(pf.wrapping_add(blk * RR * XS), RR * XS);
             let yb = y.add(blk * YS);
             // [dy, sy] (q8_1) or [dy, quant bytes] (q8_0: lane 1 never read).
             let ys = head(yb);
@@ -216,8 +218,8 @@ unsafe fn pair_rows<
         let mut i = 0;
         while i + PR <= pn.nrows {
             let a: [*const u8; PR] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
-            prefetch(a[0].wrapping_add(ahead), span.min(PREFETCH_MAX));
-            let o = pair_tile::<XS, YS, BIAS, MIN, QS, QH, HI>(k, a, y, dot, fifth);
+            let pf = a[0].wrapping_add(ahead);
+            let o = pair_tile::<XS, YS, BIAS, MIN, QS, QH, HI>(k, a, pf, y, dot, fifth);
             store_tile::<PR, 1>(pn, i, &o, accumulate);
             i += PR;
         }
@@ -227,7 +229,8 @@ unsafe fn pair_rows<
         if i < pn.nrows {
             let a: [*const u8; PR] =
                 std::array::from_fn(|r| pn.a0.add((i + r).min(pn.nrows - 1) * pn.lda));
-            let o = pair_tile::<XS, YS, BIAS, MIN, QS, QH, HI>(k, a, y, dot, fifth);
+            let pf = a[0].wrapping_add(ahead);
+            let o = pair_tile::<XS, YS, BIAS, MIN, QS, QH, HI>(k, a, pf, y, dot, fifth);
             for (r, v) in o.iter().enumerate().take(pn.nrows - i) {
                 store_tile::<1, 1>(pn, i + r, &[*v], accumulate);
             }
@@ -251,6 +254,7 @@ unsafe fn pair_tile<
 >(
     k: usize,
     a: [*const u8; PR],
+    pf: *const u8,
     y: *const u8,
     dot: impl Fn(__m256i, __m256i, __m256i, __m256i, __m256i) -> __m256i,
     fifth: impl Fn(__m256i, __m256i, *const u8, *const u8) -> (__m256i, __m256i),
@@ -269,6 +273,7 @@ unsafe fn pair_tile<
         ];
         let word = |p: *const u8| (p as *const i32).read_unaligned();
         for blk in 0..k / 32 {
+            prefetch_block(pf.wrapping_add(blk * PR * XS), PR * XS);
             let yb = y.add(blk * YS);
             let yq = yb.add(YS - 32);
             let ylo = _mm256_broadcastsi128_si256(_mm_loadu_si128(yq as *const __m128i));
@@ -463,8 +468,7 @@ unsafe fn q8_rows(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
         let mut i = 0;
         while i + QR <= pn.nrows {
             let a: [*const u8; QR] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
-            prefetch(a[0].wrapping_add(ahead), span.min(PREFETCH_MAX));
-            let o = q8_tile(k, a, y);
+            let o = q8_tile(k, a, a[0].wrapping_add(ahead), y);
             store_tile::<QR, 1>(pn, i, &o, accumulate);
             i += QR;
         }
@@ -474,7 +478,7 @@ unsafe fn q8_rows(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
         if i < pn.nrows {
             let a: [*const u8; QR] =
                 std::array::from_fn(|r| pn.a0.add((i + r).min(pn.nrows - 1) * pn.lda));
-            let o = q8_tile(k, a, y);
+            let o = q8_tile(k, a, a[0].wrapping_add(ahead), y);
             for (r, v) in o.iter().enumerate().take(pn.nrows - i) {
                 store_tile::<1, 1>(pn, i + r, &[*v], accumulate);
             }
@@ -487,7 +491,7 @@ unsafe fn q8_rows(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
 /// # Safety
 /// As [`q8_rows`].
 #[inline(always)]
-unsafe fn q8_tile(k: usize, a: [*const u8; QR], y: *const u8) -> [[f32; 1]; QR] {
+unsafe fn q8_tile(k: usize, a: [*const u8; QR], pf: *const u8, y: *const u8) -> [[f32; 1]; QR] {
     // SAFETY: block indices < k/32; features enabled by the caller.
     unsafe {
         let mut acc = _mm256_setzero_ps();
@@ -496,6 +500,7 @@ unsafe fn q8_tile(k: usize, a: [*const u8; QR], y: *const u8) -> [[f32; 1]; QR] 
         let gather = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
         let word = |p: *const u8| (p as *const i32).read_unaligned();
         for blk in 0..k / 32 {
+            prefetch_block(pf.wrapping_add(blk * QR * 34), QR * 34);
             let yb = y.add(blk * 34);
             let qy = _mm256_loadu_si256(yb.add(2) as *const __m256i);
             // (No closures over intrinsics here, e.g. in `array::from_fn`: a closure is not
@@ -607,9 +612,9 @@ unsafe fn krows<const XS: usize>(
         let ahead = pn.lda * LOOKAHEAD.div_ceil(pn.lda.max(1));
         for i in 0..pn.nrows {
             let a = pn.a0.add(i * pn.lda);
-            prefetch(a.wrapping_add(ahead), pn.lda.min(PREFETCH_MAX));
             let mut acc = _mm256_setzero_ps();
             for blk in 0..k / 256 {
+                prefetch_block(a.wrapping_add(ahead + blk * XS), XS);
                 acc = block(a.add(blk * XS), y.add(blk * Q8K_SIZE), acc);
             }
             store_tile::<1, 1>(pn, i, &[[hsum(acc)]], accumulate);
