@@ -107,6 +107,36 @@ fn unary_ops() {
     }
 }
 
+/// Contiguous f32 rows longer than the elementwise kernel's 64-element chunk (`basic.rs::map_row`),
+/// two full chunks and a 3-element tail, so a chunk boundary or tail error shows (the output is
+/// poisoned before each compute).
+#[test]
+fn unary_ops_long_rows() {
+    let mut seed = 5000;
+    for u in [
+        UnaryOp::Abs,
+        UnaryOp::Neg,
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::GeluErf,
+        UnaryOp::Silu,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Exp,
+    ] {
+        seed += 1;
+        check(&format!("{u:?} [131, 3]"), seed, None, |h| {
+            let a = h.input_fill(
+                DType::F32,
+                [131, 3, 1, 1],
+                Layout::Contig,
+                Fill::Uniform(-4.0, 4.0),
+            );
+            h.ctx.unary(a, u).unwrap()
+        });
+    }
+}
+
 #[test]
 fn named_unary_constructors() {
     let mut h = Harness::new(1);

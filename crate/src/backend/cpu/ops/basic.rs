@@ -271,6 +271,42 @@ fn binary(p: &ComputeParams, node: &NodeRef, f: impl Fn(f32, f32) -> f32) {
     }
 }
 
+/// dst[i] = f(src[i]) for n contiguous f32, through a small buffer: src may be dst (in place),
+/// so a loop over the two pointers did not vectorize (scalar `mulss`: SiLU was ~10 % of a
+/// SmolLM2 prompt); over the buffer it does. The same f32 operations per element in any case.
+///
+/// # Safety
+/// src and dst address n f32 each, either the same or not overlapping.
+#[inline(always)]
+unsafe fn map_row(src: *const f32, dst: *mut f32, n: usize, f: &impl Fn(f32) -> f32) {
+    const CHUNK: usize = 64;
+    let mut buf = [0f32; CHUNK];
+    let mut i = 0;
+    while i < n {
+        let m = CHUNK.min(n - i);
+        // SAFETY: elements i..i + m of both rows (caller); buf holds CHUNK ≥ m.
+        unsafe { std::ptr::copy_nonoverlapping(src.add(i), buf.as_mut_ptr(), m) };
+        for x in buf.iter_mut() {
+            *x = f(*x);
+        }
+        // SAFETY: as above.
+        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), dst.add(i), m) };
+        i += m;
+    }
+}
+
+/// [`map_row`] compiled for AVX2 (8 lanes instead of SSE2's 4; no FMA contraction in Rust, so
+/// the results are the same bits).
+///
+/// # Safety
+/// As [`map_row`], on a CPU with AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn map_row_avx2(src: *const f32, dst: *mut f32, n: usize, f: &impl Fn(f32) -> f32) {
+    // SAFETY: forwarded.
+    unsafe { map_row(src, dst, n, f) }
+}
+
 /// dst = f(src0) elementwise (same shape).
 fn map(p: &ComputeParams, node: &NodeRef, f: impl Fn(f32) -> f32) {
     let (d, a) = (&node.dst, node.src0());
@@ -284,9 +320,12 @@ fn map(p: &ComputeParams, node: &NodeRef, f: impl Fn(f32) -> f32) {
             if fast {
                 let pd = d.at(0, i1, i2, i3) as *mut f32;
                 let pa = a.at(0, i1, i2, i3) as *const f32;
-                for i in 0..ne0 {
-                    *pd.add(i) = f(*pa.add(i));
+                #[cfg(target_arch = "x86_64")]
+                if crate::backend::cpu::arch::x86::available() {
+                    map_row_avx2(pa, pd, ne0, &f);
+                    continue;
                 }
+                map_row(pa, pd, ne0, &f);
             } else {
                 load_row(a, i1, i2, i3, &mut buf);
                 for x in buf.iter_mut() {
