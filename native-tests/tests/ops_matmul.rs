@@ -603,7 +603,17 @@ fn integer_dot_gemv_paths_match_scalar_vec_dot() {
         for wt in types {
             let tt = ggweb::quant::type_traits_scalar(wt).unwrap();
             let vt = ggweb::quant::type_traits_scalar(tt.vec_dot_type).unwrap();
-            for (nb, m) in [(1, 1), (3, 7), (5, 4), (18, 37), (2, 9), (37, 13), (7, 3)] {
+            // (520 blocks: past the paired GEMV's 512 column facts kept on the stack.)
+            for (nb, m) in [
+                (1, 1),
+                (3, 7),
+                (5, 4),
+                (18, 37),
+                (2, 9),
+                (37, 13),
+                (7, 3),
+                (520, 5),
+            ] {
                 // 32-element types: nb blocks; k-quants: nb/2 + 1 super-blocks (1..=19).
                 let k = if wt.block_size() == 256 {
                     (nb / 2 + 1) * 256
@@ -661,14 +671,14 @@ fn integer_dot_gemv_paths_match_scalar_vec_dot() {
         }
         println!("integer-dot GEMV path {} tested", isa.name());
     }
-    // Every path needs AVX2; with it, at least the AVX2 path's 8 types × 7 shapes ran.
+    // Every path needs AVX2; with it, at least the AVX2 path's 8 types × 8 shapes ran.
     if Isa::Avx2.supported() {
-        assert!(ran >= 8 * 7, "only {ran} cases ran");
+        assert!(ran >= 8 * 8, "only {ran} cases ran");
     }
     if Isa::Avx512Vnni.supported() {
         assert_eq!(
             paired_checked,
-            4 * 7,
+            4 * 8,
             "AVX2 against AVX-512 paired GEMV cases"
         );
     } else {
