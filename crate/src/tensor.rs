@@ -64,6 +64,34 @@ pub enum UnaryOp {
     Exp,
 }
 
+impl UnaryOp {
+    /// Every unary op (for tests and fuzzers that cover them all).
+    pub const ALL: [UnaryOp; 9] = [
+        UnaryOp::Abs,
+        UnaryOp::Neg,
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::GeluErf,
+        UnaryOp::Silu,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Exp,
+    ];
+}
+
+// A new variant must join `ALL`: this match stops compiling without its arm.
+const _: fn(UnaryOp) = |op| match op {
+    UnaryOp::Abs
+    | UnaryOp::Neg
+    | UnaryOp::Relu
+    | UnaryOp::Gelu
+    | UnaryOp::GeluErf
+    | UnaryOp::Silu
+    | UnaryOp::Tanh
+    | UnaryOp::Sigmoid
+    | UnaryOp::Exp => {}
+};
+
 /// Pooling kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PoolOp {

@@ -63,22 +63,9 @@ enum Un {
     Log,
 }
 
-/// Every `UnaryOp`.
-const UNARY: [UnaryOp; 9] = [
-    UnaryOp::Abs,
-    UnaryOp::Neg,
-    UnaryOp::Relu,
-    UnaryOp::Gelu,
-    UnaryOp::GeluErf,
-    UnaryOp::Silu,
-    UnaryOp::Tanh,
-    UnaryOp::Sigmoid,
-    UnaryOp::Exp,
-];
-
 #[test]
 fn unary_ops() {
-    let mut ops: Vec<Un> = UNARY.into_iter().map(Un::U).collect();
+    let mut ops: Vec<Un> = UnaryOp::ALL.into_iter().map(Un::U).collect();
     ops.extend([Un::Scale, Un::ScaleBias, Un::Sqr, Un::Sqrt, Un::Log]);
     let mut seed = 1000;
     for op in ops {
@@ -113,7 +100,7 @@ fn unary_ops() {
 #[test]
 fn unary_ops_long_rows() {
     let mut seed = 5000;
-    for u in UNARY {
+    for u in UnaryOp::ALL {
         seed += 1;
         check(&format!("{u:?} [131, 3]"), seed, None, |h| {
             let a = h.input_fill(

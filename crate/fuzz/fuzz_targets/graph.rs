@@ -50,17 +50,7 @@ const TYPES: &[DType] = &[
     DType::Q4_0,
     DType::Q4_K,
 ];
-const UNARY: &[UnaryOp] = &[
-    UnaryOp::Abs,
-    UnaryOp::Neg,
-    UnaryOp::Relu,
-    UnaryOp::Gelu,
-    UnaryOp::GeluErf,
-    UnaryOp::Silu,
-    UnaryOp::Tanh,
-    UnaryOp::Sigmoid,
-    UnaryOp::Exp,
-];
+const UNARY: &[UnaryOp] = &UnaryOp::ALL;
 
 /// Budget of bytes a case may allocate: beyond it the case only builds and plans.
 /// `GGWEB_FUZZ_TRACE=1`: print each op built (to triage a crash input).

@@ -162,18 +162,7 @@ fn binary(v: &mut Vec<OpCase>) {
 }
 
 fn unary(v: &mut Vec<OpCase>) {
-    let ops = [
-        UnaryOp::Abs,
-        UnaryOp::Neg,
-        UnaryOp::Relu,
-        UnaryOp::Gelu,
-        UnaryOp::GeluErf,
-        UnaryOp::Silu,
-        UnaryOp::Tanh,
-        UnaryOp::Sigmoid,
-        UnaryOp::Exp,
-    ];
-    for op in ops {
+    for op in UnaryOp::ALL {
         push(v, format!("unary {op:?}"), F32_TOL, move |ctx| {
             let a = ctx.new_tensor(DType::F32, &[37, 5, 3])?;
             let inputs = vec![(a, Data::F(Rng::new(3).vec(37 * 15, -4.0, 4.0)))];
@@ -478,18 +467,7 @@ fn train(v: &mut Vec<OpCase>) {
             },
         );
     }
-    let ops = [
-        UnaryOp::Abs,
-        UnaryOp::Neg,
-        UnaryOp::Relu,
-        UnaryOp::Gelu,
-        UnaryOp::GeluErf,
-        UnaryOp::Silu,
-        UnaryOp::Tanh,
-        UnaryOp::Sigmoid,
-        UnaryOp::Exp,
-    ];
-    for op in ops {
+    for op in UnaryOp::ALL {
         push(v, format!("unary_back {op:?}"), F32_TOL, move |ctx| {
             let g = ctx.new_tensor(DType::F32, &[37, 5, 3])?;
             let x = ctx.new_tensor(DType::F32, &[37, 5, 3])?;
