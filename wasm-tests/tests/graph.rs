@@ -49,3 +49,94 @@ fn shape_errors_are_results() {
     assert!(ctx.add(a, b).is_err());
     assert!(ctx.mul_mat(a, b).is_err());
 }
+
+/// Fused attention over an f16 KV cache (the LLMs' path, SIMD128 kernels in the simd builds)
+/// against plain f64 softmax attention: grouped heads (3 query heads per kv head), odd head
+/// sizes, a causal mask with a fully masked row, a generated token over a cache long enough to
+/// split into kv chunks on 2 threads.
+#[wasm_bindgen_test]
+fn flash_attn_ext_f16_vs_reference() {
+    // (dk, dv, n_kv, n_tokens, n_head, n_head_kv)
+    for (dk, dv, n_kv, n_tok, n_head, n_head_kv) in [
+        (64, 64, 200, 1, 9, 3),
+        (20, 12, 37, 3, 6, 2),
+        (9, 7, 70, 2, 2, 2),
+        (67, 33, 5, 4, 8, 1),
+    ] {
+        for threads in [1usize, 2] {
+            let mut rng = Rng::new((dk * 1000 + n_kv * 10 + threads) as u64);
+            // q exact in f16: the kernel rounds q to f16 (as llama.cpp does for an f16 cache).
+            let qv: Vec<f32> = rng
+                .vec(dk * n_tok * n_head, -1.0, 1.0)
+                .into_iter()
+                .map(|x| half::f16::from_f32(x).to_f32())
+                .collect();
+            let kv = rng.vec(dk * n_kv * n_head_kv, -1.0, 1.0);
+            let vv = rng.vec(dv * n_kv * n_head_kv, -2.0, 2.0);
+            let mv: Vec<f32> = (0..n_kv * n_tok)
+                .map(|i| {
+                    let (j, t) = (i % n_kv, i / n_kv);
+                    let masked = j > n_kv - n_tok + t || (n_tok > 1 && t == n_tok - 1);
+                    if masked {
+                        f32::NEG_INFINITY
+                    } else {
+                        -0.5 * (j % 3) as f32
+                    }
+                })
+                .collect();
+            let mut ctx = Context::new();
+            let q = ctx.new_tensor_4d(DType::F32, [dk, n_tok, n_head, 1]).unwrap();
+            let k = ctx.new_tensor_4d(DType::F16, [dk, n_kv, n_head_kv, 1]).unwrap();
+            let v = ctx.new_tensor_4d(DType::F16, [dv, n_kv, n_head_kv, 1]).unwrap();
+            let m = ctx.new_tensor_2d(DType::F32, n_kv, n_tok).unwrap();
+            let scale = 1.0 / (dk as f32).sqrt();
+            let out = ctx.flash_attn_ext(q, k, v, Some(m), scale, 0.0, 0.0).unwrap();
+            ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
+            ctx.set_f32(q, &qv).unwrap();
+            ctx.set_f32(k, &kv).unwrap();
+            ctx.set_f32(v, &vv).unwrap();
+            ctx.set_f32(m, &mv).unwrap();
+            let g = Graph::build(&ctx, &[out]);
+            CpuBackend::new(threads).compute(&ctx, &g).unwrap();
+            let got = ctx.get_f32(out).unwrap();
+            // f16-rounded K and V, as stored.
+            let r16 = |x: f32| half::f16::from_f32(x).to_f64();
+            for t in 0..n_tok {
+                for h in 0..n_head {
+                    let hk = h / (n_head / n_head_kv);
+                    let s: Vec<f64> = (0..n_kv)
+                        .map(|j| {
+                            let mk = mv[t * n_kv + j] as f64;
+                            let dot: f64 = (0..dk)
+                                .map(|i| {
+                                    qv[(h * n_tok + t) * dk + i] as f64
+                                        * r16(kv[(hk * n_kv + j) * dk + i])
+                                })
+                                .sum();
+                            dot * scale as f64 + mk
+                        })
+                        .collect();
+                    let mx = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let w: Vec<f64> = s.iter().map(|&x| (x - mx).exp()).collect();
+                    let sum: f64 = w.iter().sum();
+                    for c in 0..dv {
+                        let want = if mx == f64::NEG_INFINITY {
+                            0.0
+                        } else {
+                            (0..n_kv)
+                                .map(|j| w[j] * r16(vv[(hk * n_kv + j) * dv + c]))
+                                .sum::<f64>()
+                                / sum
+                        };
+                        // dst [dv, n_head, n_tokens]
+                        let o = got[(t * n_head + h) * dv + c] as f64;
+                        assert!(
+                            (o - want).abs() <= 2e-5 + 2e-4 * want.abs(),
+                            "dk {dk} kv {n_kv} tok {t} head {h} col {c} threads {threads}: {o} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -128,3 +128,53 @@ fn row_conversions_bit_exact() {
         }
     }
 }
+
+/// The fused attention's f16 kernels (SIMD128: K rows converted once for all heads) against
+/// f64 sums, on odd head sizes and head counts, and the V update bit for bit against the
+/// scalar axpy (the same mul then add per element).
+#[wasm_bindgen_test]
+fn attention_f16_kernels_vs_scalar() {
+    let mut rng = Rng::new(2024);
+    for dk in [1usize, 7, 8, 9, 20, 64, 67, 128, 520] {
+        for g in [1usize, 2, 3, 8] {
+            let rows: Vec<Vec<f16>> = (0..4)
+                .map(|_| rng.vec(dk, -1.0, 1.0).into_iter().map(f16::from_f32).collect())
+                .collect();
+            let q = rng.vec(g * dk, -1.0, 1.0);
+            let ptrs = [0, 1, 2, 3].map(|r| rows[r].as_ptr());
+            let mut out = vec![[0f32; 4]; g];
+            // SAFETY: every row holds dk values, q holds g queries of dk.
+            let have = unsafe { arch::dot4_heads_f16_f32(ptrs, &q, &mut out) };
+            assert_eq!(have, cfg!(target_feature = "simd128"), "dk {dk}");
+            if !have {
+                return;
+            }
+            for h in 0..g {
+                let qh = &q[h * dk..(h + 1) * dk];
+                // SAFETY: as above.
+                let one = unsafe { arch::dot4_f16_f32(ptrs, qh) }.expect("simd128 has it");
+                assert_eq!(one, out[h], "dk {dk} heads {g}: one head vs all heads, head {h}");
+                for r in 0..4 {
+                    let terms = rows[r].iter().zip(qh).map(|(k, q)| k.to_f64() * *q as f64);
+                    let want: f64 = terms.clone().sum();
+                    let scale: f64 = terms.map(f64::abs).sum::<f64>() + 1e-6;
+                    let d = (out[h][r] as f64 - want).abs();
+                    assert!(d <= 1e-6 * scale, "dk {dk} heads {g} head {h} row {r}: {d}");
+                }
+            }
+            let v: Vec<f16> = rng.vec(dk, -2.0, 2.0).into_iter().map(f16::from_f32).collect();
+            let mut ws = rng.vec(g, -1.0, 1.0);
+            ws[0] = 0.0;
+            let accs = rng.vec(g * dk, -1.0, 1.0);
+            let mut got = accs.clone();
+            arch::axpy_heads_f16(&ws, &v, &mut got);
+            let mut want = accs.clone();
+            for (h, w) in ws.iter().enumerate() {
+                if *w != 0.0 {
+                    arch::axpy_f16_ref(*w, &v, &mut want[h * dk..(h + 1) * dk]);
+                }
+            }
+            assert_eq!(got, want, "axpy_heads_f16 dk {dk} heads {g}");
+        }
+    }
+}

@@ -118,14 +118,22 @@ pub fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
     }
 }
 
-/// Whether the fused attention op has its fast kernels here (x86-64 with AVX2/FMA/F16C). Where
-/// it does not, mul_mat + soft_max attention runs on the (SIMD) matmul tiles and is faster.
+/// Whether the fused attention op has its fast kernels here (x86-64 with AVX2/FMA/F16C, wasm32
+/// SIMD128). Where it does not, mul_mat + soft_max attention runs on the (SIMD) matmul tiles and
+/// is faster.
 pub fn fused_attention_pays() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         x86::available()
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        true
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     {
         false
     }
@@ -143,19 +151,62 @@ pub unsafe fn dot4_f16_f32(k: [*const f16; 4], q: &[f32]) -> Option<[f32; 4]> {
         // SAFETY: as the caller guarantees.
         unsafe { x86::attention::dot4_f16_f32(k, q) }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        let mut out = [[0f32; 4]];
+        // SAFETY: as the caller guarantees.
+        unsafe { wasm32::attention::dot4_heads_f16_f32(k, q, &mut out) };
+        Some(out[0])
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     {
         None
     }
 }
 
+/// `out[h]` = the dots of four f16 rows with each of `out.len()` query heads (`q`: the heads'
+/// queries one after another, `q.len() / out.len()` values each, the rows' length), where this
+/// machine has a kernel for it; false (nothing written) elsewhere. wasm converts each row once
+/// for all heads; x86 (F16C) runs [`dot4_f16_f32`] per head.
+///
+/// # Safety
+/// Each `k[r]` points at `q.len() / out.len()` readable f16 values.
+#[allow(unused_variables)]
+pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32; 4]]) -> bool {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        // SAFETY: as the caller guarantees.
+        unsafe { wasm32::attention::dot4_heads_f16_f32(k, q, out) };
+        true
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        let g = out.len();
+        let dk = q.len().checked_div(g).unwrap_or(0);
+        for (h, o) in out.iter_mut().enumerate() {
+            // SAFETY: as the caller guarantees.
+            match unsafe { dot4_f16_f32(k, &q[h * dk..(h + 1) * dk]) } {
+                Some(d) => *o = d,
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
 /// `accs[h] += ws[h] · v` for every head h (`accs`: `ws.len()` rows of `v.len()` values), the
-/// f16 row converted once for all heads where a kernel exists (x86-64 AVX2).
+/// f16 row converted once for all heads where a kernel exists (x86-64 AVX2, wasm SIMD128).
 pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if x86::attention::axpy_heads_f16(ws, v, accs) {
         return;
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    wasm32::attention::axpy_heads_f16(ws, v, accs);
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     for (w, acc) in ws.iter().zip(accs.chunks_exact_mut(v.len().max(1))) {
         if *w != 0.0 {
             axpy_f16(*w, v, acc);

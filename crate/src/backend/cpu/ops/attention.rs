@@ -140,6 +140,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     // one vec_dot per row with q in K's vec_dot type (as mul_mat does).
     // SAFETY: zero-length rows: nothing is read.
     let dot4 = k.dtype == DType::F16
+        && unsafe { arch::dot4_heads_f16_f32([std::ptr::null(); 4], &[], &mut []) }
         && unsafe { arch::dot4_f16_f32([std::ptr::null(); 4], &[]) }.is_some();
 
     let mut qf = vec![0f32; g * dk];
@@ -149,6 +150,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     let mut vrow = vec![0f32; dv];
     let mut accs = vec![0f32; g * dv];
     let mut ws = vec![0f32; g];
+    let mut dots = [[0f32; 4]; MAX_HEADS];
     let mut heads = vec![
         HeadState {
             max: f32::NEG_INFINITY,
@@ -197,48 +199,62 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
 
         for b0 in (j_lo..j_hi).step_by(BLOCK) {
             let b1 = (b0 + BLOCK).min(j_hi);
-            // Scores of the block for every head of the group; masked positions skip the dot.
-            for gi in 0..g {
-                let mrow = mask.map(|_| &masks[gi * n_kv..(gi + 1) * n_kv]);
-                let sc = &mut scores[gi * BLOCK..(gi + 1) * BLOCK];
-                let mut j = b0;
-                while j < b1 {
-                    let cnt = (b1 - j).min(4);
-                    if mrow.is_some_and(|m| m[j..j + cnt].iter().all(|&x| x == f32::NEG_INFINITY)) {
-                        sc[j - b0..j - b0 + cnt].fill(f32::NEG_INFINITY);
-                        j += cnt;
-                        continue;
+            // Scores of the block for every head of the group, four positions at a time;
+            // positions masked for every head skip the dot.
+            let mut j = b0;
+            while j < b1 {
+                let cnt = (b1 - j).min(4);
+                let masked = |gi: usize, r: usize| {
+                    mask.is_some() && masks[gi * n_kv + j + r] == f32::NEG_INFINITY
+                };
+                if (0..g).all(|gi| (0..cnt).all(|r| masked(gi, r))) {
+                    for gi in 0..g {
+                        scores[gi * BLOCK + j - b0..gi * BLOCK + j - b0 + cnt]
+                            .fill(f32::NEG_INFINITY);
                     }
-                    // SAFETY: rows j.. < n_kv of kv head hk < n_head_kv, k3 < k.ne3; rows are
-                    // contiguous (supported), dk values each.
-                    let krow = |r: usize| unsafe { k.at(0, j + r.min(cnt - 1), hk, k3) };
-                    let dots = if dot4 {
-                        let rows = [0, 1, 2, 3].map(|r| krow(r) as *const half::f16);
-                        // SAFETY: each row holds dk f16 values; dot4 is available (checked).
-                        unsafe { arch::dot4_f16_f32(rows, &qf[gi * dk..(gi + 1) * dk]) }
-                            .expect("checked above")
-                    } else {
+                    j += cnt;
+                    continue;
+                }
+                // SAFETY: rows j.. < n_kv of kv head hk < n_head_kv, k3 < k.ne3; rows are
+                // contiguous (supported), dk values each.
+                let krow = |r: usize| unsafe { k.at(0, j + r.min(cnt - 1), hk, k3) };
+                if dot4 {
+                    let rows = [0, 1, 2, 3].map(|r| krow(r) as *const half::f16);
+                    // SAFETY: each row holds dk f16 values; qf holds g queries of dk.
+                    let done = unsafe { arch::dot4_heads_f16_f32(rows, &qf, &mut dots[..g]) };
+                    debug_assert!(done, "dot4 checked above");
+                } else {
+                    for (gi, d) in dots.iter_mut().enumerate().take(g) {
                         let qrow = &qv[gi * q_bytes..(gi + 1) * q_bytes];
-                        [0, 1, 2, 3].map(|r| {
+                        for (r, dr) in d.iter_mut().enumerate().take(cnt) {
+                            if masked(gi, r) {
+                                continue;
+                            }
                             // SAFETY: as above; k_bytes bytes per row.
                             let kb = unsafe { std::slice::from_raw_parts(krow(r), k_bytes) };
-                            (kt.vec_dot)(dk, kb, qrow)
-                        })
-                    };
-                    for r in 0..cnt {
-                        let mv = mrow.map_or(0.0, |m| m[j + r]);
-                        sc[j - b0 + r] = if mv == f32::NEG_INFINITY {
+                            *dr = (kt.vec_dot)(dk, kb, qrow);
+                        }
+                    }
+                }
+                for (gi, d) in dots.iter().enumerate().take(g) {
+                    for (r, &dr) in d.iter().enumerate().take(cnt) {
+                        let mv = if mask.is_some() {
+                            masks[gi * n_kv + j + r]
+                        } else {
+                            0.0
+                        };
+                        scores[gi * BLOCK + j - b0 + r] = if mv == f32::NEG_INFINITY {
                             f32::NEG_INFINITY
                         } else {
-                            let mut x = dots[r] * scale;
+                            let mut x = dr * scale;
                             if softcap > 0.0 {
                                 x = softcap * (x / softcap).tanh();
                             }
                             x + mv
                         };
                     }
-                    j += cnt;
                 }
+                j += cnt;
             }
             // Rescale each head's state to the block's new max, then turn scores into weights.
             let mut any = false;

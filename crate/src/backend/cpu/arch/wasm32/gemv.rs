@@ -95,7 +95,7 @@ fn f16x4_to_f32(h: v128) -> v128 {
 
 /// f16 bits in i16 lanes 0..8 → f32x4 of lanes 0..4 and 4..8, exact as [`f16x4_to_f32`].
 #[inline(always)]
-fn f16x8_to_f32(h: v128) -> [v128; 2] {
+pub(super) fn f16x8_to_f32(h: v128) -> [v128; 2] {
     [
         f16x4_exact(i32x4_extend_low_i16x8(h)),
         f16x4_exact(i32x4_extend_high_i16x8(h)),

@@ -1,7 +1,9 @@
 //! wasm32 SIMD128 (the SIMD builds: `-C target-feature=+simd128`, plus `+relaxed-simd` in the
 //! relaxed one). `quants.rs` holds the vec dots and the quant decoders the tiles share,
-//! `tiles.rs` the mul_mat register tiles, `gemv.rs` and `kgemv.rs` the n = 1 mul_mat.
+//! `tiles.rs` the mul_mat register tiles, `gemv.rs` and `kgemv.rs` the n = 1 mul_mat,
+//! `attention.rs` the fused attention's f16 kernels.
 
+pub(crate) mod attention;
 mod gemv;
 mod kgemv;
 mod quants;
