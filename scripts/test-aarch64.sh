@@ -6,10 +6,11 @@
 #   scripts/test-aarch64.sh            the aarch64 kernels' tests (release), on three emulated CPUs:
 #                                      qemu's `max` (dotprod + i8mm), neoverse-n1 (dotprod, no
 #                                      i8mm) and cortex-a72 (NEON only), so every run-time path
-#                                      runs: the CPU module's unit tests, --test ops_matmul,
+#                                      runs: the CPU module's unit tests (the fused attention's
+#                                      kernels among them), --test ops_matmul,
 #                                      and the small random-weight LLMs of --test
 #                                      llm_families (F16 / Q8_0 matrices); then, on `max` only,
-#                                      --test quant and the real LLMs against llama.cpp (--test
+#                                      --test ops_basic flash_attn, --test quant and the real LLMs against llama.cpp (--test
 #                                      llm, llm_gemma3, llm_families: SmolLM2 Q4_1, gemma3 and
 #                                      Qwen2.5 Q4_K_M; the quantized tiles are bit-identical to the
 #                                      scalar vec_dot on every path, so once is enough). ~8 min.
@@ -34,4 +35,7 @@ for cpu in max neoverse-n1 cortex-a72; do
   t -p ggweb-native-tests --test llm_families random
 done
 export QEMU_CPU=max
+# The fused attention's NEON kernels (the LLMs' default attention on aarch64) against the
+# reference, then the real LLMs through it.
+t -p ggweb-native-tests --test ops_basic flash_attn
 t -p ggweb-native-tests --test quant --test llm --test llm_gemma3 --test llm_families

@@ -118,9 +118,13 @@ pub fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
     }
 }
 
-/// Whether the fused attention op has its fast kernels here (x86-64 with AVX2/FMA/F16C, wasm32
-/// SIMD128). Where it does not, mul_mat + soft_max attention runs on the (SIMD) matmul tiles and
-/// is faster.
+/// Whether the LLMs run the fused attention op by default here: where it has fast kernels and has
+/// been measured to pay (x86-64 with AVX2/FMA/F16C, wasm32 SIMD128). Elsewhere mul_mat + soft_max
+/// attention runs on the (SIMD) matmul tiles. aarch64 has NEON kernels for it (used when a model
+/// asks for it, `--flash-attn on`) but keeps mul_mat + soft_max by default: no ARM hardware here to
+/// time it, and under qemu it moved SmolLM2's last-position logits from 0.66 to 1.48 max abs off
+/// llama.cpp's (KL 0.0013 → 0.007; llama.cpp rounds the softmax weights, or fused its V sums, to
+/// f16, this op keeps them f32), past the LLM test's bound of 1.0.
 pub fn fused_attention_pays() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -140,7 +144,8 @@ pub fn fused_attention_pays() -> bool {
 }
 
 /// Dots of four f16 rows (each `q.len()` long) with the f32 vector `q`, where this machine has
-/// a kernel for it (x86-64 AVX2); `None` elsewhere (the caller falls back to one row at a time).
+/// a kernel for it (x86-64 AVX2, aarch64 NEON, wasm SIMD128); `None` elsewhere (the caller falls
+/// back to one row at a time).
 ///
 /// # Safety
 /// Each `k[r]` points at `q.len()` readable f16 values.
@@ -151,6 +156,11 @@ pub unsafe fn dot4_f16_f32(k: [*const f16; 4], q: &[f32]) -> Option<[f32; 4]> {
         // SAFETY: as the caller guarantees.
         unsafe { x86::attention::dot4_f16_f32(k, q) }
     }
+    #[cfg(target_arch = "aarch64")]
+    {
+        // SAFETY: as the caller guarantees.
+        Some(unsafe { aarch64::attention::dot4_f16_f32(k, q) })
+    }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
         let mut out = [[0f32; 4]];
@@ -160,6 +170,7 @@ pub unsafe fn dot4_f16_f32(k: [*const f16; 4], q: &[f32]) -> Option<[f32; 4]> {
     }
     #[cfg(not(any(
         target_arch = "x86_64",
+        target_arch = "aarch64",
         all(target_arch = "wasm32", target_feature = "simd128")
     )))]
     {
@@ -198,15 +209,21 @@ pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32;
 }
 
 /// `accs[h] += ws[h] · v` for every head h (`accs`: `ws.len()` rows of `v.len()` values), the
-/// f16 row converted once for all heads where a kernel exists (x86-64 AVX2, wasm SIMD128).
+/// f16 row converted once for all heads where a kernel exists (x86-64 AVX2, aarch64 NEON, wasm
+/// SIMD128).
 pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if x86::attention::axpy_heads_f16(ws, v, accs) {
         return;
     }
+    #[cfg(target_arch = "aarch64")]
+    aarch64::attention::axpy_heads_f16(ws, v, accs);
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     wasm32::attention::axpy_heads_f16(ws, v, accs);
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    #[cfg(not(any(
+        target_arch = "aarch64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     for (w, acc) in ws.iter().zip(accs.chunks_exact_mut(v.len().max(1))) {
         if *w != 0.0 {
             axpy_f16(*w, v, acc);

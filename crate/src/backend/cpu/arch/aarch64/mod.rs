@@ -1,6 +1,8 @@
 //! aarch64: NEON (always present), SDOT and SMMLA where the CPU has them (detected at run time).
-//! `quants.rs` holds the vec dots, `tiles.rs` the mul_mat register tiles (float and quantized).
+//! `quants.rs` holds the vec dots, `tiles.rs` the mul_mat register tiles (float and quantized),
+//! `attention.rs` the fused attention's f16 kernels.
 
+pub mod attention;
 mod quants;
 pub mod tiles;
 

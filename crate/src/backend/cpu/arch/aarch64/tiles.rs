@@ -289,7 +289,7 @@ unsafe fn f16_at(p: *const u8) -> f32 {
 
 /// Four f16 (as bits) → f32 (`fcvtl`, base Armv8; the f16 vector types are unstable in Rust).
 #[inline(always)]
-fn f16x4_to_f32x4(h: uint16x4_t) -> float32x4_t {
+pub(super) fn f16x4_to_f32x4(h: uint16x4_t) -> float32x4_t {
     let r: float32x4_t;
     // SAFETY: FCVTL only reads and writes registers.
     unsafe {
