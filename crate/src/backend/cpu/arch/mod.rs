@@ -593,3 +593,77 @@ pub(crate) unsafe fn panel_generic<const R: usize, const C: usize>(
         i += R;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(n: usize, seed: usize) -> Vec<Vec<f16>> {
+        (0..4)
+            .map(|r| {
+                (0..n)
+                    .map(|i| f16::from_f32(((i * 7 + r * 3 + seed) % 11) as f32 / 5.0 - 1.0))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The fused attention's K dots on this machine's kernel (x86 AVX2, aarch64 NEON; skipped
+    /// where there is none), one head and three heads at a time, against f64 sums.
+    #[test]
+    fn attention_dots_match_scalar_on_odd_lengths() {
+        for n in [1usize, 7, 8, 9, 20, 64, 67] {
+            let rows = rows(n, 0);
+            let q: Vec<f32> = (0..3 * n)
+                .map(|i| ((i * 5) % 13) as f32 / 6.0 - 1.0)
+                .collect();
+            let ptrs = [0, 1, 2, 3].map(|r| rows[r].as_ptr());
+            let mut heads = [[0f32; 4]; 3];
+            // SAFETY: every row holds n values; q holds three queries of n.
+            let (Some(one), true) = (unsafe { dot4_f16_f32(ptrs, &q[..n]) }, unsafe {
+                dot4_heads_f16_f32(ptrs, &q, &mut heads)
+            }) else {
+                eprintln!("dot4_f16_f32: no kernel on this machine, skipped");
+                return;
+            };
+            assert_eq!(one, heads[0], "n {n}: one head vs three");
+            for (h, got) in heads.iter().enumerate() {
+                for r in 0..4 {
+                    let want: f64 = rows[r]
+                        .iter()
+                        .zip(&q[h * n..(h + 1) * n])
+                        .map(|(k, q)| k.to_f64() * *q as f64)
+                        .sum();
+                    assert!(
+                        (got[r] as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                        "n {n} head {h} row {r}: {} vs {want}",
+                        got[r]
+                    );
+                }
+            }
+        }
+    }
+
+    /// The V update (every target: its kernel, or the per-head axpy) against f64, a zero weight
+    /// leaving its head alone.
+    #[test]
+    fn axpy_heads_matches_scalar_on_odd_lengths() {
+        for n in [1usize, 7, 8, 9, 20, 64, 67] {
+            let v = &rows(n, 5)[0];
+            let ws = [0.5f32, 0.0, -1.25];
+            let init: Vec<f32> = (0..3 * n).map(|i| (i % 7) as f32 / 3.0 - 1.0).collect();
+            let mut got = init.clone();
+            axpy_heads_f16(&ws, v, &mut got);
+            for (h, w) in ws.iter().enumerate() {
+                for j in 0..n {
+                    let want = init[h * n + j] as f64 + *w as f64 * v[j].to_f64();
+                    let g = got[h * n + j] as f64;
+                    assert!(
+                        (g - want).abs() <= 1e-6 * (1.0 + want.abs()),
+                        "n {n} head {h} [{j}]: {g} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}

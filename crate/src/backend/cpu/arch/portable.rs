@@ -25,6 +25,50 @@ pub fn axpy_f16_ref(a: f32, x: &[f16], y: &mut [f32]) {
     }
 }
 
+/// The fused attention's kernels past their vector part: the dots of the four f16 rows `k` with
+/// `q` from element `from` on, added to `out`.
+///
+/// # Safety
+/// Each `k[r]` points at `q.len()` readable f16 values.
+#[cfg_attr(
+    not(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )),
+    allow(dead_code)
+)]
+pub(crate) unsafe fn dot4_f16_tail(k: [*const f16; 4], q: &[f32], from: usize, out: &mut [f32; 4]) {
+    for (o, row) in out.iter_mut().zip(k) {
+        for (j, qj) in q.iter().enumerate().skip(from) {
+            // SAFETY: j < q.len(), inside the row (caller).
+            *o += unsafe { *row.add(j) }.to_f32() * qj;
+        }
+    }
+}
+
+/// `accs[h][j] += ws[h] · v[j]` for j ≥ `from` and every head h whose weight is not 0 (`accs`:
+/// `ws.len()` rows of `v.len()` values): the V update's elements past its vector part.
+#[cfg_attr(
+    not(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )),
+    allow(dead_code)
+)]
+pub(crate) fn axpy_heads_f16_tail(ws: &[f32], v: &[f16], accs: &mut [f32], from: usize) {
+    let n = v.len();
+    for (j, x) in v.iter().enumerate().skip(from) {
+        let x = x.to_f32();
+        for (h, &w) in ws.iter().enumerate() {
+            if w != 0.0 {
+                accs[h * n + j] += w * x;
+            }
+        }
+    }
+}
+
 #[allow(clippy::needless_range_loop)]
 #[cfg_attr(
     any(

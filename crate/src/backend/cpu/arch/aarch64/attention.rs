@@ -8,6 +8,7 @@ use core::arch::aarch64::*;
 use half::f16;
 
 use super::tiles::f16x4_to_f32x4;
+use crate::backend::cpu::arch::portable::{axpy_heads_f16_tail, dot4_f16_tail};
 
 /// Eight f16 at `p` as two f32x4 (exact).
 ///
@@ -53,12 +54,8 @@ pub unsafe fn dot4_f16_f32(k: [*const f16; 4], q: &[f32]) -> [f32; 4] {
         let s = vpaddq_f32(vpaddq_f32(acc[0], acc[1]), vpaddq_f32(acc[2], acc[3]));
         vst1q_f32(out.as_mut_ptr(), s);
     }
-    for (o, row) in out.iter_mut().zip(k) {
-        for (j, qj) in q.iter().enumerate().skip(n8) {
-            // SAFETY: j < n, inside the row.
-            *o += unsafe { *row.add(j) }.to_f32() * qj;
-        }
-    }
+    // SAFETY: as the caller guarantees.
+    unsafe { dot4_f16_tail(k, q, n8, &mut out) };
     out
 }
 
@@ -84,71 +81,5 @@ pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) {
             i += 8;
         }
     }
-    for j in n8..n {
-        let x = v[j].to_f32();
-        for (h, &w) in ws.iter().enumerate() {
-            if w != 0.0 {
-                accs[h * n + j] += w * x;
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rows(n: usize, seed: usize) -> Vec<Vec<f16>> {
-        (0..4)
-            .map(|r| {
-                (0..n)
-                    .map(|i| f16::from_f32(((i * 7 + r * 3 + seed) % 11) as f32 / 5.0 - 1.0))
-                    .collect()
-            })
-            .collect()
-    }
-
-    #[test]
-    fn dot4_matches_scalar_on_odd_lengths() {
-        for n in [1usize, 7, 8, 9, 20, 64, 67] {
-            let rows = rows(n, 0);
-            let q: Vec<f32> = (0..n).map(|i| ((i * 5) % 13) as f32 / 6.0 - 1.0).collect();
-            let ptrs = [0, 1, 2, 3].map(|r| rows[r].as_ptr());
-            // SAFETY: every row holds n values.
-            let got = unsafe { dot4_f16_f32(ptrs, &q) };
-            for r in 0..4 {
-                let want: f64 = rows[r]
-                    .iter()
-                    .zip(&q)
-                    .map(|(k, q)| k.to_f64() * *q as f64)
-                    .sum();
-                assert!(
-                    (got[r] as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
-                    "n {n} row {r}: {} vs {want}",
-                    got[r]
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn axpy_heads_matches_scalar_on_odd_lengths() {
-        for n in [1usize, 7, 8, 9, 20, 64, 67] {
-            let v = &rows(n, 5)[0];
-            let ws = [0.5f32, 0.0, -1.25];
-            let init: Vec<f32> = (0..3 * n).map(|i| (i % 7) as f32 / 3.0 - 1.0).collect();
-            let mut got = init.clone();
-            axpy_heads_f16(&ws, v, &mut got);
-            for (h, w) in ws.iter().enumerate() {
-                for j in 0..n {
-                    let want = init[h * n + j] as f64 + *w as f64 * v[j].to_f64();
-                    let g = got[h * n + j] as f64;
-                    assert!(
-                        (g - want).abs() <= 1e-6 * (1.0 + want.abs()),
-                        "n {n} head {h} [{j}]: {g} vs {want}"
-                    );
-                }
-            }
-        }
-    }
+    axpy_heads_f16_tail(ws, v, accs, n8);
 }

@@ -11,6 +11,7 @@ use core::arch::wasm32::*;
 use half::f16;
 
 use super::gemv::f16x8_to_f32;
+use crate::backend::cpu::arch::portable::{axpy_heads_f16_tail, dot4_f16_tail};
 
 /// Longest head (dk) whose four K rows are converted into the stack buffer; longer heads
 /// convert per head (the same results).
@@ -94,12 +95,8 @@ pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32;
         let mut s = [0f32; 4];
         // SAFETY: 16 bytes.
         unsafe { v128_store(s.as_mut_ptr() as *mut v128, reduce4(acc)) };
-        for (r, sr) in s.iter_mut().enumerate() {
-            for (j, qj) in qh.iter().enumerate().skip(n8) {
-                // SAFETY: j < dk, inside the row.
-                *sr += unsafe { *k[r].add(j) }.to_f32() * qj;
-            }
-        }
+        // SAFETY: each row holds dk values (caller).
+        unsafe { dot4_f16_tail(k, qh, n8, &mut s) };
         *o = s;
     }
 }
@@ -130,12 +127,8 @@ unsafe fn dot4_direct(k: [*const f16; 4], q: &[f32]) -> [f32; 4] {
     let mut s = [0f32; 4];
     // SAFETY: 16 bytes.
     unsafe { v128_store(s.as_mut_ptr() as *mut v128, reduce4(acc)) };
-    for (sr, row) in s.iter_mut().zip(k) {
-        for (j, qj) in q.iter().enumerate().skip(n8) {
-            // SAFETY: j < len, inside the row.
-            *sr += unsafe { *row.add(j) }.to_f32() * qj;
-        }
-    }
+    // SAFETY: as the caller guarantees.
+    unsafe { dot4_f16_tail(k, q, n8, &mut s) };
     s
 }
 
@@ -163,12 +156,5 @@ pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) {
             i += 8;
         }
     }
-    for j in n8..n {
-        let x = v[j].to_f32();
-        for (h, &w) in ws.iter().enumerate() {
-            if w != 0.0 {
-                accs[h * n + j] += w * x;
-            }
-        }
-    }
+    axpy_heads_f16_tail(ws, v, accs, n8);
 }

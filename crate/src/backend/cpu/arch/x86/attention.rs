@@ -32,6 +32,8 @@ pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) -> bool {
 
 mod avx2 {
     use half::f16;
+
+    use crate::backend::cpu::arch::portable::{axpy_heads_f16_tail, dot4_f16_tail};
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -52,12 +54,7 @@ mod avx2 {
                 i += 8;
             }
         }
-        for j in i..n {
-            let x = v[j].to_f32();
-            for (h, &w) in ws.iter().enumerate() {
-                accs[h * n + j] += w * x;
-            }
-        }
+        axpy_heads_f16_tail(ws, v, accs, i);
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -85,54 +82,8 @@ mod avx2 {
         let mut out = [0f32; 4];
         // SAFETY: out holds four f32.
         unsafe { _mm_storeu_ps(out.as_mut_ptr(), r) };
-        for (o, row) in out.iter_mut().zip(k) {
-            for (j, qj) in q.iter().enumerate().skip(i) {
-                // SAFETY: j < n, inside the row.
-                *o += unsafe { *row.add(j) }.to_f32() * qj;
-            }
-        }
+        // SAFETY: as the caller guarantees.
+        unsafe { dot4_f16_tail(k, q, i, &mut out) };
         out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dot4_matches_scalar_on_odd_lengths() {
-        for n in [1usize, 7, 8, 9, 20, 64, 67] {
-            let rows: Vec<Vec<f16>> = (0..4)
-                .map(|r| {
-                    (0..n)
-                        .map(|i| f16::from_f32(((i * 7 + r * 3) % 11) as f32 / 5.0 - 1.0))
-                        .collect()
-                })
-                .collect();
-            let q: Vec<f32> = (0..n).map(|i| ((i * 5) % 13) as f32 / 6.0 - 1.0).collect();
-            let ptrs = [
-                rows[0].as_ptr(),
-                rows[1].as_ptr(),
-                rows[2].as_ptr(),
-                rows[3].as_ptr(),
-            ];
-            // SAFETY: every row holds n values.
-            let Some(got) = (unsafe { dot4_f16_f32(ptrs, &q) }) else {
-                eprintln!("dot4_f16_f32: no AVX2/FMA/F16C here, skipped");
-                return;
-            };
-            for r in 0..4 {
-                let want: f64 = rows[r]
-                    .iter()
-                    .zip(&q)
-                    .map(|(k, q)| k.to_f64() * *q as f64)
-                    .sum();
-                assert!(
-                    (got[r] as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
-                    "n {n} row {r}: {} vs {want}",
-                    got[r]
-                );
-            }
-        }
     }
 }
