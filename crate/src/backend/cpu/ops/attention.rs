@@ -137,10 +137,10 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     let q_bytes = kt.vec_dot_type.row_size(dk).expect("dk fits a row");
     let k_bytes = dk * k.dtype.type_size();
     // f16 K against an f32 q, four rows at a time, where the machine has that kernel; else
-    // one vec_dot per row with q in K's vec_dot type (as mul_mat does).
+    // one vec_dot per row with q in K's vec_dot type (as mul_mat does). `dot4_heads_f16_f32`
+    // has a kernel exactly where `dot4_f16_f32` has.
     // SAFETY: zero-length rows: nothing is read.
     let dot4 = k.dtype == DType::F16
-        && unsafe { arch::dot4_heads_f16_f32([std::ptr::null(); 4], &[], &mut []) }
         && unsafe { arch::dot4_f16_f32([std::ptr::null(); 4], &[]) }.is_some();
 
     let mut qf = vec![0f32; g * dk];

@@ -64,8 +64,9 @@ pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32;
         }
         return;
     }
-    // The four rows' first n8 values as f32, row r at r·n8. Written for 0..4·n8 only.
-    let mut buf = core::mem::MaybeUninit::<[v128; MAX_DK / 4 * 4]>::uninit();
+    // The four rows' first n8 values as f32 (n8 / 4 vectors a row, row r from vector r·n8/4).
+    // Written for 0..n8 vectors only.
+    let mut buf = core::mem::MaybeUninit::<[v128; 4 * (MAX_DK / 4)]>::uninit();
     let kf = buf.as_mut_ptr() as *mut v128;
     let w = n8 / 4;
     // SAFETY: i + 8 <= n8 <= dk inside every row; stores at r·w + i/4 (+1) < 4·w ≤ the buffer.
