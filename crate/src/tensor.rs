@@ -39,6 +39,8 @@ impl Flags {
     pub const PARAM: Flags = Flags(4);
     /// A loss (scalar) for the backward pass.
     pub const LOSS: Flags = Flags(8);
+    /// Weights in the CPU's repacked layout (`backend::cpu::repack`), not the GGUF one.
+    pub const REPACKED: Flags = Flags(16);
 
     pub fn contains(self, f: Flags) -> bool {
         self.0 & f.0 == f.0

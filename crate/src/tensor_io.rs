@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::backend::cpu::repack::{self, Repacked};
 use crate::backend::Buffer;
 use crate::{Context, DType, Error, Result, TensorId};
 
@@ -46,6 +47,9 @@ impl Context {
 
     /// [`Context::data_location`], or an error naming the tensor.
     fn located(&self, id: TensorId) -> Result<(&Arc<dyn Buffer>, usize)> {
+        if repack::is_repacked(self, id) == Repacked::View {
+            return Err(repack::unsupported("reading a view", &self.tensor(id).name));
+        }
         self.data_location(id).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "tensor '{}' has no data yet (allocate it first)",
@@ -57,13 +61,34 @@ impl Context {
     /// Write the raw bytes of a contiguous tensor.
     pub fn set_bytes(&self, id: TensorId, bytes: &[u8]) -> Result<()> {
         let (buf, off) = self.contiguous_location(id, "set", bytes.len())?;
-        buf.set(off, bytes)
+        match self.repacked(id, bytes) {
+            Some(packed) => buf.set(off, &packed),
+            None => buf.set(off, bytes),
+        }
+    }
+
+    /// GGUF-layout `bytes` of a repacked tensor in its layout; None for any other tensor.
+    fn repacked(&self, id: TensorId, bytes: &[u8]) -> Option<Vec<u8>> {
+        let (s, nb, nrows) = repack::layout_of(self, id)?;
+        let mut v = bytes.to_vec();
+        repack::pack_matrix(s, nb, nrows, &mut v);
+        Some(v)
+    }
+
+    /// A repacked tensor's bytes, as read from its buffer, into the GGUF layout.
+    fn unpacked(&self, id: TensorId, bytes: &mut [u8]) {
+        if let Some((s, nb, nrows)) = repack::layout_of(self, id) {
+            repack::unpack_matrix(s, nb, nrows, bytes);
+        }
     }
 
     /// [`Context::set_bytes`] without blocking (device buffers may need a read of edge words).
     pub async fn set_bytes_async(&self, id: TensorId, bytes: &[u8]) -> Result<()> {
         let (buf, off) = self.contiguous_location(id, "set", bytes.len())?;
-        buf.set_async(off, bytes).await
+        match self.repacked(id, bytes) {
+            Some(packed) => buf.set_async(off, &packed).await,
+            None => buf.set_async(off, bytes).await,
+        }
     }
 
     /// Read the raw bytes of a contiguous tensor.
@@ -72,6 +97,7 @@ impl Context {
         let (buf, off) = self.contiguous_location(id, "get", n)?;
         let mut out = vec![0u8; n];
         buf.get(off, &mut out)?;
+        self.unpacked(id, &mut out);
         Ok(out)
     }
 
@@ -79,7 +105,9 @@ impl Context {
     pub async fn get_bytes_async(&self, id: TensorId) -> Result<Vec<u8>> {
         let n = self.get(id)?.nbytes();
         let (buf, off) = self.contiguous_location(id, "get", n)?;
-        buf.get_async(off, n).await
+        let mut out = buf.get_async(off, n).await?;
+        self.unpacked(id, &mut out);
+        Ok(out)
     }
 
     /// Write f32 values, converting to the tensor's type (f32, f16, bf16 or a quantized type).

@@ -223,6 +223,70 @@ fn mul_mat_quant_gemv_special_scales() {
     }
 }
 
+/// dst = W·Y as [`mul_mat`], with W repacked for the CPU GEMV first (`backend::cpu::repack`).
+fn mul_mat_repacked(dt: DType, k: usize, m: usize, wq: &[u8], y: &[f32], n: usize) -> Vec<f32> {
+    let mut ctx = Context::new();
+    let a = ctx.new_tensor_2d(dt, k, m).unwrap();
+    let b = ctx.new_tensor_2d(DType::F32, k, n).unwrap();
+    let c = ctx.mul_mat(a, b).unwrap();
+    ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
+    ctx.set_bytes(a, wq).unwrap();
+    assert!(ggweb::backend::cpu::repack::repack_tensor(&mut ctx, a).unwrap());
+    assert_eq!(ctx.get_bytes(a).unwrap(), wq);
+    ctx.set_f32(b, y).unwrap();
+    let g = Graph::build(&ctx, &[c]);
+    CpuBackend::new(1).compute(&ctx, &g).unwrap();
+    ctx.get_f32(c).unwrap()
+}
+
+/// Repacked weights (the wasm SIMD GEMV reads the groups directly, with the finite-only f16
+/// conversion; other products read a plain copy): every row bit for bit the plain weights'
+/// result, on 4, 67 (a 3-row tail) and 301 rows, with ordinary scales and with every class of
+/// finite f16 (±0, subnormals, the largest) as scales.
+#[wasm_bindgen_test]
+fn mul_mat_repacked_matches_plain() {
+    const FINITE: [u16; 7] = [0x0000, 0x8000, 0x0001, 0x03ff, 0x8201, 0x7bff, 0xfbff];
+    for dt in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0] {
+        let slow = type_traits_scalar(dt).unwrap();
+        let fields: &[usize] = if matches!(dt, DType::Q4_1 | DType::Q5_1) {
+            &[0, 2]
+        } else {
+            &[0]
+        };
+        for (k, m) in [(32usize, 4usize), (288, 67), (576, 301)] {
+            for special in [false, true] {
+                let (wrow, bsz) = (dt.row_size(k).unwrap(), dt.type_size());
+                let mut rng = Rng::new(0x4e9a ^ (k * m) as u64);
+                let mut wq = vec![0u8; wrow * m];
+                for (r, row) in wq.chunks_exact_mut(wrow).enumerate() {
+                    (slow.from_f32)(&rng.vec(k, -1.0, 1.0), row);
+                    if special {
+                        for blk in (r % 2..k / 32).step_by(2) {
+                            for (j, &o) in fields.iter().enumerate() {
+                                let h = FINITE[(r * 5 + blk * 3 + j * 7) % FINITE.len()];
+                                row[blk * bsz + o..blk * bsz + o + 2]
+                                    .copy_from_slice(&h.to_le_bytes());
+                            }
+                        }
+                    }
+                }
+                for n in [1usize, 3] {
+                    let y = rng.vec(k * n, -1.0, 1.0);
+                    let want = mul_mat(dt, k, m, &wq, &y, n);
+                    let got = mul_mat_repacked(dt, k, m, &wq, &y, n);
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        assert_eq!(
+                            g.to_bits(),
+                            w.to_bits(),
+                            "{dt} k={k} m={m} n={n} special={special} out {i}: {g} vs plain {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[wasm_bindgen_test]
 fn mul_mat_float_tiles_vs_scalar() {
     for dt in [DType::F32, DType::F16, DType::BF16] {

@@ -22,7 +22,7 @@ pub use crate::models::arch::Arch;
 use crate::models::arch::{Act, ArchSpec};
 use crate::models::runner::{BackendChoice, Runner};
 use crate::models::weights::Weights;
-use crate::tensor::RopeParams;
+use crate::tensor::{Op, RopeParams};
 use crate::{Context, DType, Error, Graph, Result, TensorId};
 
 /// Hyper-parameters read from the GGUF metadata.
@@ -574,7 +574,8 @@ impl LlamaModel {
         }
         let mark = ctx.mark();
         let runner_gpu = runner.gpu;
-        Ok(LlamaModel {
+        let weight_ids: Vec<TensorId> = w.by_name.values().copied().collect();
+        let mut model = LlamaModel {
             hp,
             n_ctx,
             ctx,
@@ -594,7 +595,49 @@ impl LlamaModel {
             _weights: w.buffers,
             _kv: kv,
             _bytes: bytes,
-        })
+        };
+        if !runner_gpu && crate::backend::cpu::repack::pays() {
+            model.repack_weights(&weight_ids)?;
+        }
+        Ok(model)
+    }
+
+    /// Repack for the CPU GEMV (`backend::cpu::repack`) every weight that the model's graphs
+    /// read only as mul_mat's or get_rows' src0 (never through a view: phi3's fused QKV stays
+    /// plain), as found in the graphs of one and of two tokens. Returns how many were.
+    pub fn repack_weights(&mut self, weights: &[TensorId]) -> Result<usize> {
+        let mut ok: std::collections::HashMap<TensorId, bool> =
+            weights.iter().map(|&id| (id, true)).collect();
+        for n in [1, 2.min(self.n_ctx)] {
+            let first = self.ctx.ids().count();
+            let built = self.build(n, false);
+            for id in self.ctx.ids().skip(first) {
+                let t = self.ctx.tensor(id);
+                if let Some(v) = t.view_src.and_then(|v| ok.get_mut(&v)) {
+                    *v = false;
+                }
+                for (slot, src) in t.src.iter().enumerate() {
+                    let Some(v) = src.and_then(|s| ok.get_mut(&s)) else {
+                        continue;
+                    };
+                    if slot != 0 || !matches!(t.op, Op::MulMat | Op::GetRows) {
+                        *v = false;
+                    }
+                }
+            }
+            self.ctx.reset_to(self.mark);
+            if built.is_err() {
+                // (The first eval reports it.) Nothing repacked: plain weights always work.
+                return Ok(0);
+            }
+        }
+        let mut n = 0;
+        for (&id, &fine) in &ok {
+            if fine && crate::backend::cpu::repack::repack_tensor(&mut self.ctx, id)? {
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     /// Open a GGUF file (memory-mapped), on the CPU.

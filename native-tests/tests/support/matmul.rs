@@ -5,6 +5,7 @@
 
 use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
 use ggweb::{alloc, Context, DType, Graph, Result, TensorId};
+#[allow(unused_imports)]
 pub use ggweb_testing::{nmse, Rng};
 use half::{bf16, f16};
 

@@ -14,6 +14,12 @@ pub const CPU_ALIGNMENT: usize = 64;
 /// Read-only bytes that outlive the buffer (an mmap, a Vec, a GGUF file).
 pub trait HostBytes: Send + Sync {
     fn bytes(&self) -> &[u8];
+    /// The bytes' address when they are this process's own heap memory, which the CPU backend
+    /// may rewrite in place at load (weight repacking, before any graph reads them); None for
+    /// mapped files and statics.
+    fn heap_ptr(&self) -> Option<*mut u8> {
+        None
+    }
 }
 
 impl HostBytes for Vec<u8> {
@@ -147,6 +153,9 @@ impl HostBytes for AlignedBytes {
     fn bytes(&self) -> &[u8] {
         self
     }
+    fn heap_ptr(&self) -> Option<*mut u8> {
+        Some(self.mem.ptr)
+    }
 }
 
 enum Storage {
@@ -206,12 +215,44 @@ impl CpuBuffer {
         matches!(self.storage, Storage::Borrowed { .. })
     }
 
+    /// Whether the bytes are owned or borrowed heap memory ([`CpuBuffer::write_in_place`]).
+    pub fn heap_bytes(&self) -> bool {
+        match &self.storage {
+            Storage::Owned(_) => true,
+            Storage::Borrowed { owner, .. } => owner.heap_ptr().is_some(),
+        }
+    }
+
     /// Base address of the buffer.
     pub fn base(&self) -> *mut u8 {
         match &self.storage {
             Storage::Owned(mem) => mem.ptr,
-            Storage::Borrowed { owner, offset, .. } => owner.bytes()[*offset..].as_ptr() as *mut u8,
+            Storage::Borrowed { owner, offset, .. } => match owner.heap_ptr() {
+                // SAFETY: offset ≤ the owner's length (checked in from_host_bytes).
+                Some(p) => unsafe { p.add(*offset) },
+                None => owner.bytes()[*offset..].as_ptr() as *mut u8,
+            },
         }
+    }
+
+    /// Write `data` at `offset` even into borrowed heap bytes (weights read in place from a
+    /// file's bytes in memory): the weight repacking at load, before any graph reads them. An
+    /// error for mapped or static bytes.
+    pub fn write_in_place(&self, offset: usize, data: &[u8]) -> Result<()> {
+        if let Storage::Borrowed { owner, .. } = &self.storage {
+            if owner.heap_ptr().is_none() {
+                return Err(Error::Backend(
+                    "write into a read-only (mapped) buffer".into(),
+                ));
+            }
+        }
+        self.check_range(offset, data.len())?;
+        // SAFETY: range checked above; owned memory or the owner's heap allocation, live for
+        // &self, and not borrowed elsewhere while weights are being loaded.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base().add(offset), data.len())
+        };
+        Ok(())
     }
 
     fn check_range(&self, offset: usize, len: usize) -> Result<()> {

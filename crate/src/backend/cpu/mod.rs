@@ -14,6 +14,7 @@ pub mod arch;
 pub mod buffer;
 pub mod ops;
 pub mod reference;
+pub mod repack;
 pub mod threadpool;
 pub mod traits;
 
@@ -28,6 +29,9 @@ pub struct TensorRef {
     pub dtype: DType,
     pub ne: [usize; 4],
     pub nb: [usize; 4],
+    /// Its bytes are in the repacked layout ([`repack`]); `View`: it views such a tensor, which
+    /// no kernel reads.
+    pub repacked: repack::Repacked,
 }
 
 // SAFETY: a TensorRef is an address plus layout; the executor guarantees that threads write
@@ -163,6 +167,7 @@ fn resolve(ctx: &Context, id: TensorId) -> Result<TensorRef> {
         dtype: t.dtype,
         ne: t.ne,
         nb: t.nb,
+        repacked: repack::is_repacked(ctx, id),
     })
 }
 
@@ -175,6 +180,7 @@ pub fn resolve_node_shape(ctx: &Context, id: TensorId) -> Option<NodeRef> {
             dtype: t.dtype,
             ne: t.ne,
             nb: t.nb,
+            repacked: repack::is_repacked(ctx, i),
         }
     };
     let t = ctx.tensor(id);

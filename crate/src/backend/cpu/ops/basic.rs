@@ -10,6 +10,7 @@ use half::{bf16, f16};
 
 use crate::backend::cpu::arch::exp_approx;
 use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
+use crate::backend::cpu::repack::{self, Repacked};
 use crate::tensor::{Alibi, Op, RopeMode, RopeParams, UnaryOp};
 use crate::DType;
 
@@ -591,6 +592,11 @@ fn rope(p: &ComputeParams, node: &NodeRef, params: &RopeParams, sin_sign: f32) {
 fn get_rows(p: &ComputeParams, node: &NodeRef) {
     let (d, a, rows) = (&node.dst, node.src0(), node.src1());
     let mut buf = vec![0f32; a.ne[0]];
+    // A repacked src0 (e.g. an LLM's token embedding tied to its output): one row unpacked.
+    let repacked = (a.repacked == Repacked::Yes)
+        .then(|| repack::spec(a.dtype))
+        .flatten();
+    let mut plain = vec![0u8; if repacked.is_some() { a.nb[1] } else { 0 }];
     for ir in thread_range(d.nrows(), p.ith, p.nth) {
         let (i1, i2, i3) = row_index(ir, &d.ne);
         // SAFETY: rows has shape [d.ne1, d.ne2, d.ne3] (checked at build time).
@@ -613,7 +619,21 @@ fn get_rows(p: &ComputeParams, node: &NodeRef) {
             }
             continue;
         }
-        if valid {
+        if let (true, Some(s)) = (valid, repacked) {
+            let r = r as usize;
+            let nb = a.ne[0] / 32;
+            if r < repack::grouped_rows(a.ne[1]) {
+                // SAFETY: the 2-D src0's group holding row r (4 rows of nb[1] bytes).
+                let group =
+                    unsafe { std::slice::from_raw_parts(a.at(0, r / 4 * 4, 0, 0), 4 * a.nb[1]) };
+                repack::unpack_row(s, nb, group, r % 4, &mut plain);
+            } else {
+                // SAFETY: a plain trailing row.
+                plain.copy_from_slice(unsafe { std::slice::from_raw_parts(a.at(0, r, 0, 0), a.nb[1]) });
+            }
+            crate::backend::cpu::dequantize_row(a.dtype, &plain, &mut buf)
+                .expect("codec availability checked by supported");
+        } else if valid {
             // SAFETY: row r of src0 at (i2, i3): a.ne2 == rows.ne1, a.ne3 == rows.ne2.
             unsafe { load_row(a, r as usize, i2, i3, &mut buf) };
         } else {

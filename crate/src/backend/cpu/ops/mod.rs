@@ -73,6 +73,22 @@ pub fn work_use(node: &NodeRef, nth: usize) -> WorkUse {
 
 /// An error naming the op and types when the CPU backend cannot compute `node`.
 pub fn check_supported(node: &NodeRef) -> Result<()> {
+    // Repacked weights: read by mul_mat and get_rows as src0, by nothing else.
+    for (i, s) in node.src.iter().enumerate() {
+        let Some(s) = s else { continue };
+        let reads = match s.repacked {
+            super::repack::Repacked::No => true,
+            super::repack::Repacked::Yes => i == 0 && matches!(node.op, Op::MulMat | Op::GetRows),
+            super::repack::Repacked::View => false,
+        };
+        if !reads {
+            return Err(Error::UnsupportedOp(format!(
+                "{} of weights repacked for the CPU GEMV (src{i}): only mul_mat and get_rows \
+                 read them",
+                node.op.name()
+            )));
+        }
+    }
     let ok = if is_matmul_family(&node.op) {
         matmul::supported(node)
     } else if matches!(node.op, Op::FlashAttnExt { .. }) {

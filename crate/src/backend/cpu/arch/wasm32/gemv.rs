@@ -26,7 +26,7 @@ use crate::backend::cpu::arch::{Panel, Tiled};
 
 /// Most column blocks per GEMV (k ≤ 16384): their facts live on the stack. Longer rows keep the
 /// register tiles.
-const MAX_BLOCKS: usize = 512;
+const MAX_BLOCKS: usize = crate::backend::cpu::repack::MAX_BLOCKS;
 
 /// All rows of `pn` against the one converted column `b` (k elements of the vec_dot type), for
 /// the types above and the k-quants (`kgemv.rs`); false (nothing done) for any other type or k.
@@ -57,11 +57,43 @@ pub(crate) unsafe fn gemv(t: Tiled, k: usize, pn: &Panel, b: *const u8, accumula
     // SAFETY: forwarded from the caller.
     unsafe {
         match t {
-            Tiled::Q4_0 => gemv_q4_0(nb, pn, b, accumulate),
-            Tiled::Q5_0 => gemv_q5_0(nb, pn, b, accumulate),
-            Tiled::Q8_0 => gemv_q8_0(nb, pn, b, accumulate),
-            Tiled::Q4_1 => gemv_q4_1(nb, pn, b, accumulate),
-            Tiled::Q5_1 => gemv_q5_1(nb, pn, b, accumulate),
+            Tiled::Q4_0 => gemv_q4_0::<false>(nb, pn, b, accumulate),
+            Tiled::Q5_0 => gemv_q5_0::<false>(nb, pn, b, accumulate),
+            Tiled::Q8_0 => gemv_q8_0::<false>(nb, pn, b, accumulate),
+            Tiled::Q4_1 => gemv_q4_1::<false>(nb, pn, b, accumulate),
+            Tiled::Q5_1 => gemv_q5_1::<false>(nb, pn, b, accumulate),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// [`gemv`] of weights repacked at load (`backend::cpu::repack`): the panel's rows are whole
+/// groups of four (`pn.a0` a group's start, `pn.nrows` a multiple of four, `pn.lda` the plain
+/// row bytes). The same results, bit for bit, as [`gemv`] of the plain rows. False (nothing
+/// done) for a type or k it does not handle.
+///
+/// # Safety
+/// As [`gemv`], with the panel's rows in the repacked layout.
+pub(crate) unsafe fn gemv_repacked(
+    t: Tiled,
+    k: usize,
+    pn: &Panel,
+    b: *const u8,
+    accumulate: bool,
+) -> bool {
+    let nb = k / 32;
+    if !k.is_multiple_of(32) || nb > MAX_BLOCKS || !pn.nrows.is_multiple_of(4) {
+        return false;
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match t {
+            Tiled::Q4_0 => gemv_q4_0::<true>(nb, pn, b, accumulate),
+            Tiled::Q5_0 => gemv_q5_0::<true>(nb, pn, b, accumulate),
+            Tiled::Q8_0 => gemv_q8_0::<true>(nb, pn, b, accumulate),
+            Tiled::Q4_1 => gemv_q4_1::<true>(nb, pn, b, accumulate),
+            Tiled::Q5_1 => gemv_q5_1::<true>(nb, pn, b, accumulate),
             _ => return false,
         }
     }
@@ -154,6 +186,35 @@ pub(super) unsafe fn scale_pairs4(p: [*const u8; 4], at: usize) -> (v128, v128) 
     )
 }
 
+/// f16 values sign-extended to i32 lanes → f32, exact for every finite value (as
+/// [`f16x4_exact`] without the inf/NaN fix-up: repacked weights have finite scales only).
+#[inline(always)]
+fn f16x4_finite(s: v128) -> v128 {
+    let bits = v128_and(i32x4_shl(s, 13), u32x4_splat(0x8fff_e000));
+    f32x4_mul(bits, f32x4_splat(f32::from_bits(0x7780_0000)))
+}
+
+/// A repacked group block's scales (`repack.rs`): d of its four rows, and m when `min`, as
+/// f32x4 (m zero otherwise); one load.
+///
+/// # Safety
+/// 8 bytes (16 when `min`) at `g` must be readable.
+#[inline(always)]
+unsafe fn group_scales(g: *const u8, min: bool) -> (v128, v128) {
+    if min {
+        // SAFETY: caller, 16 bytes.
+        let h = unsafe { load16(g) };
+        (
+            f16x4_finite(i32x4_extend_low_i16x8(h)),
+            f16x4_finite(i32x4_extend_high_i16x8(h)),
+        )
+    } else {
+        // SAFETY: caller, 8 bytes.
+        let h = unsafe { v128_load64_zero(g as *const u64) };
+        (f16x4_finite(i32x4_extend_low_i16x8(h)), f32x4_splat(0.0))
+    }
+}
+
 /// Passes ahead whose weight bytes a pass touches (one byte per 64, as it goes): wasm has no
 /// prefetch, and a GEMV over weights that come from DRAM otherwise waits on every new page
 /// (hardware prefetchers stop at 4 KiB pages). Measured: Qwen2.5-0.5B generation in Node ~2×;
@@ -226,7 +287,7 @@ unsafe fn column_blocks(
 /// As [`gemv`]; `sums` reads one block of each row and 32 bytes at `yq`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn run(
+unsafe fn run<const R4: bool>(
     nb: usize,
     pn: &Panel,
     b: *const u8,
@@ -252,7 +313,10 @@ unsafe fn run(
         // pass short of four rows, n − 4..n (the rows before i come out the same bits again
         // and are not written twice); a panel of under four rows goes one row per pass
         // (stride 0).
-        let (first, stride, fresh) = if n < 4 {
+        let (first, stride, fresh) = if R4 {
+            // Repacked: whole groups (the caller's rows), one pass per group.
+            (i, 0, 4)
+        } else if n < 4 {
             (i, 0, 1)
         } else if i + 4 > n {
             (n - 4, lda, n - i)
@@ -277,10 +341,27 @@ unsafe fn run(
             // the panel) and of the column copy, which is set for it.
             unsafe {
                 let cb = cp.add(blk);
-                let x0 = base.add(blk * xs);
-                let x1 = x0.add(stride);
-                let x2 = x1.add(stride);
-                let xb = [x0, x1, x2, x2.add(stride)];
+                let (xb, (dx, mx)) = if R4 {
+                    // Group block: the scales, then each row's block without them; xb[r] is
+                    // where row r's plain block would start, so the decoders' offsets apply.
+                    let g = base.add(blk * 4 * xs);
+                    let f = if min { 2 } else { 1 };
+                    let body = xs - 2 * f;
+                    let x0 = g.add(8 * f - 2 * f);
+                    let xb = [x0, x0.add(body), x0.add(2 * body), x0.add(3 * body)];
+                    (xb, group_scales(g, min))
+                } else {
+                    let x0 = base.add(blk * xs);
+                    let x1 = x0.add(stride);
+                    let x2 = x1.add(stride);
+                    let xb = [x0, x1, x2, x2.add(stride)];
+                    let sc = if min {
+                        scale_pairs4(xb, 0)
+                    } else {
+                        (scales4(xb, 0), f32x4_splat(0.0))
+                    };
+                    (xb, sc)
+                };
                 let mut s = sums(xb, (&raw const (*cb).q) as *const u8);
                 if off != 0 {
                     s = i32x4_sub(s, (*cb).f);
@@ -288,11 +369,6 @@ unsafe fn run(
                 // The scalar reference's operations in its order (quant/legacy.rs): q4_0
                 // (sumi·dx)·dy, the others (dx·dy)·sumi, plus m·s for those with a min.
                 let sf = f32x4_convert_i32x4(s);
-                let (dx, mx) = if min {
-                    scale_pairs4(xb, 0)
-                } else {
-                    (scales4(xb, 0), f32x4_splat(0.0))
-                };
                 let dy = (*cb).d;
                 let mut t = if sumi_dx {
                     f32x4_mul(f32x4_mul(sf, dx), dy)
@@ -346,10 +422,10 @@ unsafe fn run(
 /// # Safety
 /// As [`gemv`].
 #[inline(never)]
-unsafe fn gemv_q8_0(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
+unsafe fn gemv_q8_0<const R4: bool>(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
     // SAFETY: forwarded; each closure call reads one 34-byte block per row and of the column.
     unsafe {
-        run(
+        run::<R4>(
             nb,
             pn,
             b,
@@ -371,11 +447,11 @@ macro_rules! simd_gemv {
         /// # Safety
         /// As [`gemv`].
         #[inline(never)]
-        unsafe fn $name(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
+        unsafe fn $name<const R4: bool>(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
             let qat = $ys - 32;
             // SAFETY: forwarded; each closure call reads one block per row and of the column.
             unsafe {
-                run(
+                run::<R4>(
                     nb,
                     pn,
                     b,
@@ -522,12 +598,17 @@ mod relaxed {
             /// # Safety
             /// As [`gemv`].
             #[inline(never)]
-            pub(super) unsafe fn $name(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
+            pub(super) unsafe fn $name<const R4: bool>(
+                nb: usize,
+                pn: &Panel,
+                b: *const u8,
+                accumulate: bool,
+            ) {
                 let qat = $ys - 32;
                 let consts = consts();
                 // SAFETY: forwarded; each closure call reads one block per row and of the column.
                 unsafe {
-                    run(
+                    run::<R4>(
                         nb,
                         pn,
                         b,

@@ -9,7 +9,7 @@ mod kgemv;
 mod quants;
 pub(crate) mod tiles;
 
-pub(crate) use gemv::gemv;
+pub(crate) use gemv::{gemv, gemv_repacked};
 pub use quants::*;
 
 use half::f16;

@@ -18,6 +18,7 @@ use half::{bf16, f16};
 
 use crate::backend::cpu::arch::{self, run_rows, tile, GemmArgs, Panel, Tiled};
 use crate::backend::cpu::traits::{FromF32, VecDot};
+use crate::backend::cpu::repack::{self, Repacked};
 use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
 use crate::tensor::{Op, PoolOp};
 use crate::DType;
@@ -179,6 +180,24 @@ fn mul_mat_supported(node: &NodeRef) -> bool {
         && b.ne[2] % a.ne[2] == 0
         && b.ne[3] % a.ne[3] == 0
         && d.ne == [a.ne[1], b.ne[1], b.ne[2], b.ne[3]]
+        && (a.repacked == Repacked::No
+            || (repack::spec(a.dtype).is_some()
+                && a.ne[2] * a.ne[3] == 1
+                && a.ne[0] / 32 <= repack::MAX_BLOCKS))
+}
+
+/// Rows of a repacked src0 unpacked per step into a thread's scratch (4 groups).
+const REPACK_ROWS: usize = 16;
+
+/// Whether this product reads its repacked src0 through the scratch copy: all but the wasm
+/// SIMD builds' GEMV (which reads the groups directly).
+fn repack_scratch(node: &NodeRef) -> bool {
+    node.src0().repacked == Repacked::Yes && !(repack::pays() && node.src1().nrows() == 1)
+}
+
+/// Bytes of one thread's scratch for a repacked src0.
+fn repack_scratch_bytes(a: &TensorRef) -> usize {
+    (REPACK_ROWS * a.nb[1]).next_multiple_of(64)
 }
 
 /// Read `len` elements of src1 row (i1, i2, i3) starting at element `start` as f32.
@@ -284,6 +303,15 @@ fn private_convert(plan: &MulMatPlan, b: &TensorRef, nth: usize) -> bool {
 }
 
 fn mul_mat_work_size(node: &NodeRef, nth: usize) -> usize {
+    let plain = mul_mat_plain_work_size(node, nth);
+    if repack_scratch(node) {
+        plain.next_multiple_of(64) + nth * repack_scratch_bytes(node.src0())
+    } else {
+        plain
+    }
+}
+
+fn mul_mat_plain_work_size(node: &NodeRef, nth: usize) -> usize {
     let nr1 = node.src1().nrows();
     match plan_mul_mat(node) {
         Some(plan) if plan.convert => {
@@ -302,6 +330,10 @@ fn mul_mat_work_size(node: &NodeRef, nth: usize) -> usize {
 
 /// How mul_mat uses the work buffer (see [`super::WorkUse`]).
 pub fn work_use(node: &NodeRef, nth: usize) -> super::WorkUse {
+    if node.op == Op::MulMat && repack_scratch(node) {
+        // Each thread's scratch sits at an offset that depends on the node.
+        return super::WorkUse::Shared;
+    }
     match plan_mul_mat(node) {
         Some(plan) if plan.convert => {
             if private_convert(&plan, node.src1(), nth) {
@@ -375,6 +407,15 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     let Some(plan) = plan_mul_mat(node) else {
         unreachable!("checked by supported")
     };
+    let scratch = repack_scratch(node).then(|| {
+        // SAFETY: the work buffer holds the plain part, then nth scratches (mul_mat_work_size).
+        unsafe {
+            p.wdata.add(
+                mul_mat_plain_work_size(node, p.nth).next_multiple_of(64)
+                    + p.ith * repack_scratch_bytes(a),
+            )
+        }
+    });
     // The chunk counter is this node's own, already `nth` (see CpuBackend::compute).
     let own;
     let p = if plan.convert && private_convert(&plan, b, p.nth) {
@@ -411,6 +452,13 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     // Prompts: the integer-dot GEMM decodes each 8-row group of a chunk once for all its
     // columns, so chunks span many columns (16 rows × up to 128 columns).
     let i8gemm = i8_gemm(&plan, nr1);
+    let chunk = |p: &ComputeParams, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
+        if a.repacked == Repacked::Yes {
+            repacked_chunk(node, &plan, p, i8gemm, rows, cols, scratch);
+        } else {
+            mul_mat_chunk(node, &plan, p, i8gemm, rows, cols, RowsAt::Src0);
+        }
+    };
     let cs = if nr0 == 1 || nr1 == 1 { 64 } else { 16 };
     // f32 GEMM: whole row tiles per chunk (15 rows for a 3- or 5-row tile, not 16 = 5×3 + 1).
     let cs0 = if cs == 16 && matches!(plan.kernel.tiled, Some(Tiled::F32)) {
@@ -432,7 +480,11 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
             (nchunk0, nchunk1) = (1, p.nth);
         }
     }
-    let dr0 = nr0.div_ceil(nchunk0);
+    let mut dr0 = nr0.div_ceil(nchunk0);
+    if a.repacked == Repacked::Yes {
+        // Whole groups of four rows per chunk.
+        dr0 = dr0.next_multiple_of(4);
+    }
     let mut dr1 = nr1.div_ceil(nchunk1);
     if let Some(t) = plan
         .kernel
@@ -453,7 +505,7 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
         let share = thread_range(fixed, p.ith, p.nth);
         let rows = (share.start * dr0).min(nr0)..(share.end * dr0).min(nr0);
         if !rows.is_empty() {
-            mul_mat_chunk(node, &plan, p, i8gemm, rows, 0..1);
+            chunk(p, rows, 0..1);
         }
         (fixed, nchunk0)
     } else {
@@ -465,8 +517,70 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
         let c1 = current / nchunk0;
         let rows = (c0 * dr0).min(nr0)..((c0 + 1) * dr0).min(nr0);
         let cols = (c1 * dr1).min(nr1)..((c1 + 1) * dr1).min(nr1);
-        mul_mat_chunk(node, &plan, p, i8gemm, rows, cols);
+        if !rows.is_empty() {
+            chunk(p, rows, cols);
+        }
         current = first + p.chunk.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Where [`mul_mat_chunk`] reads the chunk's weight rows.
+#[derive(Clone, Copy)]
+enum RowsAt {
+    /// In src0, in the GGUF layout.
+    Src0,
+    /// Plain copies: row `rows.start + i` at `+ i · nb1` (a repacked src0 in a thread's scratch).
+    Copy(*const u8),
+    /// src0's repacked groups, read directly by the wasm SIMD GEMV.
+    #[cfg_attr(not(all(target_arch = "wasm32", target_feature = "simd128")), allow(dead_code))]
+    Groups,
+}
+
+/// Rows `rows` × columns `cols` of a product whose src0 is repacked (`rows.start` a multiple
+/// of four): its groups read directly by the wasm SIMD GEMV, else unpacked
+/// [`REPACK_ROWS`] at a time into the thread's `scratch`; the trailing `ne1 % 4` rows are plain.
+fn repacked_chunk(
+    node: &NodeRef,
+    plan: &MulMatPlan,
+    p: &ComputeParams,
+    i8gemm: Option<Tiled>,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    scratch: Option<*mut u8>,
+) {
+    let a = node.src0();
+    let Some(s) = repack::spec(a.dtype) else {
+        unreachable!("checked by supported")
+    };
+    let nb = a.ne[0] / 32;
+    let full = repack::grouped_rows(a.ne[1]);
+    let g_end = rows.end.min(full);
+    let tail = g_end.max(rows.start)..rows.end;
+    if rows.start < g_end {
+        match scratch {
+            None => mul_mat_chunk(node, plan, p, i8gemm, rows.start..g_end, cols.clone(), RowsAt::Groups),
+            Some(scr) => {
+                let span = 4 * a.nb[1];
+                let mut r = rows.start;
+                while r < g_end {
+                    let e = (r + REPACK_ROWS).min(g_end);
+                    for g in (r..e).step_by(4) {
+                        // SAFETY: group g/4 lies in src0 (g + 4 ≤ full rows); the scratch holds
+                        // REPACK_ROWS rows of this thread's.
+                        unsafe {
+                            let src = std::slice::from_raw_parts(a.at(0, g, 0, 0), span);
+                            let dst = std::slice::from_raw_parts_mut(scr.add((g - r) * a.nb[1]), span);
+                            repack::unpack_group(s, nb, src, dst);
+                        }
+                    }
+                    mul_mat_chunk(node, plan, p, i8gemm, r..e, cols.clone(), RowsAt::Copy(scr));
+                    r = e;
+                }
+            }
+        }
+    }
+    if !tail.is_empty() {
+        mul_mat_chunk(node, plan, p, i8gemm, tail, cols, RowsAt::Src0);
     }
 }
 
@@ -477,6 +591,7 @@ fn mul_mat_chunk(
     i8gemm: Option<Tiled>,
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
+    at: RowsAt,
 ) {
     let (a, b, d) = (node.src0(), node.src1(), &node.dst);
     let k = a.ne[0];
@@ -502,8 +617,14 @@ fn mul_mat_chunk(
                 unsafe { b.at(0, i11 + (jj - j), i12, i13) as *const u8 }
             }
         };
-        // SAFETY: row index inside a.
-        let row_ptr = |i: usize| -> *const u8 { unsafe { a.at(0, i, i02, i03) as *const u8 } };
+        let row_ptr = |i: usize| -> *const u8 {
+            match at {
+                // SAFETY: the copy holds the chunk's rows.
+                RowsAt::Copy(base) => unsafe { base.add((i - rows.start) * a.nb[1]) },
+                // SAFETY: row index inside a (for groups: the first row of a group).
+                _ => unsafe { a.at(0, i, i02, i03) as *const u8 },
+            }
+        };
         // SAFETY: dst element inside d.
         let out_ptr = |i: usize, jj: usize| -> *mut f32 {
             unsafe { d.at(i, i11 + (jj - j), i12, i13) as *mut f32 }
@@ -607,7 +728,22 @@ fn mul_mat_chunk(
                             // SAFETY: the panel's rows and the column are inside their
                             // tensors; the results are this chunk's.
                             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-                            if gemv && unsafe { arch::wasm32::gemv(t, kn, &pn, cp(jj), acc) } {
+                            if gemv {
+                                let done = if matches!(at, RowsAt::Groups) {
+                                    // SAFETY: as above; the panel's rows are whole groups.
+                                    unsafe { arch::wasm32::gemv_repacked(t, kn, &pn, cp(jj), acc) }
+                                } else {
+                                    // SAFETY: as above.
+                                    unsafe { arch::wasm32::gemv(t, kn, &pn, cp(jj), acc) }
+                                };
+                                if done {
+                                    jj += 1;
+                                    continue;
+                                }
+                            }
+                            if matches!(at, RowsAt::Groups) {
+                                // (supported() admits only what the repacked GEMV reads.)
+                                p.fault(|| format!("mul_mat: no GEMV for repacked {} weights", a.dtype));
                                 jj += 1;
                                 continue;
                             }

@@ -1,0 +1,293 @@
+//! Weights repacked at load for the CPU's token-generation GEMV (ggml's CPU "repack" buffer
+//! type, `q4_0x4` and kin): every four rows of a 2-D weight of a 32-element quant type become
+//! one group whose blocks are interleaved, so the GEMV reads one stream instead of four and
+//! loads the four rows' f16 scales with one vector load instead of four lane inserts and a
+//! deinterleave.
+//!
+//! Group g holds rows 4g..4g+4 in the bytes those four rows had (the same size: repacking is in
+//! place). Its block b, at `b · 4 · xs` (xs: the type's block bytes), is
+//!
+//! ```text
+//! [d of rows 0..4: 4 × f16] ([m of rows 0..4: 4 × f16] for q4_1, q5_1) [rest of row 0's block] … [rest of row 3's]
+//! ```
+//!
+//! where "the rest" is the block without its scales, in the type's own order (q5_*: qh, then
+//! qs). The last `ne1 % 4` rows stay as they were. Only weights whose scales are all finite are
+//! repacked, so the kernels may convert them without the inf/NaN fix-up.
+//!
+//! A repacked tensor carries [`crate::tensor::Flags::REPACKED`]. Its bytes read or written
+//! through [`crate::Context::get_bytes`] / `set_bytes` are the GGUF layout (converted on the
+//! way), mul_mat (as src0) and get_rows (as src0) read it directly, and any other op that
+//! would read it is an `UnsupportedOp` error, never a silent misread.
+
+use super::CpuBuffer;
+use crate::tensor::Flags;
+use crate::{Context, DType, Error, Result, TensorId};
+
+/// The repacked layout of one weight type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spec {
+    /// Bytes of one 32-element block.
+    pub xs: usize,
+    /// f16 scale fields at the start of a block: 1 (d) or 2 (d, m).
+    pub fields: usize,
+}
+
+impl Spec {
+    /// Bytes of a block after its scales.
+    pub fn body(self) -> usize {
+        self.xs - 2 * self.fields
+    }
+    /// Bytes of the group block's scales (all four rows').
+    pub fn head(self) -> usize {
+        8 * self.fields
+    }
+}
+
+/// Most blocks per row (k ≤ 16384) of a repacked weight: the wasm GEMV keeps a copy of the
+/// column's blocks on the stack.
+pub const MAX_BLOCKS: usize = 512;
+
+/// The layout of `dtype` when it can be repacked.
+pub fn spec(dtype: DType) -> Option<Spec> {
+    let (xs, fields) = match dtype {
+        DType::Q4_0 => (18, 1),
+        DType::Q4_1 => (20, 2),
+        DType::Q5_0 => (22, 1),
+        DType::Q5_1 => (24, 2),
+        DType::Q8_0 => (34, 1),
+        _ => return None,
+    };
+    Some(Spec { xs, fields })
+}
+
+/// Whether this build's GEMV reads repacked weights (the wasm SIMD builds); elsewhere mul_mat
+/// reads them through a plain copy per group, correct but slower, so loaders do not repack.
+pub fn pays() -> bool {
+    cfg!(all(target_arch = "wasm32", target_feature = "simd128"))
+}
+
+/// Four plain rows of `nb` blocks (`src`, row after row) → one group (`dst`, as long).
+pub fn pack_group(s: Spec, nb: usize, src: &[u8], dst: &mut [u8]) {
+    let row = nb * s.xs;
+    debug_assert!(src.len() >= 4 * row && dst.len() >= 4 * row);
+    for b in 0..nb {
+        let g = &mut dst[b * 4 * s.xs..(b + 1) * 4 * s.xs];
+        for r in 0..4 {
+            let x = &src[r * row + b * s.xs..r * row + (b + 1) * s.xs];
+            for f in 0..s.fields {
+                g[8 * f + 2 * r..8 * f + 2 * r + 2].copy_from_slice(&x[2 * f..2 * f + 2]);
+            }
+            let at = s.head() + r * s.body();
+            g[at..at + s.body()].copy_from_slice(&x[2 * s.fields..]);
+        }
+    }
+}
+
+/// Row `r` (0..4) of a group of `nb` blocks → its plain row (`dst`, `nb · xs` bytes).
+pub fn unpack_row(s: Spec, nb: usize, group: &[u8], r: usize, dst: &mut [u8]) {
+    for b in 0..nb {
+        let g = &group[b * 4 * s.xs..(b + 1) * 4 * s.xs];
+        let x = &mut dst[b * s.xs..(b + 1) * s.xs];
+        for f in 0..s.fields {
+            x[2 * f..2 * f + 2].copy_from_slice(&g[8 * f + 2 * r..8 * f + 2 * r + 2]);
+        }
+        let at = s.head() + r * s.body();
+        x[2 * s.fields..].copy_from_slice(&g[at..at + s.body()]);
+    }
+}
+
+/// A group → its four plain rows (`dst`, as long).
+pub fn unpack_group(s: Spec, nb: usize, group: &[u8], dst: &mut [u8]) {
+    let row = nb * s.xs;
+    for r in 0..4 {
+        unpack_row(s, nb, group, r, &mut dst[r * row..(r + 1) * row]);
+    }
+}
+
+/// Whether every f16 scale of these plain blocks is finite (exponent field below 31).
+pub fn scales_finite(s: Spec, blocks: &[u8]) -> bool {
+    blocks.chunks_exact(s.xs).all(|x| {
+        (0..s.fields).all(|f| u16::from_le_bytes([x[2 * f], x[2 * f + 1]]) & 0x7c00 != 0x7c00)
+    })
+}
+
+/// Rows of a matrix of `nrows` rows that are in groups (the rest stay plain).
+pub fn grouped_rows(nrows: usize) -> usize {
+    nrows / 4 * 4
+}
+
+/// The bytes of a whole repacked matrix (`nrows` rows of `nb` blocks) → the plain layout, in
+/// place.
+pub fn unpack_matrix(s: Spec, nb: usize, nrows: usize, bytes: &mut [u8]) {
+    let span = 4 * nb * s.xs;
+    let mut tmp = vec![0u8; span];
+    for g in bytes[..grouped_rows(nrows) * nb * s.xs].chunks_exact_mut(span) {
+        unpack_group(s, nb, g, &mut tmp);
+        g.copy_from_slice(&tmp);
+    }
+}
+
+/// The plain bytes of a whole matrix → the repacked layout, in place.
+pub fn pack_matrix(s: Spec, nb: usize, nrows: usize, bytes: &mut [u8]) {
+    let span = 4 * nb * s.xs;
+    let mut tmp = vec![0u8; span];
+    for g in bytes[..grouped_rows(nrows) * nb * s.xs].chunks_exact_mut(span) {
+        pack_group(s, nb, g, &mut tmp);
+        g.copy_from_slice(&tmp);
+    }
+}
+
+/// The layout facts of tensor `id` when it is repacked: (spec, blocks per row, rows).
+pub fn layout_of(ctx: &Context, id: TensorId) -> Option<(Spec, usize, usize)> {
+    let t = ctx.get(id).ok()?;
+    if !t.flags.contains(Flags::REPACKED) {
+        return None;
+    }
+    let s = spec(t.dtype)?;
+    Some((s, t.ne[0] / 32, t.ne[1]))
+}
+
+/// How a tensor the kernels see relates to the repacked layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repacked {
+    No,
+    /// The tensor itself is repacked.
+    Yes,
+    /// A view of a repacked tensor (no kernel reads one).
+    View,
+}
+
+/// Whether tensor `id` is repacked, or views a repacked tensor.
+pub fn is_repacked(ctx: &Context, id: TensorId) -> Repacked {
+    let flag = |i| {
+        ctx.get(i)
+            .is_ok_and(|t: &crate::tensor::Tensor| t.flags.contains(Flags::REPACKED))
+    };
+    if flag(id) {
+        Repacked::Yes
+    } else if ctx.get(id).ok().and_then(|t| t.view_src).is_some_and(flag) {
+        Repacked::View
+    } else {
+        Repacked::No
+    }
+}
+
+/// Repack weight `id` in place in its (host, writable) buffer. Ok(false), nothing changed,
+/// when it cannot be: not a repackable type, not a plain 2-D matrix with its own data, fewer
+/// than four rows, a scale that is inf or NaN, or already repacked. Memory: one group at a time.
+pub fn repack_tensor(ctx: &mut Context, id: TensorId) -> Result<bool> {
+    let t = ctx.get(id)?;
+    let Some(s) = spec(t.dtype) else {
+        return Ok(false);
+    };
+    if t.flags.contains(Flags::REPACKED)
+        || t.view_src.is_some()
+        || !t.is_contiguous()
+        || t.ne[2] * t.ne[3] != 1
+        || t.ne[1] < 4
+        || !t.ne[0].is_multiple_of(32)
+        || t.ne[0] / 32 > MAX_BLOCKS
+    {
+        return Ok(false);
+    }
+    let Some(d) = t.data.as_ref() else {
+        return Ok(false);
+    };
+    let (buf, off) = (d.buffer.clone(), d.offset);
+    let Some(cpu) = buf.as_any().downcast_ref::<CpuBuffer>() else {
+        return Ok(false);
+    };
+    if !cpu.heap_bytes() {
+        return Ok(false);
+    }
+    let nb = t.ne[0] / 32;
+    let span = 4 * nb * s.xs;
+    let groups = t.ne[1] / 4;
+    let mut plain = vec![0u8; span];
+    // Read pass first: a tensor with a non-finite scale is left as it is, untouched.
+    for g in 0..groups {
+        buf.get(off + g * span, &mut plain)?;
+        if !scales_finite(s, &plain) {
+            return Ok(false);
+        }
+    }
+    let mut packed = vec![0u8; span];
+    for g in 0..groups {
+        buf.get(off + g * span, &mut plain)?;
+        pack_group(s, nb, &plain, &mut packed);
+        cpu.write_in_place(off + g * span, &packed)?;
+    }
+    ctx.tensor_mut(id).flags.insert(Flags::REPACKED);
+    Ok(true)
+}
+
+/// An error for reading repacked weights where only the plain layout is understood.
+pub fn unsupported(what: &str, name: &str) -> Error {
+    Error::UnsupportedOp(format!(
+        "{what} of '{name}', whose weights are repacked for the CPU GEMV"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(s: Spec, nb: usize, seed: u32) -> Vec<u8> {
+        let mut x = seed;
+        let mut v: Vec<u8> = (0..4 * nb * s.xs)
+            .map(|_| {
+                x = x.wrapping_mul(1664525).wrapping_add(1013904223);
+                (x >> 24) as u8
+            })
+            .collect();
+        // Finite scales (exponent < 31).
+        for b in v.chunks_exact_mut(s.xs) {
+            for f in 0..s.fields {
+                b[2 * f + 1] &= 0x3f;
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn pack_unpack_round_trip_and_layout() {
+        for dt in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0] {
+            let s = spec(dt).unwrap();
+            assert_eq!(s.xs, dt.type_size());
+            for nb in [1, 3, 7] {
+                let src = rows(s, nb, nb as u32);
+                let mut g = vec![0u8; src.len()];
+                pack_group(s, nb, &src, &mut g);
+                assert_ne!(g, src);
+                // Block 1 (or 0) of row 2: its d at 8·0 + 2·2 of the group block.
+                let b = nb / 2;
+                let gb = &g[b * 4 * s.xs..];
+                let row2 = &src[2 * nb * s.xs + b * s.xs..];
+                assert_eq!(gb[4..6], row2[0..2]);
+                if s.fields == 2 {
+                    assert_eq!(gb[12..14], row2[2..4]);
+                }
+                let at = s.head() + 2 * s.body();
+                assert_eq!(gb[at..at + s.body()], row2[2 * s.fields..s.xs]);
+                let mut back = vec![0u8; src.len()];
+                unpack_group(s, nb, &g, &mut back);
+                assert_eq!(back, src);
+            }
+        }
+    }
+
+    #[test]
+    fn matrix_keeps_tail_rows() {
+        let s = spec(DType::Q4_1).unwrap();
+        let nb = 2;
+        let mut m = [rows(s, nb, 1), rows(s, nb, 2)].concat();
+        m.truncate(7 * nb * s.xs);
+        let orig = m.clone();
+        pack_matrix(s, nb, 7, &mut m);
+        assert_eq!(m[4 * nb * s.xs..], orig[4 * nb * s.xs..]);
+        assert_ne!(m[..4 * nb * s.xs], orig[..4 * nb * s.xs]);
+        unpack_matrix(s, nb, 7, &mut m);
+        assert_eq!(m, orig);
+    }
+}
