@@ -10,7 +10,13 @@ use ggweb::backend::cpu::repack;
 use ggweb::{Context, DType, Error};
 use support::matmul::*;
 
-const TYPES: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
+const TYPES: [DType; 5] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+];
 
 /// (plain result, repacked result) of mul_mat [k, m] × [k, n] and of get_rows of `ids`.
 fn pair(dt: DType, k: usize, m: usize, n: usize, threads: usize, seed: u64) -> [Vec<f32>; 4] {
@@ -33,7 +39,13 @@ fn pair(dt: DType, k: usize, m: usize, n: usize, threads: usize, seed: u64) -> [
     // Read back in the GGUF layout.
     assert_eq!(ctx.get_bytes(wr).unwrap(), plain);
     ctx.set_f32(x, &rng.vec(k * n, -1.0, 1.0)).unwrap();
-    let rows = [0, m as i32 - 1, (m / 2) as i32, 3.min(m as i32 - 1), (m as i32 - 2).max(0)];
+    let rows = [
+        0,
+        m as i32 - 1,
+        (m / 2) as i32,
+        3.min(m as i32 - 1),
+        (m as i32 - 2).max(0),
+    ];
     ctx.set_i32(ids, &rows).unwrap();
     compute(&ctx, &[yp, yr, gp, gr], threads).unwrap();
     [yp, yr, gp, gr].map(|t| ctx.get_f32(t).unwrap())

@@ -97,11 +97,38 @@ pub fn unpack_row(s: Spec, nb: usize, group: &[u8], r: usize, dst: &mut [u8]) {
     }
 }
 
-/// A group → its four plain rows (`dst`, as long).
+/// A group → its four plain rows (`dst`, as long). Monomorphized per type, so that every copy
+/// has a constant size (the prompt's products unpack each group once per mul_mat).
 pub fn unpack_group(s: Spec, nb: usize, group: &[u8], dst: &mut [u8]) {
-    let row = nb * s.xs;
-    for r in 0..4 {
-        unpack_row(s, nb, group, r, &mut dst[r * row..(r + 1) * row]);
+    match (s.xs, s.fields) {
+        (18, 1) => unpack_group_n::<18, 1>(nb, group, dst),
+        (20, 2) => unpack_group_n::<20, 2>(nb, group, dst),
+        (22, 1) => unpack_group_n::<22, 1>(nb, group, dst),
+        (24, 2) => unpack_group_n::<24, 2>(nb, group, dst),
+        (34, 1) => unpack_group_n::<34, 1>(nb, group, dst),
+        _ => {
+            let row = nb * s.xs;
+            for r in 0..4 {
+                unpack_row(s, nb, group, r, &mut dst[r * row..(r + 1) * row]);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn unpack_group_n<const XS: usize, const F: usize>(nb: usize, group: &[u8], dst: &mut [u8]) {
+    let body = XS - 2 * F;
+    let row = nb * XS;
+    let (group, dst) = (&group[..4 * row], &mut dst[..4 * row]);
+    for (b, g) in group.chunks_exact(4 * XS).enumerate() {
+        for r in 0..4 {
+            let x = &mut dst[r * row + b * XS..r * row + (b + 1) * XS];
+            for f in 0..F {
+                x[2 * f..2 * f + 2].copy_from_slice(&g[8 * f + 2 * r..8 * f + 2 * r + 2]);
+            }
+            let at = 8 * F + r * body;
+            x[2 * F..XS].copy_from_slice(&g[at..at + body]);
+        }
     }
 }
 
@@ -252,7 +279,13 @@ mod tests {
 
     #[test]
     fn pack_unpack_round_trip_and_layout() {
-        for dt in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0] {
+        for dt in [
+            DType::Q4_0,
+            DType::Q4_1,
+            DType::Q5_0,
+            DType::Q5_1,
+            DType::Q8_0,
+        ] {
             let s = spec(dt).unwrap();
             assert_eq!(s.xs, dt.type_size());
             for nb in [1, 3, 7] {

@@ -9,8 +9,8 @@
 use half::{bf16, f16};
 
 use crate::backend::cpu::arch::exp_approx;
-use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
 use crate::backend::cpu::repack::{self, Repacked};
+use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
 use crate::tensor::{Alibi, Op, RopeMode, RopeParams, UnaryOp};
 use crate::DType;
 
@@ -629,7 +629,9 @@ fn get_rows(p: &ComputeParams, node: &NodeRef) {
                 repack::unpack_row(s, nb, group, r % 4, &mut plain);
             } else {
                 // SAFETY: a plain trailing row.
-                plain.copy_from_slice(unsafe { std::slice::from_raw_parts(a.at(0, r, 0, 0), a.nb[1]) });
+                plain.copy_from_slice(unsafe {
+                    std::slice::from_raw_parts(a.at(0, r, 0, 0), a.nb[1])
+                });
             }
             crate::backend::cpu::dequantize_row(a.dtype, &plain, &mut buf)
                 .expect("codec availability checked by supported");

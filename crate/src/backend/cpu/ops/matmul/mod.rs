@@ -17,8 +17,8 @@ use std::sync::atomic::Ordering;
 use half::{bf16, f16};
 
 use crate::backend::cpu::arch::{self, run_rows, tile, GemmArgs, Panel, Tiled};
-use crate::backend::cpu::traits::{FromF32, VecDot};
 use crate::backend::cpu::repack::{self, Repacked};
+use crate::backend::cpu::traits::{FromF32, VecDot};
 use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
 use crate::tensor::{Op, PoolOp};
 use crate::DType;
@@ -472,6 +472,11 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     } else {
         (nr0.div_ceil(cs0), nr1.div_ceil(cs))
     };
+    if a.repacked == Repacked::Yes && nr1 > 1 && i8gemm.is_none() {
+        // Every column in one chunk: each group is unpacked once per product (see
+        // repacked_chunk), not once per column chunk.
+        (nchunk0, nchunk1) = (nr0.div_ceil(REPACK_ROWS), 1);
+    }
     if nchunk0 * nchunk1 < 4 * p.nth {
         // Too few chunks to balance: one piece per thread along the longer side.
         if nr0 > nr1 {
@@ -532,7 +537,10 @@ enum RowsAt {
     /// Plain copies: row `rows.start + i` at `+ i · nb1` (a repacked src0 in a thread's scratch).
     Copy(*const u8),
     /// src0's repacked groups, read directly by the wasm SIMD GEMV.
-    #[cfg_attr(not(all(target_arch = "wasm32", target_feature = "simd128")), allow(dead_code))]
+    #[cfg_attr(
+        not(all(target_arch = "wasm32", target_feature = "simd128")),
+        allow(dead_code)
+    )]
     Groups,
 }
 
@@ -558,7 +566,15 @@ fn repacked_chunk(
     let tail = g_end.max(rows.start)..rows.end;
     if rows.start < g_end {
         match scratch {
-            None => mul_mat_chunk(node, plan, p, i8gemm, rows.start..g_end, cols.clone(), RowsAt::Groups),
+            None => mul_mat_chunk(
+                node,
+                plan,
+                p,
+                i8gemm,
+                rows.start..g_end,
+                cols.clone(),
+                RowsAt::Groups,
+            ),
             Some(scr) => {
                 let span = 4 * a.nb[1];
                 let mut r = rows.start;
@@ -569,7 +585,8 @@ fn repacked_chunk(
                         // REPACK_ROWS rows of this thread's.
                         unsafe {
                             let src = std::slice::from_raw_parts(a.at(0, g, 0, 0), span);
-                            let dst = std::slice::from_raw_parts_mut(scr.add((g - r) * a.nb[1]), span);
+                            let dst =
+                                std::slice::from_raw_parts_mut(scr.add((g - r) * a.nb[1]), span);
                             repack::unpack_group(s, nb, src, dst);
                         }
                     }
@@ -743,7 +760,9 @@ fn mul_mat_chunk(
                             }
                             if matches!(at, RowsAt::Groups) {
                                 // (supported() admits only what the repacked GEMV reads.)
-                                p.fault(|| format!("mul_mat: no GEMV for repacked {} weights", a.dtype));
+                                p.fault(|| {
+                                    format!("mul_mat: no GEMV for repacked {} weights", a.dtype)
+                                });
                                 jj += 1;
                                 continue;
                             }
