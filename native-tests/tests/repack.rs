@@ -57,7 +57,12 @@ fn repacked_mul_mat_and_get_rows_match_plain_bits() {
     for dt in TYPES {
         // Rows: whole groups only, a tail of three, a tail of one; n: GEMV, a small GEMM, one
         // past the integer-dot GEMM's 8 columns.
-        for (k, m) in [(32, 4), (96, 7), (576, 33), (160, 69)] {
+        let shapes: &[(usize, usize)] = if dt.block_size() == 256 {
+            &[(256, 4), (512, 7), (768, 33)]
+        } else {
+            &[(32, 4), (96, 7), (576, 33), (160, 69)]
+        };
+        for &(k, m) in shapes {
             for n in [1, 3, 9] {
                 for threads in [1, 2] {
                     seed += 1;

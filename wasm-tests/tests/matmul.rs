@@ -246,14 +246,21 @@ fn mul_mat_repacked(dt: DType, k: usize, m: usize, wq: &[u8], y: &[f32], n: usiz
 #[wasm_bindgen_test]
 fn mul_mat_repacked_matches_plain() {
     const FINITE: [u16; 7] = [0x0000, 0x8000, 0x0001, 0x03ff, 0x8201, 0x7bff, 0xfbff];
-    for dt in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0] {
+    for dt in QUANTS {
         let slow = type_traits_scalar(dt).unwrap();
-        let fields: &[usize] = if matches!(dt, DType::Q4_1 | DType::Q5_1) {
-            &[0, 2]
-        } else {
-            &[0]
+        // The scales' byte offsets in a block (the k-quants' are read by their GEMV as they
+        // are: whole super-blocks interleaved, exact conversion).
+        let fields: &[usize] = match dt {
+            DType::Q4_1 | DType::Q5_1 | DType::Q4_K | DType::Q5_K => &[0, 2],
+            DType::Q6_K => &[208],
+            _ => &[0],
         };
-        for (k, m) in [(32usize, 4usize), (288, 67), (576, 301)] {
+        let shapes: &[(usize, usize)] = if dt.block_size() == 256 {
+            &[(256, 4), (768, 67), (1024, 301)]
+        } else {
+            &[(32, 4), (288, 67), (576, 301)]
+        };
+        for &(k, m) in shapes {
             for special in [false, true] {
                 let (wrow, bsz) = (dt.row_size(k).unwrap(), dt.type_size());
                 let mut rng = Rng::new(0x4e9a ^ (k * m) as u64);
@@ -261,7 +268,7 @@ fn mul_mat_repacked_matches_plain() {
                 for (r, row) in wq.chunks_exact_mut(wrow).enumerate() {
                     (slow.from_f32)(&rng.vec(k, -1.0, 1.0), row);
                     if special {
-                        for blk in (r % 2..k / 32).step_by(2) {
+                        for blk in (r % 2..k / dt.block_size()).step_by(2) {
                             for (j, &o) in fields.iter().enumerate() {
                                 let h = FINITE[(r * 5 + blk * 3 + j * 7) % FINITE.len()];
                                 row[blk * bsz + o..blk * bsz + o + 2]

@@ -27,13 +27,20 @@ use crate::{Context, DType, Error, Result, TensorId};
 /// The repacked layout of one weight type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Spec {
-    /// Bytes of one 32-element block.
+    /// Bytes of one block.
     pub xs: usize,
-    /// f16 scale fields at the start of a block: 1 (d) or 2 (d, m).
+    /// f16 scale fields at the start of a block gathered per group: 1 (d) or 2 (d, m); 0 for
+    /// the k-quants, whose blocks are interleaved whole.
     pub fields: usize,
+    /// Elements per block (32, or 256 for the k-quants).
+    pub qk: usize,
 }
 
 impl Spec {
+    /// Blocks in a row of `ne0` elements.
+    pub fn blocks(self, ne0: usize) -> usize {
+        ne0 / self.qk
+    }
     /// Bytes of a block after its scales.
     pub fn body(self) -> usize {
         self.xs - 2 * self.fields
@@ -50,15 +57,19 @@ pub const MAX_BLOCKS: usize = 512;
 
 /// The layout of `dtype` when it can be repacked.
 pub fn spec(dtype: DType) -> Option<Spec> {
-    let (xs, fields) = match dtype {
-        DType::Q4_0 => (18, 1),
-        DType::Q4_1 => (20, 2),
-        DType::Q5_0 => (22, 1),
-        DType::Q5_1 => (24, 2),
-        DType::Q8_0 => (34, 1),
+    let (xs, fields, qk) = match dtype {
+        DType::Q4_0 => (18, 1, 32),
+        DType::Q4_1 => (20, 2, 32),
+        DType::Q5_0 => (22, 1, 32),
+        DType::Q5_1 => (24, 2, 32),
+        DType::Q8_0 => (34, 1, 32),
+        // The k-quants' scales are not gathered (their GEMV reads them per row).
+        DType::Q4_K => (144, 0, 256),
+        DType::Q5_K => (176, 0, 256),
+        DType::Q6_K => (210, 0, 256),
         _ => return None,
     };
-    Some(Spec { xs, fields })
+    Some(Spec { xs, fields, qk })
 }
 
 /// Whether this build's GEMV reads repacked weights (the wasm SIMD builds); elsewhere mul_mat
@@ -68,18 +79,48 @@ pub fn pays() -> bool {
 }
 
 /// Four plain rows of `nb` blocks (`src`, row after row) → one group (`dst`, as long).
+/// Monomorphized per type, so that every copy has a constant size (a model's load repacks
+/// all of its matrices).
 pub fn pack_group(s: Spec, nb: usize, src: &[u8], dst: &mut [u8]) {
-    let row = nb * s.xs;
-    debug_assert!(src.len() >= 4 * row && dst.len() >= 4 * row);
-    for b in 0..nb {
-        let g = &mut dst[b * 4 * s.xs..(b + 1) * 4 * s.xs];
+    match (s.xs, s.fields) {
+        (18, 1) => pack_group_n::<18, 1>(nb, src, dst),
+        (20, 2) => pack_group_n::<20, 2>(nb, src, dst),
+        (22, 1) => pack_group_n::<22, 1>(nb, src, dst),
+        (24, 2) => pack_group_n::<24, 2>(nb, src, dst),
+        (34, 1) => pack_group_n::<34, 1>(nb, src, dst),
+        (144, 0) => pack_group_n::<144, 0>(nb, src, dst),
+        (176, 0) => pack_group_n::<176, 0>(nb, src, dst),
+        (210, 0) => pack_group_n::<210, 0>(nb, src, dst),
+        _ => {
+            let row = nb * s.xs;
+            for b in 0..nb {
+                let g = &mut dst[b * 4 * s.xs..(b + 1) * 4 * s.xs];
+                for r in 0..4 {
+                    let x = &src[r * row + b * s.xs..r * row + (b + 1) * s.xs];
+                    for f in 0..s.fields {
+                        g[8 * f + 2 * r..8 * f + 2 * r + 2].copy_from_slice(&x[2 * f..2 * f + 2]);
+                    }
+                    let at = s.head() + r * s.body();
+                    g[at..at + s.body()].copy_from_slice(&x[2 * s.fields..]);
+                }
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn pack_group_n<const XS: usize, const F: usize>(nb: usize, src: &[u8], dst: &mut [u8]) {
+    let body = XS - 2 * F;
+    let row = nb * XS;
+    let (src, dst) = (&src[..4 * row], &mut dst[..4 * row]);
+    for (b, g) in dst.chunks_exact_mut(4 * XS).enumerate() {
         for r in 0..4 {
-            let x = &src[r * row + b * s.xs..r * row + (b + 1) * s.xs];
-            for f in 0..s.fields {
+            let x = &src[r * row + b * XS..r * row + (b + 1) * XS];
+            for f in 0..F {
                 g[8 * f + 2 * r..8 * f + 2 * r + 2].copy_from_slice(&x[2 * f..2 * f + 2]);
             }
-            let at = s.head() + r * s.body();
-            g[at..at + s.body()].copy_from_slice(&x[2 * s.fields..]);
+            let at = 8 * F + r * body;
+            g[at..at + body].copy_from_slice(&x[2 * F..XS]);
         }
     }
 }
@@ -106,6 +147,9 @@ pub fn unpack_group(s: Spec, nb: usize, group: &[u8], dst: &mut [u8]) {
         (22, 1) => unpack_group_n::<22, 1>(nb, group, dst),
         (24, 2) => unpack_group_n::<24, 2>(nb, group, dst),
         (34, 1) => unpack_group_n::<34, 1>(nb, group, dst),
+        (144, 0) => unpack_group_n::<144, 0>(nb, group, dst),
+        (176, 0) => unpack_group_n::<176, 0>(nb, group, dst),
+        (210, 0) => unpack_group_n::<210, 0>(nb, group, dst),
         _ => {
             let row = nb * s.xs;
             for r in 0..4 {
@@ -172,7 +216,7 @@ pub fn layout_of(ctx: &Context, id: TensorId) -> Option<(Spec, usize, usize)> {
         return None;
     }
     let s = spec(t.dtype)?;
-    Some((s, t.ne[0] / 32, t.ne[1]))
+    Some((s, s.blocks(t.ne[0]), t.ne[1]))
 }
 
 /// How a tensor the kernels see relates to the repacked layout.
@@ -213,7 +257,7 @@ pub fn repack_tensor(ctx: &mut Context, id: TensorId) -> Result<bool> {
         || !t.is_contiguous()
         || t.ne[2] * t.ne[3] != 1
         || t.ne[1] < 4
-        || !t.ne[0].is_multiple_of(32)
+        || !t.ne[0].is_multiple_of(s.qk)
         || t.ne[0] / 32 > MAX_BLOCKS
     {
         return Ok(false);
@@ -228,7 +272,7 @@ pub fn repack_tensor(ctx: &mut Context, id: TensorId) -> Result<bool> {
     if !cpu.heap_bytes() {
         return Ok(false);
     }
-    let nb = t.ne[0] / 32;
+    let nb = s.blocks(t.ne[0]);
     let span = 4 * nb * s.xs;
     let groups = t.ne[1] / 4;
     let mut plain = vec![0u8; span];
@@ -297,7 +341,9 @@ mod tests {
                 let b = nb / 2;
                 let gb = &g[b * 4 * s.xs..];
                 let row2 = &src[2 * nb * s.xs + b * s.xs..];
-                assert_eq!(gb[4..6], row2[0..2]);
+                if s.fields >= 1 {
+                    assert_eq!(gb[4..6], row2[0..2]);
+                }
                 if s.fields == 2 {
                     assert_eq!(gb[12..14], row2[2..4]);
                 }

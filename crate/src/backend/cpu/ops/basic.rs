@@ -621,7 +621,7 @@ fn get_rows(p: &ComputeParams, node: &NodeRef) {
         }
         if let (true, Some(s)) = (valid, repacked) {
             let r = r as usize;
-            let nb = a.ne[0] / 32;
+            let nb = s.blocks(a.ne[0]);
             if r < repack::grouped_rows(a.ne[1]) {
                 // SAFETY: the 2-D src0's group holding row r (4 rows of nb[1] bytes).
                 let group =

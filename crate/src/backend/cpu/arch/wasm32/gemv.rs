@@ -43,9 +43,9 @@ pub(crate) unsafe fn gemv(t: Tiled, k: usize, pn: &Panel, b: *const u8, accumula
         // SAFETY: forwarded from the caller.
         unsafe {
             match t {
-                Tiled::Q4K => kgemv::gemv_q4_k(nb, pn, b, accumulate),
-                Tiled::Q5K => kgemv::gemv_q5_k(nb, pn, b, accumulate),
-                _ => kgemv::gemv_q6_k(nb, pn, b, accumulate),
+                Tiled::Q4K => kgemv::gemv_q4_k::<false>(nb, pn, b, accumulate),
+                Tiled::Q5K => kgemv::gemv_q5_k::<false>(nb, pn, b, accumulate),
+                _ => kgemv::gemv_q6_k::<false>(nb, pn, b, accumulate),
             }
         }
         return true;
@@ -82,8 +82,26 @@ pub(crate) unsafe fn gemv_repacked(
     b: *const u8,
     accumulate: bool,
 ) -> bool {
+    if !pn.nrows.is_multiple_of(4) {
+        return false;
+    }
+    if t.is_k_quant() {
+        if !k.is_multiple_of(256) {
+            return false;
+        }
+        let nb = k / 256;
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match t {
+                Tiled::Q4K => kgemv::gemv_q4_k::<true>(nb, pn, b, accumulate),
+                Tiled::Q5K => kgemv::gemv_q5_k::<true>(nb, pn, b, accumulate),
+                _ => kgemv::gemv_q6_k::<true>(nb, pn, b, accumulate),
+            }
+        }
+        return true;
+    }
     let nb = k / 32;
-    if !k.is_multiple_of(32) || nb > MAX_BLOCKS || !pn.nrows.is_multiple_of(4) {
+    if !k.is_multiple_of(32) || nb > MAX_BLOCKS {
         return false;
     }
     // SAFETY: forwarded from the caller.

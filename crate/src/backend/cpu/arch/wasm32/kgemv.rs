@@ -152,7 +152,7 @@ fn k4_summ(bs: [v128; 2], mn: v128) -> v128 {
 /// As [`super::gemv::gemv`] (`b` a q8_K column of nb blocks, rows of nb blocks of `xs` bytes);
 /// `sums` reads one block of each row and of the column.
 #[inline(always)]
-unsafe fn run(
+unsafe fn run<const R4: bool>(
     nb: usize,
     pn: &Panel,
     b: *const u8,
@@ -165,9 +165,16 @@ unsafe fn run(
     let end = (n.max(1) - 1) * pn.lda + nb * xs;
     let mut i = 0;
     while i < n {
-        let rows: [*const u8; 4] =
+        let rows: [*const u8; 4] = if R4 {
+            // Repacked (`repack.rs`, whole super-blocks interleaved): row r's block blk at
+            // group + blk·4·xs + r·xs; the panel is whole groups.
+            // SAFETY: group i/4 is inside the panel.
+            core::array::from_fn(|r| unsafe { pn.a0.add(i * pn.lda + r * xs) })
+        } else {
             // SAFETY: row min(i + r, n − 1) is inside the panel.
-            core::array::from_fn(|r| unsafe { pn.a0.add((i + r).min(n - 1) * pn.lda) });
+            core::array::from_fn(|r| unsafe { pn.a0.add((i + r).min(n - 1) * pn.lda) })
+        };
+        let bstride = if R4 { 4 * xs } else { xs };
         let mut acc = f32x4_splat(0.0);
         // The bytes of the pass PF_PASSES ahead, 4·xs of them per super-block, one per 64
         // (gemv.rs PF_PASSES); saturating as there.
@@ -175,7 +182,9 @@ unsafe fn run(
         for blk in 0..nb {
             let t = ahead.saturating_add(blk * 4 * xs);
             let mut o = 0;
-            while o < 4 * xs {
+            // Repacked groups are one sequential stream the hardware prefetcher follows: no
+            // touches (as gemv.rs).
+            while !R4 && o < 4 * xs {
                 if t.saturating_add(o) < end {
                     // SAFETY: inside the panel's rows (before the last row's end).
                     unsafe { core::ptr::read_volatile(pn.a0.add(t + o)) };
@@ -184,7 +193,7 @@ unsafe fn run(
             }
             // SAFETY: blk < nb: one block of every row and of the column.
             unsafe {
-                let xb = rows.map(|p| p.add(blk * xs));
+                let xb = rows.map(|p| p.add(blk * bstride));
                 let yb = b.add(blk * YS);
                 let (isum, summ) = sums(xb, yb);
                 // The scalar reference's operations in its order (quant/k_quants.rs).
@@ -259,11 +268,16 @@ unsafe fn k4_pair<const J0: usize, const J1: usize>(u: [v128; 4], yq: *const u8,
 /// # Safety
 /// As [`super::gemv::gemv`].
 #[inline(never)]
-pub(super) unsafe fn gemv_q4_k(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
+pub(super) unsafe fn gemv_q4_k<const R4: bool>(
+    nb: usize,
+    pn: &Panel,
+    b: *const u8,
+    accumulate: bool,
+) {
     let k = consts();
     // SAFETY: forwarded; each closure call reads one block per row and of the column.
     unsafe {
-        run(nb, pn, b, accumulate, (144, 0, true), |xb, yb| {
+        run::<R4>(nb, pn, b, accumulate, (144, 0, true), |xb, yb| {
             let yq = yb.add(YQ);
             let bs = bsums(yb);
             let row = |x: *const u8| {
@@ -294,11 +308,16 @@ pub(super) unsafe fn gemv_q4_k(nb: usize, pn: &Panel, b: *const u8, accumulate: 
 /// # Safety
 /// As [`super::gemv::gemv`].
 #[inline(never)]
-pub(super) unsafe fn gemv_q5_k(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
+pub(super) unsafe fn gemv_q5_k<const R4: bool>(
+    nb: usize,
+    pn: &Panel,
+    b: *const u8,
+    accumulate: bool,
+) {
     let k = consts();
     // SAFETY: forwarded; each closure call reads one block per row and of the column.
     unsafe {
-        run(nb, pn, b, accumulate, (176, 0, true), |xb, yb| {
+        run::<R4>(nb, pn, b, accumulate, (176, 0, true), |xb, yb| {
             let yq = yb.add(YQ);
             let bs = bsums(yb);
             let row = |x: *const u8| {
@@ -369,11 +388,16 @@ unsafe fn q6_groups<const G0: usize, const G1: usize, const G2: usize, const G3:
 /// # Safety
 /// As [`super::gemv::gemv`].
 #[inline(never)]
-pub(super) unsafe fn gemv_q6_k(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
+pub(super) unsafe fn gemv_q6_k<const R4: bool>(
+    nb: usize,
+    pn: &Panel,
+    b: *const u8,
+    accumulate: bool,
+) {
     let k = consts();
     // SAFETY: forwarded; each closure call reads one block per row and of the column.
     unsafe {
-        run(nb, pn, b, accumulate, (210, 208, false), |xb, yb| {
+        run::<R4>(nb, pn, b, accumulate, (210, 208, false), |xb, yb| {
             let yq = yb.add(YQ);
             let bs = bsums(yb);
             let row = |x: *const u8| {

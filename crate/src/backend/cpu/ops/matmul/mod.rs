@@ -560,7 +560,7 @@ fn repacked_chunk(
     let Some(s) = repack::spec(a.dtype) else {
         unreachable!("checked by supported")
     };
-    let nb = a.ne[0] / 32;
+    let nb = s.blocks(a.ne[0]);
     let full = repack::grouped_rows(a.ne[1]);
     let g_end = rows.end.min(full);
     let tail = g_end.max(rows.start)..rows.end;
