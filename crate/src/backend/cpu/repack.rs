@@ -34,6 +34,10 @@ pub struct Spec {
     pub fields: usize,
     /// Elements per block (32, or 256 for the k-quants).
     pub qk: usize,
+    /// q5_0, q5_1: the four rows' 4-byte fifth bits are gathered into 16 bytes, bit p of byte
+    /// j the bit of row p / 2, element j + 16·(p % 2) (one shift and one mask per row and half
+    /// in the GEMV, instead of a byte shuffle, a mask, a compare and a mask).
+    pub hbits: bool,
 }
 
 impl Spec {
@@ -41,13 +45,14 @@ impl Spec {
     pub fn blocks(self, ne0: usize) -> usize {
         ne0 / self.qk
     }
-    /// Bytes of a block after its scales.
+    /// Bytes of one row's part of a group block: its block without its scales (and without
+    /// its fifth bits for q5_*).
     pub fn body(self) -> usize {
-        self.xs - 2 * self.fields
+        self.xs - 2 * self.fields - if self.hbits { 4 } else { 0 }
     }
-    /// Bytes of the group block's scales (all four rows').
+    /// Bytes of the group block's shared part: the four rows' scales (and fifth bits).
     pub fn head(self) -> usize {
-        8 * self.fields
+        8 * self.fields + if self.hbits { 16 } else { 0 }
     }
 }
 
@@ -69,7 +74,13 @@ pub fn spec(dtype: DType) -> Option<Spec> {
         DType::Q6_K => (210, 0, 256),
         _ => return None,
     };
-    Some(Spec { xs, fields, qk })
+    let hbits = matches!(dtype, DType::Q5_0 | DType::Q5_1);
+    Some(Spec {
+        xs,
+        fields,
+        qk,
+        hbits,
+    })
 }
 
 /// Whether this build's GEMV reads repacked weights (the wasm SIMD builds); elsewhere mul_mat
@@ -82,98 +93,163 @@ pub fn pays() -> bool {
 /// Monomorphized per type, so that every copy has a constant size (a model's load repacks
 /// all of its matrices).
 pub fn pack_group(s: Spec, nb: usize, src: &[u8], dst: &mut [u8]) {
-    match (s.xs, s.fields) {
-        (18, 1) => pack_group_n::<18, 1>(nb, src, dst),
-        (20, 2) => pack_group_n::<20, 2>(nb, src, dst),
-        (22, 1) => pack_group_n::<22, 1>(nb, src, dst),
-        (24, 2) => pack_group_n::<24, 2>(nb, src, dst),
-        (34, 1) => pack_group_n::<34, 1>(nb, src, dst),
-        (144, 0) => pack_group_n::<144, 0>(nb, src, dst),
-        (176, 0) => pack_group_n::<176, 0>(nb, src, dst),
-        (210, 0) => pack_group_n::<210, 0>(nb, src, dst),
-        _ => {
-            let row = nb * s.xs;
-            for b in 0..nb {
-                let g = &mut dst[b * 4 * s.xs..(b + 1) * 4 * s.xs];
-                for r in 0..4 {
-                    let x = &src[r * row + b * s.xs..r * row + (b + 1) * s.xs];
-                    for f in 0..s.fields {
-                        g[8 * f + 2 * r..8 * f + 2 * r + 2].copy_from_slice(&x[2 * f..2 * f + 2]);
-                    }
-                    let at = s.head() + r * s.body();
-                    g[at..at + s.body()].copy_from_slice(&x[2 * s.fields..]);
-                }
-            }
+    match (s.xs, s.fields, s.hbits) {
+        (18, 1, false) => pack_n(spec_n::<18, 1, false>(), nb, src, dst),
+        (20, 2, false) => pack_n(spec_n::<20, 2, false>(), nb, src, dst),
+        (22, 1, true) => pack_n(spec_n::<22, 1, true>(), nb, src, dst),
+        (24, 2, true) => pack_n(spec_n::<24, 2, true>(), nb, src, dst),
+        (34, 1, false) => pack_n(spec_n::<34, 1, false>(), nb, src, dst),
+        (144, 0, false) => pack_n(spec_n::<144, 0, false>(), nb, src, dst),
+        (176, 0, false) => pack_n(spec_n::<176, 0, false>(), nb, src, dst),
+        (210, 0, false) => pack_n(spec_n::<210, 0, false>(), nb, src, dst),
+        _ => pack_n(s, nb, src, dst),
+    }
+}
+
+/// A group → its four plain rows (`dst`, as long); the inverse of [`pack_group`]. (A prompt's
+/// product unpacks each group once.)
+pub fn unpack_group(s: Spec, nb: usize, group: &[u8], dst: &mut [u8]) {
+    match (s.xs, s.fields, s.hbits) {
+        (18, 1, false) => unpack_n(spec_n::<18, 1, false>(), nb, group, dst),
+        (20, 2, false) => unpack_n(spec_n::<20, 2, false>(), nb, group, dst),
+        (22, 1, true) => unpack_n(spec_n::<22, 1, true>(), nb, group, dst),
+        (24, 2, true) => unpack_n(spec_n::<24, 2, true>(), nb, group, dst),
+        (34, 1, false) => unpack_n(spec_n::<34, 1, false>(), nb, group, dst),
+        (144, 0, false) => unpack_n(spec_n::<144, 0, false>(), nb, group, dst),
+        (176, 0, false) => unpack_n(spec_n::<176, 0, false>(), nb, group, dst),
+        (210, 0, false) => unpack_n(spec_n::<210, 0, false>(), nb, group, dst),
+        _ => unpack_n(s, nb, group, dst),
+    }
+}
+
+/// A spec whose sizes are constants where it is inlined.
+#[inline(always)]
+fn spec_n<const XS: usize, const F: usize, const HB: bool>() -> Spec {
+    Spec {
+        xs: XS,
+        fields: F,
+        qk: 0,
+        hbits: HB,
+    }
+}
+
+#[inline(always)]
+fn pack_n(s: Spec, nb: usize, src: &[u8], dst: &mut [u8]) {
+    let row = nb * s.xs;
+    for (b, g) in dst[..4 * row].chunks_exact_mut(4 * s.xs).enumerate() {
+        if s.hbits {
+            g[8 * s.fields..8 * s.fields + 16].fill(0);
+        }
+        for r in 0..4 {
+            let at = r * row + b * s.xs;
+            row_into_group(s, &src[at..at + s.xs], r, g);
         }
     }
 }
 
 #[inline(always)]
-fn pack_group_n<const XS: usize, const F: usize>(nb: usize, src: &[u8], dst: &mut [u8]) {
-    let body = XS - 2 * F;
-    let row = nb * XS;
-    let (src, dst) = (&src[..4 * row], &mut dst[..4 * row]);
-    for (b, g) in dst.chunks_exact_mut(4 * XS).enumerate() {
+fn unpack_n(s: Spec, nb: usize, group: &[u8], dst: &mut [u8]) {
+    let row = nb * s.xs;
+    for (b, g) in group[..4 * row].chunks_exact(4 * s.xs).enumerate() {
         for r in 0..4 {
-            let x = &src[r * row + b * XS..r * row + (b + 1) * XS];
-            for f in 0..F {
-                g[8 * f + 2 * r..8 * f + 2 * r + 2].copy_from_slice(&x[2 * f..2 * f + 2]);
-            }
-            let at = 8 * F + r * body;
-            g[at..at + body].copy_from_slice(&x[2 * F..XS]);
+            let at = r * row + b * s.xs;
+            row_from_group(s, g, r, &mut dst[at..at + s.xs]);
         }
     }
 }
+
+/// The 16 bytes of a q5 group block's fifth bits as two u64 (bytes 0..8, 8..16).
+#[inline(always)]
+fn hbit_halves(hv: &[u8]) -> (u64, u64) {
+    let w = |i: usize| {
+        u64::from_le_bytes([
+            hv[i],
+            hv[i + 1],
+            hv[i + 2],
+            hv[i + 3],
+            hv[i + 4],
+            hv[i + 5],
+            hv[i + 6],
+            hv[i + 7],
+        ])
+    };
+    (w(0), w(8))
+}
+
+/// Bit p of each of the 8 bytes of `x` → bits 0..8 (byte j → bit j): the masked bits sit 8
+/// apart, and the multiplier's terms put bit 8j at 56 + j with no two terms colliding.
+#[inline(always)]
+fn gather8(x: u64, p: usize) -> u32 {
+    (((x >> p) & 0x0101_0101_0101_0101).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
+}
+
+/// Byte b → bit k of b at bit 8k (the inverse of [`gather8`] at p = 0).
+const SPREAD: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut k = 0;
+        while k < 8 {
+            if (b >> k) & 1 == 1 {
+                t[b] |= 1 << (8 * k);
+            }
+            k += 1;
+        }
+        b += 1;
+    }
+    t
+};
 
 /// Row `r` (0..4) of a group of `nb` blocks → its plain row (`dst`, `nb · xs` bytes).
 pub fn unpack_row(s: Spec, nb: usize, group: &[u8], r: usize, dst: &mut [u8]) {
     for b in 0..nb {
         let g = &group[b * 4 * s.xs..(b + 1) * 4 * s.xs];
-        let x = &mut dst[b * s.xs..(b + 1) * s.xs];
-        for f in 0..s.fields {
-            x[2 * f..2 * f + 2].copy_from_slice(&g[8 * f + 2 * r..8 * f + 2 * r + 2]);
-        }
-        let at = s.head() + r * s.body();
-        x[2 * s.fields..].copy_from_slice(&g[at..at + s.body()]);
+        row_from_group(s, g, r, &mut dst[b * s.xs..(b + 1) * s.xs]);
     }
 }
 
-/// A group → its four plain rows (`dst`, as long). Monomorphized per type, so that every copy
-/// has a constant size (the prompt's products unpack each group once per mul_mat).
-pub fn unpack_group(s: Spec, nb: usize, group: &[u8], dst: &mut [u8]) {
-    match (s.xs, s.fields) {
-        (18, 1) => unpack_group_n::<18, 1>(nb, group, dst),
-        (20, 2) => unpack_group_n::<20, 2>(nb, group, dst),
-        (22, 1) => unpack_group_n::<22, 1>(nb, group, dst),
-        (24, 2) => unpack_group_n::<24, 2>(nb, group, dst),
-        (34, 1) => unpack_group_n::<34, 1>(nb, group, dst),
-        (144, 0) => unpack_group_n::<144, 0>(nb, group, dst),
-        (176, 0) => unpack_group_n::<176, 0>(nb, group, dst),
-        (210, 0) => unpack_group_n::<210, 0>(nb, group, dst),
-        _ => {
-            let row = nb * s.xs;
-            for r in 0..4 {
-                unpack_row(s, nb, group, r, &mut dst[r * row..(r + 1) * row]);
-            }
-        }
-    }
-}
-
+/// Row r's plain block `x` from group block `g`.
 #[inline(always)]
-fn unpack_group_n<const XS: usize, const F: usize>(nb: usize, group: &[u8], dst: &mut [u8]) {
-    let body = XS - 2 * F;
-    let row = nb * XS;
-    let (group, dst) = (&group[..4 * row], &mut dst[..4 * row]);
-    for (b, g) in group.chunks_exact(4 * XS).enumerate() {
-        for r in 0..4 {
-            let x = &mut dst[r * row + b * XS..r * row + (b + 1) * XS];
-            for f in 0..F {
-                x[2 * f..2 * f + 2].copy_from_slice(&g[8 * f + 2 * r..8 * f + 2 * r + 2]);
-            }
-            let at = 8 * F + r * body;
-            x[2 * F..XS].copy_from_slice(&g[at..at + body]);
-        }
+fn row_from_group(s: Spec, g: &[u8], r: usize, x: &mut [u8]) {
+    for f in 0..s.fields {
+        x[2 * f..2 * f + 2].copy_from_slice(&g[8 * f + 2 * r..8 * f + 2 * r + 2]);
     }
+    let mut at = 2 * s.fields;
+    if s.hbits {
+        let (lo, hi) = hbit_halves(&g[8 * s.fields..8 * s.fields + 16]);
+        let p = 2 * r;
+        let h = gather8(lo, p)
+            | gather8(hi, p) << 8
+            | gather8(lo, p + 1) << 16
+            | gather8(hi, p + 1) << 24;
+        x[at..at + 4].copy_from_slice(&h.to_le_bytes());
+        at += 4;
+    }
+    let from = s.head() + r * s.body();
+    x[at..s.xs].copy_from_slice(&g[from..from + s.body()]);
+}
+
+/// Row r's plain block `x` into group block `g` (the fifth bits are or-ed into `g`'s shared
+/// 16 bytes, zeroed by the caller).
+#[inline(always)]
+fn row_into_group(s: Spec, x: &[u8], r: usize, g: &mut [u8]) {
+    for f in 0..s.fields {
+        g[8 * f + 2 * r..8 * f + 2 * r + 2].copy_from_slice(&x[2 * f..2 * f + 2]);
+    }
+    let mut at = 2 * s.fields;
+    if s.hbits {
+        let h = u32::from_le_bytes([x[at], x[at + 1], x[at + 2], x[at + 3]]) as usize;
+        let hv = &mut g[8 * s.fields..8 * s.fields + 16];
+        let (lo, hi) = hbit_halves(hv);
+        let p = 2 * r;
+        let lo = lo | SPREAD[h & 0xff] << p | SPREAD[(h >> 16) & 0xff] << (p + 1);
+        let hi = hi | SPREAD[(h >> 8) & 0xff] << p | SPREAD[h >> 24] << (p + 1);
+        hv[..8].copy_from_slice(&lo.to_le_bytes());
+        hv[8..].copy_from_slice(&hi.to_le_bytes());
+        at += 4;
+    }
+    let to = s.head() + r * s.body();
+    g[to..to + s.body()].copy_from_slice(&x[at..s.xs]);
 }
 
 /// Whether every f16 scale of these plain blocks is finite (exponent field below 31).
@@ -348,10 +424,36 @@ mod tests {
                     assert_eq!(gb[12..14], row2[2..4]);
                 }
                 let at = s.head() + 2 * s.body();
-                assert_eq!(gb[at..at + s.body()], row2[2 * s.fields..s.xs]);
+                assert_eq!(gb[at..at + s.body()], row2[s.xs - s.body()..s.xs]);
                 let mut back = vec![0u8; src.len()];
                 unpack_group(s, nb, &g, &mut back);
                 assert_eq!(back, src);
+            }
+        }
+    }
+
+    #[test]
+    fn fifth_bits_follow_the_documented_layout() {
+        let s = spec(DType::Q5_1).unwrap();
+        let src = rows(s, 1, 9);
+        let mut g = vec![0u8; src.len()];
+        pack_group(s, 1, &src, &mut g);
+        for r in 0..4 {
+            let qh = &src[r * s.xs + 4..r * s.xs + 8];
+            let h = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+            for e in 0..32 {
+                let (j, p) = (e % 16, 2 * r + e / 16);
+                assert_eq!(
+                    (g[16 + j] >> p) & 1,
+                    ((h >> e) & 1) as u8,
+                    "row {r} element {e}"
+                );
+            }
+        }
+        for x in [0u64, u64::MAX, 0x0123_4567_89ab_cdef] {
+            for p in 0..8 {
+                let want = (0..8).fold(0u32, |a, j| a | ((((x >> (8 * j + p)) & 1) as u32) << j));
+                assert_eq!(gather8(x, p), want);
             }
         }
     }

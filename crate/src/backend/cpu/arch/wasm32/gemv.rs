@@ -233,6 +233,19 @@ unsafe fn group_scales(g: *const u8, min: bool) -> (v128, v128) {
     }
 }
 
+/// The fifth bits (as 0x10) of row p / 2, elements 16·(p % 2)..+16 of a repacked q5 group
+/// block, from its 16 bytes of them `hv` (`repack.rs`: bit p of byte j): shifted to bit 4 within
+/// i16 lanes, whose spill into the neighbour byte stays out of bit 4 for p ≤ 7.
+#[inline(always)]
+pub(super) fn hbit(hv: v128, p: u32, x10: v128) -> v128 {
+    let s = match p.cmp(&4) {
+        core::cmp::Ordering::Less => i16x8_shl(hv, 4 - p),
+        core::cmp::Ordering::Greater => u16x8_shr(hv, p - 4),
+        core::cmp::Ordering::Equal => hv,
+    };
+    v128_and(s, x10)
+}
+
 /// Passes ahead whose weight bytes a pass touches (one byte per 64, as it goes): wasm has no
 /// prefetch, and a GEMV over weights that come from DRAM otherwise waits on every new page
 /// (hardware prefetchers stop at 4 KiB pages). Measured: Qwen2.5-0.5B generation in Node ~2×;
@@ -313,7 +326,7 @@ unsafe fn run<const R4: bool>(
     (xs, ys, qat): (usize, usize, usize),
     (min, sumi_dx): (bool, bool),
     off: i32,
-    sums: impl Fn([*const u8; 4], *const u8) -> v128,
+    sums: impl Fn([*const u8; 4], *const u8, *const u8) -> v128,
 ) {
     // Written for blocks 0..nb below, read only there (no memset per panel). 32 KiB at most: the
     // main thread's stack is 1 MiB (rustc's wasm32 default), a worker's 2 MiB (wasm-bindgen's).
@@ -362,15 +375,17 @@ unsafe fn run<const R4: bool>(
             // the panel) and of the column copy, which is set for it.
             unsafe {
                 let cb = cp.add(blk);
-                let (xb, (dx, mx)) = if R4 {
-                    // Group block: the scales, then each row's block without them; xb[r] is
-                    // where row r's plain block would start, so the decoders' offsets apply.
+                let (xb, hp, (dx, mx)) = if R4 {
+                    // Group block (`repack.rs`): the scales, for q5_* the four rows' fifth
+                    // bits (`hp`), then each row's nibbles (or q8_0's quants); xb[r] is where
+                    // row r's plain block would start, so the decoders' quant offsets apply.
                     let g = base.add(blk * 4 * xs);
                     let f = if min { 2 } else { 1 };
-                    let body = xs - 2 * f;
-                    let x0 = g.add(8 * f - 2 * f);
+                    let hb = if xs - 2 * f == 20 { 1 } else { 0 };
+                    let body = xs - 2 * f - 4 * hb;
+                    let x0 = g.add(8 * f + 16 * hb - (2 * f + 4 * hb));
                     let xb = [x0, x0.add(body), x0.add(2 * body), x0.add(3 * body)];
-                    (xb, group_scales(g, min))
+                    (xb, g.add(8 * f), group_scales(g, min))
                 } else {
                     let x0 = base.add(blk * xs);
                     let x1 = x0.add(stride);
@@ -381,9 +396,9 @@ unsafe fn run<const R4: bool>(
                     } else {
                         (scales4(xb, 0), f32x4_splat(0.0))
                     };
-                    (xb, sc)
+                    (xb, x0, sc)
                 };
-                let mut s = sums(xb, (&raw const (*cb).q) as *const u8);
+                let mut s = sums(xb, (&raw const (*cb).q) as *const u8, hp);
                 if off != 0 {
                     s = i32x4_sub(s, (*cb).f);
                 }
@@ -454,7 +469,7 @@ unsafe fn gemv_q8_0<const R4: bool>(nb: usize, pn: &Panel, b: *const u8, accumul
             (34, 34, 2),
             (false, false),
             0,
-            |xb, yq| {
+            |xb, yq, _| {
                 let qy = ext_i8x32(yq);
                 reduce4(xb.map(|x| dot32(&decode_q8_0(x), &qy)))
             },
@@ -465,6 +480,9 @@ unsafe fn gemv_q8_0<const R4: bool>(nb: usize, pn: &Panel, b: *const u8, accumul
 #[cfg(not(target_feature = "relaxed-simd"))]
 macro_rules! simd_gemv {
     ($name:ident, $xs:expr, $ys:expr, $order:expr, $decode:ident) => {
+        simd_gemv!($name, $xs, $ys, $order, $decode, |x, _h, _r| $decode(x));
+    };
+    ($name:ident, $xs:expr, $ys:expr, $order:expr, $decode:ident, |$x:ident, $h:ident, $r:ident| $r4:expr) => {
         /// # Safety
         /// As [`gemv`].
         #[inline(never)]
@@ -480,9 +498,17 @@ macro_rules! simd_gemv {
                     ($xs, $ys, qat),
                     $order,
                     0,
-                    |xb, yq| {
+                    |xb, yq, hp| {
                         let qy = ext_i8x32(yq);
-                        reduce4(xb.map(|x| dot32(&$decode(x), &qy)))
+                        if R4 {
+                            let $h = load16(hp);
+                            reduce4([0u32, 1, 2, 3].map(|$r| {
+                                let $x = xb[$r as usize];
+                                dot32(&$r4, &qy)
+                            }))
+                        } else {
+                            reduce4(xb.map(|x| dot32(&$decode(x), &qy)))
+                        }
                     },
                 )
             }
@@ -493,11 +519,39 @@ macro_rules! simd_gemv {
 #[cfg(not(target_feature = "relaxed-simd"))]
 simd_gemv!(gemv_q4_0, 18, 34, (false, true), decode_q4_0);
 #[cfg(not(target_feature = "relaxed-simd"))]
-simd_gemv!(gemv_q5_0, 22, 34, (false, false), decode_q5_0);
+simd_gemv!(gemv_q5_0, 22, 34, (false, false), decode_q5_0, |x, h, r| {
+    q5_r4(x.add(6), h, r, 16)
+});
 #[cfg(not(target_feature = "relaxed-simd"))]
 simd_gemv!(gemv_q4_1, 20, 36, (true, false), decode_q4_1);
 #[cfg(not(target_feature = "relaxed-simd"))]
-simd_gemv!(gemv_q5_1, 24, 36, (true, false), decode_q5_1);
+simd_gemv!(gemv_q5_1, 24, 36, (true, false), decode_q5_1, |x, h, r| {
+    q5_r4(x.add(8), h, r, 0)
+});
+
+/// Row r's quants − `off` of a repacked q5 group block as four i16x8: nibbles at `qs`, fifth
+/// bits from the group's `hv` ([`hbit`]).
+///
+/// # Safety
+/// 16 bytes at `qs` must be readable.
+#[cfg(not(target_feature = "relaxed-simd"))]
+#[inline(always)]
+unsafe fn q5_r4(qs: *const u8, hv: v128, r: u32, off: i8) -> [v128; 4] {
+    // SAFETY: caller.
+    let v = unsafe { load16(qs) };
+    let x10 = u8x16_splat(0x10);
+    let m = u8x16_splat(0x0F);
+    let lo = v128_or(v128_and(v, m), hbit(hv, 2 * r, x10));
+    let hi = v128_or(u8x16_shr(v, 4), hbit(hv, 2 * r + 1, x10));
+    let o = i8x16_splat(off);
+    let (lo, hi) = (i8x16_sub(lo, o), i8x16_sub(hi, o));
+    [
+        i16x8_extend_low_i8x16(lo),
+        i16x8_extend_high_i8x16(lo),
+        i16x8_extend_low_i8x16(hi),
+        i16x8_extend_high_i8x16(hi),
+    ]
+}
 
 #[cfg(target_feature = "relaxed-simd")]
 use relaxed::{gemv_q4_0, gemv_q4_1, gemv_q5_0, gemv_q5_1};
@@ -616,6 +670,18 @@ mod relaxed {
 
     macro_rules! relaxed_gemv {
         ($name:ident, $xs:expr, $ys:expr, $order:expr, $off:expr, |$x:ident, $k:ident| $decode:expr) => {
+            relaxed_gemv!(
+                $name,
+                $xs,
+                $ys,
+                $order,
+                $off,
+                |$x, $k| $decode,
+                |$x, _h, _r, $k| $decode
+            );
+        };
+        ($name:ident, $xs:expr, $ys:expr, $order:expr, $off:expr, |$x:ident, $k:ident| $decode:expr,
+         |$x4:ident, $h:ident, $r:ident, $k4:ident| $r4:expr) => {
             /// # Safety
             /// As [`gemv`].
             #[inline(never)]
@@ -637,10 +703,22 @@ mod relaxed {
                         ($xs, $ys, qat),
                         $order,
                         $off,
-                        |xb, yq| {
+                        |xb, yq, hp| {
                             let y = [load16(yq), load16(yq.add(16))];
                             let $k = &consts;
-                            reduce4_i16(xb.map(|$x| dot16(y, $decode)), $k)
+                            if R4 {
+                                let $k4 = &consts;
+                                let $h = load16(hp);
+                                reduce4_i16(
+                                    [0u32, 1, 2, 3].map(|$r| {
+                                        let $x4 = xb[$r as usize];
+                                        dot16(y, $r4)
+                                    }),
+                                    $k,
+                                )
+                            } else {
+                                reduce4_i16(xb.map(|$x| dot16(y, $decode)), $k)
+                            }
                         },
                     )
                 }
@@ -649,15 +727,38 @@ mod relaxed {
     }
 
     relaxed_gemv!(gemv_q4_0, 18, 34, (false, true), 8, |x, k| u4(x.add(2), k));
-    relaxed_gemv!(gemv_q5_0, 22, 34, (false, false), 16, |x, k| u5(
-        x.add(2),
-        x.add(6),
-        k
-    ));
+    relaxed_gemv!(
+        gemv_q5_0,
+        22,
+        34,
+        (false, false),
+        16,
+        |x, k| u5(x.add(2), x.add(6), k),
+        |x, h, r, k| u5_r4(x.add(6), h, r, k)
+    );
     relaxed_gemv!(gemv_q4_1, 20, 36, (true, false), 0, |x, k| u4(x.add(4), k));
-    relaxed_gemv!(gemv_q5_1, 24, 36, (true, false), 0, |x, k| u5(
-        x.add(4),
-        x.add(8),
-        k
-    ));
+    relaxed_gemv!(
+        gemv_q5_1,
+        24,
+        36,
+        (true, false),
+        0,
+        |x, k| u5(x.add(4), x.add(8), k),
+        |x, h, r, k| u5_r4(x.add(8), h, r, k)
+    );
+
+    /// Row r's quants (0..31) of a repacked q5 group block: nibbles at `qs`, fifth bits from
+    /// the group's `hv` ([`hbit`]).
+    ///
+    /// # Safety
+    /// 16 bytes at `qs` must be readable.
+    #[inline(always)]
+    unsafe fn u5_r4(qs: *const u8, hv: v128, r: u32, k: &K) -> [v128; 2] {
+        // SAFETY: caller.
+        let [lo, hi] = unsafe { u4(qs, k) };
+        [
+            v128_or(lo, hbit(hv, 2 * r, k.x10)),
+            v128_or(hi, hbit(hv, 2 * r + 1, k.x10)),
+        ]
+    }
 }
