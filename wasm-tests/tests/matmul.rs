@@ -96,6 +96,19 @@ fn check_data(dt: DType, k: usize, extreme: bool, m: usize) {
 
 /// dst = W·Y of `m` weight rows `wq` (type `dt`, k elements each) and `n` f32 columns `y`.
 fn mul_mat(dt: DType, k: usize, m: usize, wq: &[u8], y: &[f32], n: usize) -> Vec<f32> {
+    mul_mat_as(dt, k, m, wq, y, n, false)
+}
+
+/// [`mul_mat`], with W repacked for the CPU GEMV first (`backend::cpu::repack`) when `repack`.
+fn mul_mat_as(
+    dt: DType,
+    k: usize,
+    m: usize,
+    wq: &[u8],
+    y: &[f32],
+    n: usize,
+    repack: bool,
+) -> Vec<f32> {
     let mut ctx = Context::new();
     let a = ctx.new_tensor_2d(dt, k, m).unwrap();
     let b = ctx.new_tensor_2d(DType::F32, k, n).unwrap();
@@ -104,6 +117,10 @@ fn mul_mat(dt: DType, k: usize, m: usize, wq: &[u8], y: &[f32], n: usize) -> Vec
     let c = ctx.mul_mat(a, b).unwrap();
     ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
     ctx.set_bytes(a, wq).unwrap();
+    if repack {
+        assert!(ggweb::backend::cpu::repack::repack_tensor(&mut ctx, a).unwrap());
+        assert_eq!(ctx.get_bytes(a).unwrap(), wq);
+    }
     ctx.set_f32(b, y).unwrap();
     let g = Graph::build(&ctx, &[c]);
     CpuBackend::new(1).compute(&ctx, &g).unwrap();
@@ -223,22 +240,6 @@ fn mul_mat_quant_gemv_special_scales() {
     }
 }
 
-/// dst = W·Y as [`mul_mat`], with W repacked for the CPU GEMV first (`backend::cpu::repack`).
-fn mul_mat_repacked(dt: DType, k: usize, m: usize, wq: &[u8], y: &[f32], n: usize) -> Vec<f32> {
-    let mut ctx = Context::new();
-    let a = ctx.new_tensor_2d(dt, k, m).unwrap();
-    let b = ctx.new_tensor_2d(DType::F32, k, n).unwrap();
-    let c = ctx.mul_mat(a, b).unwrap();
-    ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
-    ctx.set_bytes(a, wq).unwrap();
-    assert!(ggweb::backend::cpu::repack::repack_tensor(&mut ctx, a).unwrap());
-    assert_eq!(ctx.get_bytes(a).unwrap(), wq);
-    ctx.set_f32(b, y).unwrap();
-    let g = Graph::build(&ctx, &[c]);
-    CpuBackend::new(1).compute(&ctx, &g).unwrap();
-    ctx.get_f32(c).unwrap()
-}
-
 /// Repacked weights (the wasm SIMD GEMV reads the groups directly, with the finite-only f16
 /// conversion; other products read a plain copy): every row bit for bit the plain weights'
 /// result, on 4, 67 (a 3-row tail) and 301 rows, with ordinary scales and with every class of
@@ -280,7 +281,7 @@ fn mul_mat_repacked_matches_plain() {
                 for n in [1usize, 3] {
                     let y = rng.vec(k * n, -1.0, 1.0);
                     let want = mul_mat(dt, k, m, &wq, &y, n);
-                    let got = mul_mat_repacked(dt, k, m, &wq, &y, n);
+                    let got = mul_mat_as(dt, k, m, &wq, &y, n, true);
                     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                         assert_eq!(
                             g.to_bits(),

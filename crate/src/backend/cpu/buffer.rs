@@ -246,9 +246,14 @@ impl CpuBuffer {
                 ));
             }
         }
+        self.copy_in(offset, data)
+    }
+
+    /// `data` at `offset`, range-checked (the callers checked that the memory is writable).
+    fn copy_in(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check_range(offset, data.len())?;
-        // SAFETY: range checked above; owned memory or the owner's heap allocation, live for
-        // &self, and not borrowed elsewhere while weights are being loaded.
+        // SAFETY: range checked above; owned memory, or the owner's heap allocation (not
+        // borrowed elsewhere while weights are loaded), live for &self.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.base().add(offset), data.len())
         };
@@ -291,12 +296,7 @@ impl Buffer for CpuBuffer {
                 "write into a read-only (mapped) buffer".into(),
             ));
         }
-        self.check_range(offset, data.len())?;
-        // SAFETY: range checked above; the allocation is live for &self.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base().add(offset), data.len())
-        };
-        Ok(())
+        self.copy_in(offset, data)
     }
     fn get(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check_range(offset, out.len())?;

@@ -35,37 +35,8 @@ const MAX_BLOCKS: usize = crate::backend::cpu::repack::MAX_BLOCKS;
 /// The panel's rows hold k elements of `t`, `b` k elements of its vec_dot type; the panel's
 /// results are inside dst and written by this thread only.
 pub(crate) unsafe fn gemv(t: Tiled, k: usize, pn: &Panel, b: *const u8, accumulate: bool) -> bool {
-    if t.is_k_quant() {
-        if !k.is_multiple_of(256) {
-            return false;
-        }
-        let nb = k / 256;
-        // SAFETY: forwarded from the caller.
-        unsafe {
-            match t {
-                Tiled::Q4K => kgemv::gemv_q4_k::<false>(nb, pn, b, accumulate),
-                Tiled::Q5K => kgemv::gemv_q5_k::<false>(nb, pn, b, accumulate),
-                _ => kgemv::gemv_q6_k::<false>(nb, pn, b, accumulate),
-            }
-        }
-        return true;
-    }
-    let nb = k / 32;
-    if !k.is_multiple_of(32) || nb > MAX_BLOCKS {
-        return false;
-    }
     // SAFETY: forwarded from the caller.
-    unsafe {
-        match t {
-            Tiled::Q4_0 => gemv_q4_0::<false>(nb, pn, b, accumulate),
-            Tiled::Q5_0 => gemv_q5_0::<false>(nb, pn, b, accumulate),
-            Tiled::Q8_0 => gemv_q8_0::<false>(nb, pn, b, accumulate),
-            Tiled::Q4_1 => gemv_q4_1::<false>(nb, pn, b, accumulate),
-            Tiled::Q5_1 => gemv_q5_1::<false>(nb, pn, b, accumulate),
-            _ => return false,
-        }
-    }
-    true
+    unsafe { dispatch::<false>(t, k, pn, b, accumulate) }
 }
 
 /// [`gemv`] of weights repacked at load (`backend::cpu::repack`): the panel's rows are whole
@@ -82,9 +53,21 @@ pub(crate) unsafe fn gemv_repacked(
     b: *const u8,
     accumulate: bool,
 ) -> bool {
-    if !pn.nrows.is_multiple_of(4) {
-        return false;
-    }
+    // SAFETY: forwarded from the caller.
+    pn.nrows.is_multiple_of(4) && unsafe { dispatch::<true>(t, k, pn, b, accumulate) }
+}
+
+/// [`gemv`] (`R4`: [`gemv_repacked`]) by type.
+///
+/// # Safety
+/// As those.
+unsafe fn dispatch<const R4: bool>(
+    t: Tiled,
+    k: usize,
+    pn: &Panel,
+    b: *const u8,
+    accumulate: bool,
+) -> bool {
     if t.is_k_quant() {
         if !k.is_multiple_of(256) {
             return false;
@@ -93,9 +76,9 @@ pub(crate) unsafe fn gemv_repacked(
         // SAFETY: forwarded from the caller.
         unsafe {
             match t {
-                Tiled::Q4K => kgemv::gemv_q4_k::<true>(nb, pn, b, accumulate),
-                Tiled::Q5K => kgemv::gemv_q5_k::<true>(nb, pn, b, accumulate),
-                _ => kgemv::gemv_q6_k::<true>(nb, pn, b, accumulate),
+                Tiled::Q4K => kgemv::gemv_q4_k::<R4>(nb, pn, b, accumulate),
+                Tiled::Q5K => kgemv::gemv_q5_k::<R4>(nb, pn, b, accumulate),
+                _ => kgemv::gemv_q6_k::<R4>(nb, pn, b, accumulate),
             }
         }
         return true;
@@ -107,11 +90,11 @@ pub(crate) unsafe fn gemv_repacked(
     // SAFETY: forwarded from the caller.
     unsafe {
         match t {
-            Tiled::Q4_0 => gemv_q4_0::<true>(nb, pn, b, accumulate),
-            Tiled::Q5_0 => gemv_q5_0::<true>(nb, pn, b, accumulate),
-            Tiled::Q8_0 => gemv_q8_0::<true>(nb, pn, b, accumulate),
-            Tiled::Q4_1 => gemv_q4_1::<true>(nb, pn, b, accumulate),
-            Tiled::Q5_1 => gemv_q5_1::<true>(nb, pn, b, accumulate),
+            Tiled::Q4_0 => gemv_q4_0::<R4>(nb, pn, b, accumulate),
+            Tiled::Q5_0 => gemv_q5_0::<R4>(nb, pn, b, accumulate),
+            Tiled::Q8_0 => gemv_q8_0::<R4>(nb, pn, b, accumulate),
+            Tiled::Q4_1 => gemv_q4_1::<R4>(nb, pn, b, accumulate),
+            Tiled::Q5_1 => gemv_q5_1::<R4>(nb, pn, b, accumulate),
             _ => return false,
         }
     }
