@@ -171,6 +171,12 @@ export interface LoadInfo {
   parts: number;
   /** True when the weights streamed to GPU buffers without the file in the wasm heap. */
   weightsStreamed: boolean;
+  /**
+   * Weight matrices rewritten in place at load into the CPU GEMV's layout (four rows
+   * interleaved, ggml's CPU "repack"): in the SIMD builds on the CPU, every matrix read only by
+   * matrix products and row lookups; 0 on WebGPU and in the scalar build.
+   */
+  repackedWeights: number;
 }
 
 export interface MemoryInfo {
@@ -442,6 +448,7 @@ export class LLM {
           backendInfo,
           parts: st.parts,
           weightsStreamed: toDevice,
+          repackedWeights: core.repackedWeights,
         };
         if (backendInfo.requested !== backendInfo.backend) info.backendNote = backendInfo.reason;
         return new LLM(core, info);

@@ -30,6 +30,9 @@ test('load: info, progress, backend note, memory', () => {
   assert.deepEqual([llm.loadInfo.backendInfo.requested, llm.loadInfo.backendInfo.backend], ['auto', 'cpu']);
   assert.equal(llm.loadInfo.backendInfo.adapter, null);
   assert.equal(llm.loadInfo.fromCache, false);
+  // The SIMD builds repack every matrix for the CPU GEMV at load: SmolLM2's 30 × 7 layer
+  // matrices and its token embedding (tied to the output); the scalar build none.
+  assert.equal(llm.loadInfo.repackedWeights, llm.loadInfo.kernels === 'scalar' ? 0 : 211);
   const m = llm.memory();
   assert.equal(m.weights, fs.statSync(SMOLLM2).size);
   // One copy of the weights: the heap holds the file once plus KV cache and compute buffers.

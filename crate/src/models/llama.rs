@@ -311,6 +311,8 @@ pub struct LlamaModel {
     /// Attention as one FLASH_ATTN_EXT op: the default on CPUs with its fast kernels (the GPU
     /// backends have no such op yet).
     flash_attn: bool,
+    /// Weights repacked for the CPU GEMV at load ([`LlamaModel::repacked_weights`]).
+    repacked: usize,
     memory: ModelMemory,
     /// The buffers holding the weights (file-backed or streamed).
     _weights: Vec<Arc<dyn Buffer>>,
@@ -591,15 +593,23 @@ impl LlamaModel {
             n_past: 0,
             last_placements: None,
             flash_attn: !runner_gpu && crate::backend::cpu::arch::fused_attention_pays(),
+            repacked: 0,
             memory: ModelMemory::of(&w.buffers, &kv, &bytes),
             _weights: w.buffers,
             _kv: kv,
             _bytes: bytes,
         };
         if !runner_gpu && crate::backend::cpu::repack::pays() {
-            model.repack_weights(&weight_ids)?;
+            model.repacked = model.repack_weights(&weight_ids)?;
         }
         Ok(model)
+    }
+
+    /// How many weights were repacked at load for the CPU GEMV (`backend::cpu::repack`): in
+    /// the wasm SIMD builds on the CPU, every matrix the graphs read only through mul_mat or
+    /// get_rows; 0 elsewhere.
+    pub fn repacked_weights(&self) -> usize {
+        self.repacked
     }
 
     /// Repack for the CPU GEMV (`backend::cpu::repack`) every weight that the model's graphs

@@ -446,6 +446,13 @@ impl LlmCore {
         Ok(self.b()?.llm.model.backend_report().to_string())
     }
 
+    /// Weights repacked at load for the CPU GEMV (interleaved rows; 0 on WebGPU and in the
+    /// scalar build).
+    #[wasm_bindgen(getter, js_name = repackedWeights)]
+    pub fn repacked_weights(&self) -> Result<u32, JsError> {
+        Ok(self.b()?.llm.model.repacked_weights() as u32)
+    }
+
     /// True when the model runs on WebGPU (then use `stepAsync` / `logitsAsync`).
     #[wasm_bindgen(getter, js_name = usesGpu)]
     pub fn uses_gpu(&self) -> Result<bool, JsError> {
