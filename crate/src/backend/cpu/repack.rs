@@ -1,19 +1,23 @@
 //! Weights repacked at load for the CPU's token-generation GEMV (ggml's CPU "repack" buffer
-//! type, `q4_0x4` and kin): every four rows of a 2-D weight of a 32-element quant type become
-//! one group whose blocks are interleaved, so the GEMV reads one stream instead of four and
-//! loads the four rows' f16 scales with one vector load instead of four lane inserts and a
+//! type, `q4_0x4` and kin): every four rows of a 2-D quantized weight become one group whose
+//! blocks are interleaved, so the GEMV reads one sequential stream instead of four and loads
+//! the four rows' f16 scales with one vector load instead of four lane inserts and a
 //! deinterleave.
 //!
 //! Group g holds rows 4g..4g+4 in the bytes those four rows had (the same size: repacking is in
 //! place). Its block b, at `b · 4 · xs` (xs: the type's block bytes), is
 //!
 //! ```text
-//! [d of rows 0..4: 4 × f16] ([m of rows 0..4: 4 × f16] for q4_1, q5_1) [rest of row 0's block] … [rest of row 3's]
+//! q4_0, q8_0:  [d of rows 0..4: 4 × f16] [row 0's quants] … [row 3's quants]
+//! q4_1:        [d × 4] [m × 4] [row 0's quants] … [row 3's]
+//! q5_0 (q5_1): [d × 4] ([m × 4]) [fifth bits of all four rows: 16 bytes] [row 0's nibbles] … [row 3's]
+//! k-quants:    [row 0's super-block] … [row 3's super-block]   (whole, scales as they are)
 //! ```
 //!
-//! where "the rest" is the block without its scales, in the type's own order (q5_*: qh, then
-//! qs). The last `ne1 % 4` rows stay as they were. Only weights whose scales are all finite are
-//! repacked, so the kernels may convert them without the inf/NaN fix-up.
+//! In the fifth bits' 16 bytes, bit p of byte j is row p / 2's element j + 16·(p % 2), so the
+//! GEMV takes a row half's bits with one shift and one mask. The last `ne1 % 4` rows stay as
+//! they were. Only weights whose d (and m) are all finite are repacked, so the kernels may
+//! convert them without the inf/NaN fix-up.
 //!
 //! A repacked tensor carries [`crate::tensor::Flags::REPACKED`]. Its bytes read or written
 //! through [`crate::Context::get_bytes`] / `set_bytes` are the GGUF layout (converted on the
