@@ -576,7 +576,6 @@ impl LlamaModel {
         }
         let mark = ctx.mark();
         let runner_gpu = runner.gpu;
-        let weight_ids: Vec<TensorId> = w.by_name.values().copied().collect();
         let mut model = LlamaModel {
             hp,
             n_ctx,
@@ -600,7 +599,7 @@ impl LlamaModel {
             _bytes: bytes,
         };
         if !runner_gpu && crate::backend::cpu::repack::pays() {
-            model.repacked = model.repack_weights(&weight_ids)?;
+            model.repack_weights()?;
         }
         Ok(model)
     }
@@ -614,10 +613,14 @@ impl LlamaModel {
 
     /// Repack for the CPU GEMV (`backend::cpu::repack`) every weight that the model's graphs
     /// read only as mul_mat's or get_rows' src0 (never through a view: phi3's fused QKV stays
-    /// plain), as found in the graphs of one and of two tokens. Returns how many were.
-    pub fn repack_weights(&mut self, weights: &[TensorId]) -> Result<usize> {
+    /// plain), as found in the graphs of one and of two tokens, and that lives in writable host
+    /// memory (not a mapped file). Returns how many were. Loading does this by itself where it
+    /// pays (the wasm SIMD builds on the CPU); results are the same bits either way.
+    pub fn repack_weights(&mut self) -> Result<usize> {
+        // Every tensor described before the graphs: the weights and the KV cache (f16, which
+        // is never repacked).
         let mut ok: std::collections::HashMap<TensorId, bool> =
-            weights.iter().map(|&id| (id, true)).collect();
+            self.ctx.ids().map(|id| (id, true)).collect();
         for n in [1, 2.min(self.n_ctx)] {
             let first = self.ctx.ids().count();
             let built = self.build(n, false);
@@ -647,6 +650,7 @@ impl LlamaModel {
                 n += 1;
             }
         }
+        self.repacked += n;
         Ok(n)
     }
 

@@ -38,6 +38,13 @@ impl Weights {
         bytes: Arc<dyn HostBytes>,
         buft: Option<&Arc<dyn crate::backend::BufferType>>,
     ) -> Result<Weights> {
+        if bytes.rewritten() {
+            return Err(Error::InvalidArgument(
+                "these bytes were rewritten in place by a model that repacked its weights: \
+                 load from the file again"
+                    .into(),
+            ));
+        }
         let file = bytes.bytes();
         let start = usize::try_from(gguf.data_offset)
             .map_err(|_| Error::Gguf("data offset does not fit in memory".into()))?;

@@ -20,6 +20,14 @@ pub trait HostBytes: Send + Sync {
     fn heap_ptr(&self) -> Option<*mut u8> {
         None
     }
+    /// Called before the bytes are rewritten in place (through [`HostBytes::heap_ptr`]): from
+    /// then on they are no longer the file's, and [`HostBytes::rewritten`] says so.
+    fn mark_rewritten(&self) {}
+    /// Whether the bytes were rewritten in place by a model that repacked its weights (a second
+    /// model must not read them as a GGUF file: `Weights` refuses them).
+    fn rewritten(&self) -> bool {
+        false
+    }
 }
 
 impl HostBytes for Vec<u8> {
@@ -91,6 +99,8 @@ pub struct AlignedBytes {
     mem: Aligned,
     cap: usize,
     len: usize,
+    /// [`HostBytes::rewritten`].
+    rewritten: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: a private heap allocation, written only through `&mut self`.
@@ -104,6 +114,7 @@ impl AlignedBytes {
             mem: Aligned::new(cap, false)?,
             cap,
             len: 0,
+            rewritten: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -155,6 +166,13 @@ impl HostBytes for AlignedBytes {
     }
     fn heap_ptr(&self) -> Option<*mut u8> {
         Some(self.mem.ptr)
+    }
+    fn mark_rewritten(&self) {
+        self.rewritten
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn rewritten(&self) -> bool {
+        self.rewritten.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -245,6 +263,7 @@ impl CpuBuffer {
                     "write into a read-only (mapped) buffer".into(),
                 ));
             }
+            owner.mark_rewritten();
         }
         self.copy_in(offset, data)
     }
