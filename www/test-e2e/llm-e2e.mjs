@@ -319,16 +319,25 @@ try {
   let st = await page.evaluate(() => window.__chat);
   check(!st.error && st.ready, `chat: loaded ${st.error ?? `in ${st.loadInfo.seconds.toFixed(2)} s, fromCache ${st.loadInfo.fromCache}`}`);
   await page.type('#prompt', 'What is the capital of France?');
+  // The page records every text the reply bubble shows: polling from here at 100 ms missed the partial texts
+  // once generation ran at ~100 tok/s (a 15-token reply is over in 0.15 s).
+  await page.evaluate(() => {
+    window.__seenTexts = new Set();
+    new MutationObserver(() => {
+      const t = document.querySelector('.msg.assistant')?.textContent ?? '';
+      if (t) window.__seenTexts.add(t);
+    }).observe(document.getElementById('log'), { childList: true, subtree: true, characterData: true });
+  });
   await page.click('#send');
-  const seen = new Set();
   const t0 = Date.now();
+  let shot = false;
   while (Date.now() - t0 < 180000) {
-    const s = await page.evaluate(() => ({ gen: window.__chat.generating, n: window.__chat.replies.length, text: document.querySelector('.msg.assistant')?.textContent ?? '' }));
-    if (s.text) seen.add(s.text);
-    if (seen.size === 3) await page.screenshot({ path: path.join(OUT, 'chat-streaming.png') });
+    const s = await page.evaluate(() => ({ n: window.__chat.replies.length, seen: window.__seenTexts.size }));
+    if (s.seen >= 3 && !shot) { shot = true; await page.screenshot({ path: path.join(OUT, 'chat-streaming.png') }); }
     if (s.n >= 1) break;
     await new Promise((r) => setTimeout(r, 100));
   }
+  const seen = { size: await page.evaluate(() => window.__seenTexts.size) };
   st = await page.evaluate(() => window.__chat);
   check(st.replies.length === 1 && st.replies[0].length > 0 && !st.error, `chat: reply "${st.replies[0]}"`);
   check(seen.size >= 3, `chat: streamed (${seen.size} distinct partial texts seen)`);
