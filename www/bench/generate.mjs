@@ -4,7 +4,7 @@
 //
 //   node --experimental-wasm-relaxed-simd www/bench/generate.mjs [--build relaxed|simd|threads]
 //        [--threads N] [--wasm path/to/ggweb_bg.wasm] [--model FILE] [--reps 5] [--tokens 32]
-//        [--rounds 3]
+//        [--rounds 3] [--warm-up 0|1]
 //
 // The prompt is one sentence repeated --reps times (5: ~116 tokens); --tokens greedy tokens
 // follow unless the model ends first (`generated` says how many). Each round prints one JSON line; rounds after the first
@@ -28,6 +28,7 @@ const tokens = Number(opt('tokens', '32'));
 const rounds = Number(opt('rounds', '3'));
 const wasm = opt('wasm', undefined);
 const threads = opt('threads', undefined);
+const warmUp = opt('warm-up', '1') !== '0';
 
 const { init, LLM } = await import(path.join(ROOT, 'www', 'dist', 'index.js'));
 const info = await init({
@@ -37,7 +38,7 @@ const info = await init({
   relaxed: build !== 'simd',
   ...(wasm ? { wasm } : {}),
 });
-const llm = await LLM.load(model, { nCtx: 1024, backend: 'cpu' });
+const llm = await LLM.load(model, { nCtx: 1024, backend: 'cpu', warmUp });
 const prompt =
   'The history of the printing press begins in the fifteenth century, when Johannes Gutenberg developed a system of movable metal type. '.repeat(
     reps,
@@ -52,6 +53,7 @@ for (let r = 0; r < rounds; r++) {
       promptTokPerS: +s.promptTokPerS.toFixed(1),
       generated: s.generatedTokens,
       genTokPerS: +s.genTokPerS.toFixed(1),
+      ...(r === 0 ? { warmUpSeconds: +llm.loadInfo.warmUpSeconds.toFixed(3) } : {}),
     }),
   );
 }

@@ -40,6 +40,19 @@ test('load: info, progress, backend note, memory', () => {
   console.log(`load ${llm.loadInfo.seconds.toFixed(2)} s, wasm heap ${(m.wasmHeap / 2 ** 20).toFixed(1)} MiB, ${llm.loadInfo.kernels}`);
 });
 
+test('warm-up at load: timed, the model as loaded (same logits bit for bit as without it), optional', async () => {
+  assert.ok(llm.loadInfo.warmUpSeconds > 0 && llm.loadInfo.warmUpSeconds < llm.loadInfo.seconds, JSON.stringify(llm.loadInfo));
+  const cold = await LLM.load(SMOLLM2, { nCtx: 512, warmUp: false });
+  try {
+    assert.equal(cold.loadInfo.warmUpSeconds, 0);
+    const [a, b] = [await llm.logits(PROMPT_IDS), await cold.logits(PROMPT_IDS)];
+    assert.deepEqual(a, b, 'a warmed-up model computes what a cold one does');
+  } finally {
+    cold.free();
+  }
+  await llm.reset();
+});
+
 test('tokenize / detokenize', async () => {
   assert.deepEqual(await llm.tokenize(PROMPT), PROMPT_IDS);
   assert.deepEqual(await llm.tokenize(PROMPT, { addSpecial: false, parseSpecial: false }), PROMPT_IDS);
