@@ -9,7 +9,8 @@
 // Env: THREADS=1,2 (the thread counts), ENGINES=ggweb,wllama,ggweb-st (which to run; ggweb-st is
 // the single-thread relaxed-SIMD build, 1 thread only), GGWEB_OLD=<dir of another threads build's
 // ggweb_bg.wasm> adds `ggweb-old` runs of that build beside this one (an A/B of two builds in the
-// same session, interleaved), CHROME=<browser binary>.
+// same session, interleaved), ggweb-cold in ENGINES runs ggweb without its load-time warm-up,
+// CHROME=<browser binary>.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -56,6 +57,7 @@ const browser = await puppeteer.launch({
 const LABELS = {
   ggweb: (n) => `ggweb threads build, ${n} thread${n > 1 ? 's' : ''}`,
   'ggweb-old': (n) => `ggweb threads build from GGWEB_OLD, ${n} thread${n > 1 ? 's' : ''}`,
+  'ggweb-cold': (n) => `ggweb threads build, no load-time warm-up, ${n} thread${n > 1 ? 's' : ''}`,
   wllama: (n) => `wllama, ${n} thread${n > 1 ? 's' : ''}`,
 };
 const configs = [];
@@ -91,7 +93,7 @@ try {
         const { LLM } = await import('/dist/index.js');
         const engine = cfg.engine === 'ggweb-st' ? {} : { threads: true, nThreads: cfg.threads };
         if (cfg.engine === 'ggweb-old') engine.wasm = `${location.origin}/vendor/ggweb-old/ggweb_bg.wasm`;
-        const llm = await LLM.loadInWorker(url, { nCtx: 512, cache: false, engine });
+        const llm = await LLM.loadInWorker(url, { nCtx: 512, cache: false, engine, warmUp: cfg.engine !== 'ggweb-cold' });
         const load = (performance.now() - t0) / 1000;
         const g = await llm.complete(prompt, { maxTokens: 32, temperature: 0 });
         const cpuThreads = llm.loadInfo.backendInfo.cpuThreads;
@@ -113,7 +115,7 @@ try {
       const rs = rows.filter((r) => r.model === model && r.label === cfg.label);
       console.log(`| ${cfg.label} | ${range(rs.map((r) => r.prompt))} | ${range(rs.map((r) => r.gen))} | ${range(rs.map((r) => r.load))} |`);
     }
-    for (const other of ['wllama', 'ggweb-old']) {
+    for (const other of ['wllama', 'ggweb-old', 'ggweb-cold']) {
       for (const n of THREADS) {
         const g = rows.filter((r) => r.model === model && r.engine === 'ggweb' && r.threads === n);
         const w = rows.filter((r) => r.model === model && r.engine === other && r.threads === n);

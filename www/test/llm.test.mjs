@@ -40,17 +40,21 @@ test('load: info, progress, backend note, memory', () => {
   console.log(`load ${llm.loadInfo.seconds.toFixed(2)} s, wasm heap ${(m.wasmHeap / 2 ** 20).toFixed(1)} MiB, ${llm.loadInfo.kernels}`);
 });
 
-test('warm-up at load: timed, the model as loaded (same logits bit for bit as without it), optional', async () => {
-  assert.ok(llm.loadInfo.warmUpSeconds > 0 && llm.loadInfo.warmUpSeconds < llm.loadInfo.seconds, JSON.stringify(llm.loadInfo));
+test('warm-up at load: by default with more than one thread, timed, the model as loaded (same logits bit for bit)', async () => {
+  const threads = llm.loadInfo.backendInfo.cpuThreads ?? 1;
+  assert.equal(llm.loadInfo.warmUpSeconds > 0, threads > 1, JSON.stringify(llm.loadInfo));
+  const warm = await LLM.load(SMOLLM2, { nCtx: 512, warmUp: true });
   const cold = await LLM.load(SMOLLM2, { nCtx: 512, warmUp: false });
   try {
+    assert.ok(warm.loadInfo.warmUpSeconds > 0 && warm.loadInfo.warmUpSeconds < warm.loadInfo.seconds, JSON.stringify(warm.loadInfo));
     assert.equal(cold.loadInfo.warmUpSeconds, 0);
-    const [a, b] = [await llm.logits(PROMPT_IDS), await cold.logits(PROMPT_IDS)];
+    assert.equal(warm.nPast, 0, 'the warm-up tokens are forgotten');
+    const [a, b] = [await warm.logits(PROMPT_IDS), await cold.logits(PROMPT_IDS)];
     assert.deepEqual(a, b, 'a warmed-up model computes what a cold one does');
   } finally {
+    warm.free();
     cold.free();
   }
-  await llm.reset();
 });
 
 test('tokenize / detokenize', async () => {
