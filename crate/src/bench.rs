@@ -23,6 +23,9 @@ pub struct BenchResult {
     /// Copies of the weight the measurement rotates over (1: the same weight every time, so
     /// it stays in cache when it fits).
     pub copies: usize,
+    /// Whether the weights were repacked for the CPU GEMV (`backend::cpu::repack`), as a
+    /// model's are at load where it pays.
+    pub repacked: bool,
 }
 
 impl std::fmt::Display for BenchResult {
@@ -68,13 +71,14 @@ pub fn bench_mul_mat(
     threads: usize,
     min_seconds: f64,
 ) -> Result<BenchResult> {
-    bench_mul_mat_streamed(dtype, m, n, k, threads, min_seconds, 0)
+    bench_mul_mat_streamed(dtype, m, n, k, threads, min_seconds, 0, true)
 }
 
 /// As [`bench_mul_mat`], over enough copies of the weight that together they hold at least
 /// `stream_bytes` (one graph of one mul_mat per copy, all with the same x): with
 /// `stream_bytes` well over the last-level cache every weight comes from DRAM, as the layers
 /// of an LLM do during generation. `seconds_per_iter` is per mul_mat (graph time / copies).
+#[allow(clippy::too_many_arguments)] // (the shape, the threads, and how the weights are held)
 pub fn bench_mul_mat_streamed(
     dtype: DType,
     m: usize,
@@ -83,6 +87,7 @@ pub fn bench_mul_mat_streamed(
     threads: usize,
     min_seconds: f64,
     stream_bytes: usize,
+    repack: bool,
 ) -> Result<BenchResult> {
     if cfg!(target_arch = "wasm32") {
         return Err(Error::UnsupportedOp(
@@ -110,8 +115,13 @@ pub fn bench_mul_mat_streamed(
         fill_random(&mut row, 0x9E37_79B9 + i as u64);
         crate::quant::quantize_row(dtype, &row, dst)?;
     }
+    // Repacked where a model's load would repack them (when `repack`).
+    let repacked = repack && crate::backend::cpu::repack::pays_for(dtype);
     for &w in &ws {
         ctx.set_bytes(w, &bytes)?;
+        if repacked {
+            crate::backend::cpu::repack::repack_tensor(&mut ctx, w)?;
+        }
     }
     drop(bytes);
     let mut xv = vec![0f32; k * n];
@@ -147,6 +157,7 @@ pub fn bench_mul_mat_streamed(
         weight_gbps: weight_bytes as f64 / spi / 1e9,
         best_weight_gbps: weight_bytes as f64 / best / 1e9,
         copies,
+        repacked,
     })
 }
 

@@ -163,6 +163,10 @@ enum Cmd {
         /// Attention as one fused op: auto (on x86-64 CPUs with AVX2), on or off.
         #[arg(long, default_value = "auto")]
         flash_attn: String,
+        /// Keep the file memory-mapped: no weights read into memory and repacked for this
+        /// CPU's GEMV (as llama.cpp's --no-repack).
+        #[arg(long)]
+        no_repack: bool,
         #[arg(long)]
         json: bool,
     },
@@ -214,6 +218,10 @@ enum Cmd {
         /// (over the last-level cache, so weights come from DRAM; 0: one copy).
         #[arg(long, default_value_t = 128)]
         stream_mib: usize,
+        /// With --llm: keep the weights plain (by default they are repacked for the CPU GEMV
+        /// where a model's load would repack them).
+        #[arg(long)]
+        no_repack: bool,
         /// With --llm: run every shape (of --models / --types) as each of these weight types
         /// instead of its own, where k is a multiple of the type's block (q4_0, q5_1 and q5_K
         /// are in none of the files).
@@ -328,6 +336,7 @@ pub fn run() -> Result<()> {
             llm,
             models,
             stream_mib,
+            no_repack,
             as_types,
             backend,
             types,
@@ -341,6 +350,7 @@ pub fn run() -> Result<()> {
                     models,
                     types,
                     as_types,
+                    repack: !no_repack,
                 };
                 bench_llm(json, filter, threads, n, stream_mib, seconds)
             } else {
@@ -385,6 +395,7 @@ pub fn run() -> Result<()> {
             backend,
             chat,
             flash_attn,
+            no_repack,
             json,
         } => {
             let flash_attn = match flash_attn.as_str() {
@@ -411,6 +422,7 @@ pub fn run() -> Result<()> {
                 ctx_size,
                 backend: backend.parse()?,
                 flash_attn,
+                repack: !no_repack,
             };
             generate(&model, &prompt, n_predict, opts, run, chat, json)
         }
@@ -426,6 +438,7 @@ pub fn run() -> Result<()> {
                 ctx_size: 4096,
                 backend: backend.parse()?,
                 flash_attn: None,
+                repack: true,
             };
             let mut llm = run.open(&model)?;
             eprintln!("backend: {}", llm.model.backend_report());
@@ -455,6 +468,7 @@ pub fn run() -> Result<()> {
                 ctx_size,
                 backend: backend.parse()?,
                 flash_attn: None,
+                repack: true,
             };
             chat(&model, temp, n_predict, system, run)
         }
@@ -892,6 +906,8 @@ struct LlmFilter {
     models: Option<String>,
     types: Option<String>,
     as_types: Option<String>,
+    /// Repack the weights where a model's load would.
+    repack: bool,
 }
 
 /// A comma-separated list of weight type names (`None` stays `None`).
@@ -965,11 +981,19 @@ fn bench_llm(
                 .iter()
                 .flat_map(|&d| threads.iter().zip(&roof).map(move |p| (d, p)))
             {
-                let r =
-                    ggweb::bench::bench_mul_mat_streamed(dtype, s.m, n, s.k, th, seconds, stream)?;
+                let r = ggweb::bench::bench_mul_mat_streamed(
+                    dtype,
+                    s.m,
+                    n,
+                    s.k,
+                    th,
+                    seconds,
+                    stream,
+                    filter.repack,
+                )?;
                 if !as_json {
                     println!(
-                        "{:<8} {:<19} {:<5} k={:<5} m={:<6} n={n:<4} threads={th}: {:8.1} GFLOP/s {:6.2} GB/s ({:3.0} % of read bw; best {:6.2} GB/s)",
+                        "{:<8} {:<19} {:<5} k={:<5} m={:<6} n={n:<4} threads={th}: {:8.1} GFLOP/s {:6.2} GB/s ({:3.0} % of read bw; best {:6.2} GB/s){}",
                         s.model,
                         s.tensor,
                         dtype.name(),
@@ -978,13 +1002,14 @@ fn bench_llm(
                         r.gflops,
                         r.weight_gbps,
                         100.0 * r.weight_gbps / rb,
-                        r.best_weight_gbps
+                        r.best_weight_gbps,
+                        if r.repacked { " repacked" } else { "" }
                     );
                 }
                 rows.push(json!({"op": "mul_mat", "model": s.model, "tensor": s.tensor,
                     "type": dtype.name(), "m": s.m, "n": n, "k": s.k, "threads": th,
                     "backend": "cpu", "gflops": r.gflops, "gbps": r.weight_gbps, "best_gbps": r.best_weight_gbps,
-                    "copies": r.copies, "us": r.seconds_per_iter * 1e6}));
+                    "copies": r.copies, "repacked": r.repacked, "us": r.seconds_per_iter * 1e6}));
             }
         }
     }
@@ -1012,12 +1037,19 @@ struct LlmRun {
     backend: BackendChoice,
     /// Fused attention on or off; `None`: the model's default.
     flash_attn: Option<bool>,
+    /// On the CPU, read the file into memory and repack the weights this CPU's GEMV reads so
+    /// (`Llm::open_in_memory`); else keep it mapped.
+    repack: bool,
 }
 
 impl LlmRun {
     fn open(&self, model: &Path) -> Result<Llm> {
         let threads = cpu_threads(self.threads);
-        let mut llm = Llm::open_with(model, self.ctx_size, self.backend, threads)?;
+        let mut llm = if self.repack && self.backend == BackendChoice::Cpu {
+            Llm::open_in_memory(model, self.ctx_size, threads)?
+        } else {
+            Llm::open_with(model, self.ctx_size, self.backend, threads)?
+        };
         if let Some(on) = self.flash_attn {
             llm.model.set_flash_attn(on)?;
         }

@@ -598,15 +598,17 @@ impl LlamaModel {
             _kv: kv,
             _bytes: bytes,
         };
-        if !runner_gpu && crate::backend::cpu::repack::pays() {
-            model.repack_weights()?;
+        if !runner_gpu {
+            model.repack_weights_where(crate::backend::cpu::repack::pays_for)?;
         }
         Ok(model)
     }
 
-    /// How many weights were repacked at load for the CPU GEMV (`backend::cpu::repack`): in
-    /// the wasm SIMD builds on the CPU, every matrix the graphs read only through mul_mat or
-    /// get_rows; 0 elsewhere.
+    /// How many weights are repacked for the CPU GEMV (`backend::cpu::repack`). At load, on the
+    /// CPU and from writable memory (not a mapped file: see [`LlamaModel::open_in_memory`]),
+    /// every matrix the graphs read only through mul_mat or get_rows whose type this CPU's GEMV
+    /// reads repacked (`repack::pays_for`: all of them in the wasm SIMD builds, q4_0 q4_1 q5_0
+    /// q5_1 on x86 with AVX-512 VNNI or AVX2); 0 elsewhere.
     pub fn repacked_weights(&self) -> usize {
         self.repacked
     }
@@ -617,6 +619,11 @@ impl LlamaModel {
     /// memory (not a mapped file). Returns how many were. Loading does this by itself where it
     /// pays (the wasm SIMD builds on the CPU); results are the same bits either way.
     pub fn repack_weights(&mut self) -> Result<usize> {
+        self.repack_weights_where(|_| true)
+    }
+
+    /// [`LlamaModel::repack_weights`] of the weights whose type `keep` accepts.
+    fn repack_weights_where(&mut self, keep: impl Fn(DType) -> bool) -> Result<usize> {
         // Every tensor described before the graphs: the weights and the KV cache (f16, which
         // is never repacked).
         let mut ok: std::collections::HashMap<TensorId, bool> =
@@ -646,7 +653,10 @@ impl LlamaModel {
         }
         let mut n = 0;
         for (&id, &fine) in &ok {
-            if fine && crate::backend::cpu::repack::repack_tensor(&mut self.ctx, id)? {
+            if fine
+                && keep(self.ctx.tensor(id).dtype)
+                && crate::backend::cpu::repack::repack_tensor(&mut self.ctx, id)?
+            {
                 n += 1;
             }
         }
@@ -658,6 +668,54 @@ impl LlamaModel {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open(path: &std::path::Path, n_ctx: usize, n_threads: usize) -> Result<LlamaModel> {
         Self::open_with(path, n_ctx, BackendChoice::Cpu, n_threads)
+    }
+
+    /// Read a GGUF file into memory and load it on the CPU, its weights repacked where this
+    /// CPU's GEMV reads them so ([`LlamaModel::repacked_weights`]; as llama.cpp's CPU "repack"
+    /// buffers, which also leave the file's mapping): one sequential stream per four rows
+    /// instead of four. A split model, or a CPU without such a GEMV, is opened mapped instead
+    /// ([`LlamaModel::open`]): the same results either way.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_in_memory(
+        path: &std::path::Path,
+        n_ctx: usize,
+        n_threads: usize,
+    ) -> Result<LlamaModel> {
+        match Self::read_for_repack(path)? {
+            Some(bytes) => Self::from_bytes(bytes, n_ctx, n_threads),
+            None => Self::open(path, n_ctx, n_threads),
+        }
+    }
+
+    /// The bytes of the GGUF file at `path` in memory when repacking its weights could pay
+    /// (this CPU's GEMV reads some type repacked, and it is not part of a split model).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn read_for_repack(path: &std::path::Path) -> Result<Option<Arc<dyn HostBytes>>> {
+        use std::io::Read;
+        let any = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1]
+            .into_iter()
+            .any(crate::backend::cpu::repack::pays_for);
+        // (The header from a mapping: a split model's parts stay mapped.)
+        if !any
+            || crate::models::split::split_of(crate::gguf::GgufFile::open(path)?.header())?
+                .is_some()
+        {
+            return Ok(None);
+        }
+        let mut f = std::fs::File::open(path)?;
+        let len = usize::try_from(f.metadata()?.len())
+            .map_err(|_| Error::InvalidArgument(format!("{}: too large", path.display())))?;
+        let mut bytes = crate::backend::cpu::buffer::AlignedBytes::with_capacity(len)?;
+        // Read in pieces into the aligned buffer: no second copy of the file in memory.
+        let mut chunk = vec![0u8; 1 << 20];
+        loop {
+            let n = f.read(&mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            bytes.extend_from_slice(&chunk[..n])?;
+        }
+        Ok(Some(Arc::new(bytes)))
     }
 
     /// Open a GGUF file (memory-mapped) on the chosen backends; the first part of a split

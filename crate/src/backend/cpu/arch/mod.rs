@@ -488,6 +488,67 @@ pub(crate) struct Panel {
     pub(crate) ldo: usize,
 }
 
+/// Whether this CPU's GEMV reads weights of `dtype` repacked at load (`backend::cpu::repack`)
+/// directly: the wasm SIMD builds for every repacked type; x86-64 with AVX-512 VNNI or plain
+/// AVX2 (the paired GEMV) for q4_0, q4_1, q5_0 and q5_1. Elsewhere a repacked product reads a
+/// plain copy (correct, slower).
+pub fn gemv_reads_repacked(dtype: crate::DType) -> bool {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        super::repack::spec(dtype).is_some()
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        match (x86::gemm::best(), Tiled::quantized(dtype)) {
+            (Some(isa), Some(t)) => x86::gemv::handles_repacked(isa, t),
+            _ => false,
+        }
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
+    {
+        let _ = dtype;
+        false
+    }
+}
+
+/// The GEMV of a panel of repacked groups (see [`gemv_reads_repacked`]); false (nothing done)
+/// where this machine has none for `t` and `k`.
+///
+/// # Safety
+/// The panel's rows are whole groups of four in the repacked layout (`pn.a0` a group's start),
+/// `y` one column of the vec_dot type of k elements; the results are inside dst and written by
+/// this thread only.
+#[allow(unused_variables)]
+pub(crate) unsafe fn gemv_repacked(
+    t: Tiled,
+    k: usize,
+    pn: &Panel,
+    y: *const u8,
+    accumulate: bool,
+) -> bool {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        // SAFETY: forwarded from the caller.
+        unsafe { wasm32::gemv_repacked(t, k, pn, y, accumulate) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: forwarded from the caller.
+        x86::gemm::best()
+            .is_some_and(|isa| unsafe { x86::gemv::panel_repacked(isa, t, k, pn, y, accumulate) })
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
+    {
+        false
+    }
+}
+
 /// All rows of the panel against the C columns `bc`, R rows at a time (then one at a time);
 /// results are stored, or added when `accumulate`.
 #[inline]

@@ -200,6 +200,7 @@ const PR: usize = 4;
 /// The caller's target features cover `dot` and `fifth`, and AVX2/FMA/F16C; as [`rows`]
 /// otherwise.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn pair_rows<
     const XS: usize,
     const YS: usize,
@@ -208,13 +209,14 @@ unsafe fn pair_rows<
     const QS: usize,
     const QH: usize,
     const HI: bool,
+    const R4: bool,
 >(
     k: usize,
     pn: &Panel,
     y: *const u8,
     accumulate: bool,
     dot: impl Fn(__m256i, __m256i, __m256i, __m256i, __m256i) -> __m256i + Copy,
-    fifth: impl Fn(__m256i, __m256i, *const u8, *const u8) -> (__m256i, __m256i) + Copy,
+    fifth: impl Fn(__m256i, __m256i, Fifth) -> (__m256i, __m256i) + Copy,
 ) {
     // SAFETY: forwarded from the caller.
     unsafe {
@@ -239,11 +241,41 @@ unsafe fn pair_rows<
                 };
                 (start, _mm256_broadcast_ps(&(*f).ys))
             };
-            pair_panel::<XS, YS, MIN, QS, QH, HI>(k, pn, y, accumulate, dot, fifth, col);
+            pair_panel::<XS, YS, MIN, QS, QH, HI, R4>(k, pn, y, accumulate, dot, fifth, col);
         } else {
             let col = |blk: usize| col_facts::<YS, BIAS, MIN>(y, blk, dot);
-            pair_panel::<XS, YS, MIN, QS, QH, HI>(k, pn, y, accumulate, dot, fifth, col);
+            pair_panel::<XS, YS, MIN, QS, QH, HI, R4>(k, pn, y, accumulate, dot, fifth, col);
         }
+    }
+}
+
+/// Where a pair of rows' fifth bits are, for [`pair_rows`]' `fifth`.
+#[derive(Clone, Copy)]
+enum Fifth {
+    /// Plain rows: the rows' blocks' 4-byte words of them.
+    Words(*const u8, *const u8),
+    /// A repacked group block (`repack.rs`: bit 2r of byte j is row r's element j, bit 2r + 1
+    /// its element j + 16) in both 128-bit lanes, and the pair (rows 2p, 2p + 1).
+    Group(__m256i, usize),
+}
+
+/// Bytes `lo` in the low 128-bit lane and `hi` in the high one.
+#[inline(always)]
+unsafe fn lanes_epi8(lo: u8, hi: u8) -> __m256i {
+    // SAFETY: AVX enabled by the caller.
+    unsafe { _mm256_set_m128i(_mm_set1_epi8(hi as i8), _mm_set1_epi8(lo as i8)) }
+}
+
+/// A repacked group's fifth bits of pair p as bit tests: (elements 0..16 of rows 2p and
+/// 2p + 1, elements 16..32 of them), each byte's bit in its 128-bit lane.
+#[inline(always)]
+unsafe fn group_bits(p: usize) -> (__m256i, __m256i) {
+    // SAFETY: AVX enabled by the caller.
+    unsafe {
+        (
+            lanes_epi8(1 << (4 * p), 1 << (4 * p + 2)),
+            lanes_epi8(1 << (4 * p + 1), 1 << (4 * p + 3)),
+        )
     }
 }
 
@@ -306,26 +338,32 @@ unsafe fn pair_panel<
     const QS: usize,
     const QH: usize,
     const HI: bool,
+    const R4: bool,
 >(
     k: usize,
     pn: &Panel,
     y: *const u8,
     accumulate: bool,
     dot: impl Fn(__m256i, __m256i, __m256i, __m256i, __m256i) -> __m256i + Copy,
-    fifth: impl Fn(__m256i, __m256i, *const u8, *const u8) -> (__m256i, __m256i) + Copy,
+    fifth: impl Fn(__m256i, __m256i, Fifth) -> (__m256i, __m256i) + Copy,
     col: impl Fn(usize) -> (__m256i, __m256) + Copy,
 ) {
     // SAFETY: forwarded from the caller.
     unsafe {
+        // Repacked: a tile is a group, its PR rows one stream of PR·lda bytes (the same span).
         let span = PR.saturating_mul(pn.lda);
         let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
         let mut i = 0;
         while i + PR <= pn.nrows {
             let a: [*const u8; PR] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
             let pf = a[0].wrapping_add(ahead);
-            let o = pair_tile::<XS, YS, MIN, QS, QH, HI>(k, a, pf, y, dot, fifth, col);
+            let o = pair_tile::<XS, YS, MIN, QS, QH, HI, R4>(k, a, pf, y, dot, fifth, col);
             store_tile::<PR, 1>(pn, i, &o, accumulate);
             i += PR;
+        }
+        if R4 {
+            // (Groups are whole: the caller's rows are a multiple of four.)
+            return;
         }
         // The last rows through the same tile (a row's lanes never meet another's, so its
         // result is the same bits in any tile, whatever rows the threads' shares start at),
@@ -334,7 +372,7 @@ unsafe fn pair_panel<
             let a: [*const u8; PR] =
                 std::array::from_fn(|r| pn.a0.add((i + r).min(pn.nrows - 1) * pn.lda));
             let pf = a[0].wrapping_add(ahead);
-            let o = pair_tile::<XS, YS, MIN, QS, QH, HI>(k, a, pf, y, dot, fifth, col);
+            let o = pair_tile::<XS, YS, MIN, QS, QH, HI, R4>(k, a, pf, y, dot, fifth, col);
             for (r, v) in o.iter().enumerate().take(pn.nrows - i) {
                 store_tile::<1, 1>(pn, i + r, &[*v], accumulate);
             }
@@ -355,13 +393,14 @@ unsafe fn pair_tile<
     const QS: usize,
     const QH: usize,
     const HI: bool,
+    const R4: bool,
 >(
     k: usize,
     a: [*const u8; PR],
     pf: *const u8,
     y: *const u8,
     dot: impl Fn(__m256i, __m256i, __m256i, __m256i, __m256i) -> __m256i,
-    fifth: impl Fn(__m256i, __m256i, *const u8, *const u8) -> (__m256i, __m256i),
+    fifth: impl Fn(__m256i, __m256i, Fifth) -> (__m256i, __m256i),
     col: impl Fn(usize) -> (__m256i, __m256),
 ) -> [[f32; 1]; PR] {
     // SAFETY: block indices < k/32; features enabled by the caller.
@@ -380,13 +419,34 @@ unsafe fn pair_tile<
             let (start, ys) = col(blk);
             // The rows' first 4 bytes (f16 d, then f16 m or quant bytes, masked off: only d).
             let xb: [*const u8; PR] = std::array::from_fn(|r| a[r].add(blk * XS));
-            let mut h = _mm_cvtsi32_si128(word(xb[0]));
-            h = _mm_insert_epi32::<1>(h, word(xb[1]));
-            h = _mm_insert_epi32::<2>(h, word(xb[2]));
-            h = _mm_insert_epi32::<3>(h, word(xb[3]));
-            if !MIN {
-                h = _mm_and_si128(h, _mm_set1_epi32(0xFFFF));
-            }
+            // A repacked group block (`repack.rs`): the four d (then the four m), for q5_* the
+            // fifth bits, then each row's 16 quant bytes. The same words and vectors as the
+            // plain rows give, so the same results.
+            let g = a[0].add(blk * PR * XS);
+            let f = if MIN { 2 } else { 1 };
+            let body = g.add(8 * f + if HI { 16 } else { 0 });
+            let h = if R4 {
+                if MIN {
+                    let v = _mm_loadu_si128(g as *const __m128i);
+                    _mm_unpacklo_epi16(v, _mm_srli_si128::<8>(v))
+                } else {
+                    _mm_cvtepu16_epi32(_mm_loadl_epi64(g as *const __m128i))
+                }
+            } else {
+                let mut h = _mm_cvtsi32_si128(word(xb[0]));
+                h = _mm_insert_epi32::<1>(h, word(xb[1]));
+                h = _mm_insert_epi32::<2>(h, word(xb[2]));
+                h = _mm_insert_epi32::<3>(h, word(xb[3]));
+                if !MIN {
+                    h = _mm_and_si128(h, _mm_set1_epi32(0xFFFF));
+                }
+                h
+            };
+            let hv = if R4 && HI {
+                _mm256_broadcastsi128_si256(_mm_loadu_si128(g.add(8 * f) as *const __m128i))
+            } else {
+                _mm256_setzero_si256()
+            };
             // Lane 2r: d_r·dy; lane 2r + 1: m_r·sy (MIN).
             let prod = _mm256_mul_ps(_mm256_cvtph_ps(h), ys);
             if MIN {
@@ -401,12 +461,21 @@ unsafe fn pair_tile<
             ];
             for p in 0..P {
                 let (x0, x1) = (xb[2 * p], xb[2 * p + 1]);
-                let v = _mm256_inserti128_si256::<1>(
-                    _mm256_castsi128_si256(_mm_loadu_si128(x0.add(QS) as *const __m128i)),
-                    _mm_loadu_si128(x1.add(QS) as *const __m128i),
-                );
+                let v = if R4 {
+                    _mm256_loadu_si256(body.add(32 * p) as *const __m256i)
+                } else {
+                    _mm256_inserti128_si256::<1>(
+                        _mm256_castsi128_si256(_mm_loadu_si128(x0.add(QS) as *const __m128i)),
+                        _mm_loadu_si128(x1.add(QS) as *const __m128i),
+                    )
+                };
                 let (lo, hi) = if HI {
-                    fifth(v, _mm256_srli_epi16(v, 4), x0.add(QH), x1.add(QH))
+                    let at = if R4 {
+                        Fifth::Group(hv, p)
+                    } else {
+                        Fifth::Words(x0.add(QH), x1.add(QH))
+                    };
+                    fifth(v, _mm256_srli_epi16(v, 4), at)
                 } else {
                     (
                         _mm256_and_si256(v, m4),
@@ -443,25 +512,31 @@ unsafe fn pair_tile<
 macro_rules! pairs_fn {
     ($name:ident, $feat:literal, $dot:expr, $fifth:expr) => {
         /// # Safety
-        /// As [`panel`], with the path's features present.
+        /// As [`panel`] (`R4`: [`panel_repacked`]), with the path's features present.
         #[target_feature(enable = $feat)]
-        unsafe fn $name(t: Tiled, k: usize, pn: &Panel, y: *const u8, accumulate: bool) -> bool {
+        unsafe fn $name<const R4: bool>(
+            t: Tiled,
+            k: usize,
+            pn: &Panel,
+            y: *const u8,
+            accumulate: bool,
+        ) -> bool {
             let (dot, fifth) = ($dot, $fifth);
             // SAFETY: forwarded from the caller; features enabled by the attribute.
             unsafe {
                 match t {
-                    Tiled::Q4_0 => {
-                        pair_rows::<18, 34, 8, false, 2, 0, false>(k, pn, y, accumulate, dot, fifth)
-                    }
-                    Tiled::Q4_1 => {
-                        pair_rows::<20, 36, 0, true, 4, 0, false>(k, pn, y, accumulate, dot, fifth)
-                    }
-                    Tiled::Q5_0 => {
-                        pair_rows::<22, 34, 16, false, 6, 2, true>(k, pn, y, accumulate, dot, fifth)
-                    }
-                    Tiled::Q5_1 => {
-                        pair_rows::<24, 36, 0, true, 8, 4, true>(k, pn, y, accumulate, dot, fifth)
-                    }
+                    Tiled::Q4_0 => pair_rows::<18, 34, 8, false, 2, 0, false, R4>(
+                        k, pn, y, accumulate, dot, fifth,
+                    ),
+                    Tiled::Q4_1 => pair_rows::<20, 36, 0, true, 4, 0, false, R4>(
+                        k, pn, y, accumulate, dot, fifth,
+                    ),
+                    Tiled::Q5_0 => pair_rows::<22, 34, 16, false, 6, 2, true, R4>(
+                        k, pn, y, accumulate, dot, fifth,
+                    ),
+                    Tiled::Q5_1 => pair_rows::<24, 36, 0, true, 8, 4, true, R4>(
+                        k, pn, y, accumulate, dot, fifth,
+                    ),
                     _ => return false,
                 }
             }
@@ -483,11 +558,24 @@ pairs_fn!(
     |acc, lo, ylo, hi, yhi| _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, lo, ylo), hi, yhi),
     // lo holds elements 0..16 of both rows, hi 16..32: byte masks of the bits, 16 where set,
     // merged with the nibbles in one ternary op ((nibble byte & 0x0F) | 16 or 0).
-    |lo, hi, x0: *const u8, x1: *const u8| {
-        let (h0, h1) = (qh_word(x0), qh_word(x1));
+    // (A repacked group's bits: the same masks, by a byte test per half.)
+    |lo, hi, at: Fifth| {
+        let (m_lo, m_hi) = match at {
+            Fifth::Words(x0, x1) => {
+                let (h0, h1) = (qh_word(x0), qh_word(x1));
+                ((h0 & 0xFFFF) | (h1 << 16), (h0 >> 16) | (h1 & 0xFFFF_0000))
+            }
+            Fifth::Group(hv, p) => {
+                let (c_lo, c_hi) = group_bits(p);
+                (
+                    _mm256_test_epi8_mask(hv, c_lo),
+                    _mm256_test_epi8_mask(hv, c_hi),
+                )
+            }
+        };
         let (b16, m4) = (_mm256_set1_epi8(0x10), _mm256_set1_epi8(0x0F));
-        let f_lo = _mm256_maskz_mov_epi8((h0 & 0xFFFF) | (h1 << 16), b16);
-        let f_hi = _mm256_maskz_mov_epi8((h0 >> 16) | (h1 & 0xFFFF_0000), b16);
+        let f_lo = _mm256_maskz_mov_epi8(m_lo, b16);
+        let f_hi = _mm256_maskz_mov_epi8(m_hi, b16);
         // imm 0xEC: (A & C) | B.
         (
             _mm256_ternarylogic_epi32::<0xEC>(lo, f_lo, m4),
@@ -510,11 +598,23 @@ pairs_fn!(
     // Both rows' words in every 64 bits; byte i of lo's low 128-bit lane tests bit i of row
     // x0's word (its byte i/8), of the high lane bit i of x1's (byte 4 + i/8); hi the same for
     // bits 16..32.
-    |lo, hi, x0: *const u8, x1: *const u8| {
-        let q = _mm256_set1_epi64x((qh_word(x0) as u64 | (qh_word(x1) as u64) << 32) as i64);
-        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+    // (A repacked group's bits: the rows' bit of each byte, one per 128-bit lane.)
+    |lo, hi, at: Fifth| {
         let b16 = _mm256_set1_epi8(0x10);
         let m4 = _mm256_set1_epi8(0x0F);
+        let (x0, x1) = match at {
+            Fifth::Words(x0, x1) => (x0, x1),
+            Fifth::Group(hv, p) => {
+                let (c_lo, c_hi) = group_bits(p);
+                let add = |v: __m256i, c: __m256i| {
+                    let set = _mm256_cmpeq_epi8(_mm256_and_si256(hv, c), c);
+                    _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(set, b16))
+                };
+                return (add(lo, c_lo), add(hi, c_hi));
+            }
+        };
+        let q = _mm256_set1_epi64x((qh_word(x0) as u64 | (qh_word(x1) as u64) << 32) as i64);
+        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
         let add = |v: __m256i, idx: __m256i| {
             let t = _mm256_and_si256(_mm256_shuffle_epi8(q, idx), bit);
             let v = _mm256_and_si256(v, m4);
@@ -1062,20 +1162,58 @@ pub(crate) unsafe fn panel(
     unsafe {
         match isa {
             Isa::Avx512Vnni => {
-                if !gemv_avx512_pairs(t, k, pn, y, accumulate) {
+                if !gemv_avx512_pairs::<false>(t, k, pn, y, accumulate) {
                     gemv_avx512(t, k, pn, y, accumulate)
                 }
             }
             Isa::AvxVnni => gemv_avxvnni(t, k, pn, y, accumulate),
             Isa::Avx2 if t == Tiled::Q8_0 => q8_rows(k, pn, y, accumulate),
             Isa::Avx2 => {
-                if !gemv_avx2_pairs(t, k, pn, y, accumulate) {
+                if !gemv_avx2_pairs::<false>(t, k, pn, y, accumulate) {
                     gemv_avx2(t, k, pn, y, accumulate)
                 }
             }
         }
     }
     true
+}
+
+/// Whether [`panel_repacked`] handles weights `t` with `isa`: the paired GEMV's types on the
+/// paths that run it (AVX-512 VNNI, plain AVX2).
+pub(crate) fn handles_repacked(isa: Isa, t: Tiled) -> bool {
+    matches!(isa, Isa::Avx512Vnni | Isa::Avx2)
+        && matches!(t, Tiled::Q4_0 | Tiled::Q4_1 | Tiled::Q5_0 | Tiled::Q5_1)
+}
+
+/// [`panel`] of weights repacked at load (`backend::cpu::repack`): the panel's rows are whole
+/// groups of four (`pn.a0` a group's start, `pn.nrows` a multiple of four, `pn.lda` the plain
+/// row bytes), each read as one stream. The same results, bit for bit, as [`panel`] of the plain
+/// rows with the same `isa`. False (nothing done) where [`handles_repacked`] says no.
+///
+/// # Safety
+/// As [`panel`], with the panel's rows in the repacked layout.
+pub(crate) unsafe fn panel_repacked(
+    isa: Isa,
+    t: Tiled,
+    k: usize,
+    pn: &Panel,
+    y: *const u8,
+    accumulate: bool,
+) -> bool {
+    if !handles_repacked(isa, t)
+        || !isa.supported()
+        || !k.is_multiple_of(32)
+        || !pn.nrows.is_multiple_of(PR)
+    {
+        return false;
+    }
+    // SAFETY: the CPU has the path's features (checked); the rest from the caller.
+    unsafe {
+        match isa {
+            Isa::Avx512Vnni => gemv_avx512_pairs::<true>(t, k, pn, y, accumulate),
+            _ => gemv_avx2_pairs::<true>(t, k, pn, y, accumulate),
+        }
+    }
 }
 
 /// `m` weight rows of `dtype` (k elements each, contiguous) times one column of its vec_dot

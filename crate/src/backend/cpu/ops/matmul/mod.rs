@@ -189,10 +189,11 @@ fn mul_mat_supported(node: &NodeRef) -> bool {
 /// Rows of a repacked src0 unpacked per step into a thread's scratch (4 groups).
 const REPACK_ROWS: usize = 16;
 
-/// Whether this product reads its repacked src0 through the scratch copy: all but the wasm
-/// SIMD builds' GEMV (which reads the groups directly).
+/// Whether this product reads its repacked src0 through the scratch copy: all but the GEMVs
+/// that read the groups directly (`repack::pays_for`).
 fn repack_scratch(node: &NodeRef) -> bool {
-    node.src0().repacked == Repacked::Yes && !(repack::pays() && node.src1().nrows() == 1)
+    let a = node.src0();
+    a.repacked == Repacked::Yes && !(repack::pays_for(a.dtype) && node.src1().nrows() == 1)
 }
 
 /// Bytes of one thread's scratch for a repacked src0.
@@ -536,16 +537,12 @@ enum RowsAt {
     Src0,
     /// Plain copies: row `rows.start + i` at `+ i · nb1` (a repacked src0 in a thread's scratch).
     Copy(*const u8),
-    /// src0's repacked groups, read directly by the wasm SIMD GEMV.
-    #[cfg_attr(
-        not(all(target_arch = "wasm32", target_feature = "simd128")),
-        allow(dead_code)
-    )]
+    /// src0's repacked groups, read directly by the GEMV that reads them (`repack::pays_for`).
     Groups,
 }
 
 /// Rows `rows` × columns `cols` of a product whose src0 is repacked (`rows.start` a multiple
-/// of four): its groups read directly by the wasm SIMD GEMV, else unpacked
+/// of four): its groups read directly by the GEMV where it reads them, else unpacked
 /// [`REPACK_ROWS`] at a time into the thread's `scratch`; the trailing `ne1 % 4` rows are plain.
 fn repacked_chunk(
     node: &NodeRef,
@@ -741,22 +738,26 @@ fn mul_mat_chunk(
                             run_rows::<GEMM_R, 2>(t, kn, &pn, [cp(jj), cp(jj + 1)], acc);
                             jj += 2;
                         } else {
+                            // Repacked groups: the GEMV that reads them (x86, wasm SIMD).
+                            // SAFETY: the panel's rows are whole groups inside src0, the column
+                            // inside its tensor; the results are this chunk's.
+                            if gemv
+                                && matches!(at, RowsAt::Groups)
+                                && unsafe { arch::gemv_repacked(t, kn, &pn, cp(jj), acc) }
+                            {
+                                jj += 1;
+                                continue;
+                            }
                             // wasm: the 32-element quants' own GEMV (f32 lane = row).
                             // SAFETY: the panel's rows and the column are inside their
                             // tensors; the results are this chunk's.
                             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-                            if gemv {
-                                let done = if matches!(at, RowsAt::Groups) {
-                                    // SAFETY: as above; the panel's rows are whole groups.
-                                    unsafe { arch::wasm32::gemv_repacked(t, kn, &pn, cp(jj), acc) }
-                                } else {
-                                    // SAFETY: as above.
-                                    unsafe { arch::wasm32::gemv(t, kn, &pn, cp(jj), acc) }
-                                };
-                                if done {
-                                    jj += 1;
-                                    continue;
-                                }
+                            if gemv
+                                && !matches!(at, RowsAt::Groups)
+                                && unsafe { arch::wasm32::gemv(t, kn, &pn, cp(jj), acc) }
+                            {
+                                jj += 1;
+                                continue;
                             }
                             if matches!(at, RowsAt::Groups) {
                                 // (supported() admits only what the repacked GEMV reads.)
