@@ -96,7 +96,7 @@ grep -E 'skipped|CUBIN|NVRTC' "$root/target/native-tests.log" | grep -iE 'cuda|n
 if grep -qwE 'avx512_vnni|avx_vnni' /proc/cpuinfo 2>/dev/null && grep -qw avx2 /proc/cpuinfo; then
   step "native LLM checks on the AVX2 path (GGWEB_X86_ISA=avx2)"
   GGWEB_X86_ISA=avx2 cargo_tests "$root/target/native-tests-avx2.log" "${CUDA_FEATURES[@]}" \
-    --test llm --test llm_gemma3 --test llm_families --test bert
+    --test llm --test llm_gemma3 --test llm_families --test bert --test repack
 fi
 if [ -n "$full" ]; then
   # The long checks are #[ignore = "long: ..."] tests named long_*; the other ignored tests are benchmarks.

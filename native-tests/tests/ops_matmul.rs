@@ -579,7 +579,7 @@ fn aarch64_tile_paths_match_scalar_vec_dot() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn integer_dot_gemv_paths_match_scalar_vec_dot() {
-    use ggweb::backend::cpu::arch::x86::{gemv_with, Isa};
+    use ggweb::backend::cpu::arch::x86::{gemv_repacked_with, gemv_with, Isa};
     let types = [
         DType::Q4_0,
         DType::Q4_1,
@@ -592,6 +592,7 @@ fn integer_dot_gemv_paths_match_scalar_vec_dot() {
     ];
     let mut ran = 0;
     let mut paired_checked = 0;
+    let mut repacked_checked = 0;
     for isa in Isa::ALL {
         if !isa.supported() {
             println!(
@@ -666,14 +667,32 @@ fn integer_dot_gemv_paths_match_scalar_vec_dot() {
                     );
                     paired_checked += 1;
                 }
+                // The paired GEMV over the same rows repacked at load (whole groups of four):
+                // the plain rows' bits, on both paths that run it.
+                if paired && matches!(isa, Isa::Avx512Vnni | Isa::Avx2) && m >= 4 {
+                    let m4 = m / 4 * 4;
+                    let r = gemv_repacked_with(isa, wt, k, m4, &w[..m4 * wrow], &col)
+                        .unwrap_or_else(|| panic!("{} repacked GEMV refused {wt}", isa.name()));
+                    assert!(
+                        r.iter()
+                            .zip(&got[..m4])
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{} repacked GEMV {wt} k={k} m={m4}: not bit-identical to the plain rows'",
+                        isa.name()
+                    );
+                    repacked_checked += 1;
+                }
                 ran += 1;
             }
         }
         println!("integer-dot GEMV path {} tested", isa.name());
     }
-    // Every path needs AVX2; with it, at least the AVX2 path's 8 types × 8 shapes ran.
+    // Every path needs AVX2; with it, at least the AVX2 path's 8 types × 8 shapes ran, and
+    // the repacked GEMV of its 4 paired types × the 6 shapes of at least 4 rows.
     if Isa::Avx2.supported() {
         assert!(ran >= 8 * 8, "only {ran} cases ran");
+        let paths = if Isa::Avx512Vnni.supported() { 2 } else { 1 };
+        assert_eq!(repacked_checked, paths * 4 * 6, "repacked GEMV cases");
     }
     if Isa::Avx512Vnni.supported() {
         assert_eq!(

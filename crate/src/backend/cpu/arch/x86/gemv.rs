@@ -1247,3 +1247,43 @@ pub fn gemv_with(
     // SAFETY: the lengths were checked above; out holds m results.
     unsafe { panel(isa, t, k, &pn, col.as_ptr(), false) }.then_some(out)
 }
+
+/// [`gemv_with`] of the weights repacked (`backend::cpu::repack`; `m` a multiple of four, given
+/// plain) through [`panel_repacked`] with `isa`: `None` where that path does not read `dtype`
+/// repacked or this CPU lacks it. For tests: bit for bit [`gemv_with`]'s results.
+pub fn gemv_repacked_with(
+    isa: Isa,
+    dtype: crate::DType,
+    k: usize,
+    m: usize,
+    weights: &[u8],
+    col: &[u8],
+) -> Option<Vec<f32>> {
+    let t = Tiled::quantized(dtype)?;
+    let s = crate::backend::cpu::repack::spec(dtype)?;
+    let lda = dtype.row_size(k).ok()?;
+    let ldb = crate::quant::type_traits_scalar(dtype)?
+        .vec_dot_type
+        .row_size(k)
+        .ok()?;
+    if !m.is_multiple_of(4) || weights.len() != lda * m || col.len() != ldb {
+        return None;
+    }
+    let mut packed = vec![0u8; weights.len()];
+    for (src, dst) in weights
+        .chunks_exact(4 * lda)
+        .zip(packed.chunks_exact_mut(4 * lda))
+    {
+        crate::backend::cpu::repack::pack_group(s, s.blocks(k), src, dst);
+    }
+    let mut out = vec![0f32; m];
+    let pn = Panel {
+        a0: packed.as_ptr(),
+        lda,
+        nrows: m,
+        out0: out.as_mut_ptr() as *mut u8,
+        ldo: 4 * m,
+    };
+    // SAFETY: the lengths were checked above; out holds m results; the rows are whole groups.
+    unsafe { panel_repacked(isa, t, k, &pn, col.as_ptr(), false) }.then_some(out)
+}
