@@ -246,12 +246,11 @@ fn smollm2_repacked_weights_give_the_same_logits() {
         let bytes = heap();
         let mut packed = LlamaModel::from_bytes(bytes.clone(), 64, threads).unwrap();
         // Loading repacks what this CPU's GEMV reads repacked: SmolLM2's 210 q4_1 layer
-        // matrices on x86 with AVX-512 VNNI or AVX2; then the rest (its q8_0 embedding) on request.
-        let at_load = if ggweb::backend::cpu::repack::pays_for(ggweb::DType::Q4_1) {
-            210
-        } else {
-            0
-        };
+        // matrices on x86 with AVX-512 VNNI or AVX2, its q8_0 embedding (tied output) with
+        // VNNI; then the rest on request.
+        use ggweb::backend::cpu::repack::pays_for;
+        let at_load = 210 * usize::from(pays_for(ggweb::DType::Q4_1))
+            + usize::from(pays_for(ggweb::DType::Q8_0));
         assert_eq!(packed.repacked_weights(), at_load, "repacked at load");
         assert_eq!(packed.repack_weights().unwrap(), 211 - at_load);
         assert_eq!(packed.repacked_weights(), 211);

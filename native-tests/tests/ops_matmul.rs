@@ -667,9 +667,14 @@ fn integer_dot_gemv_paths_match_scalar_vec_dot() {
                     );
                     paired_checked += 1;
                 }
-                // The paired GEMV over the same rows repacked at load (whole groups of four):
-                // the plain rows' bits, on both paths that run it.
-                if paired && matches!(isa, Isa::Avx512Vnni | Isa::Avx2) && m >= 4 {
+                // The GEMV over the same rows repacked at load (whole groups of four): the
+                // plain rows' bits, on the paths that read them so (the paired types on
+                // AVX-512 and AVX2, q8_0 on the VNNI paths).
+                let reads_repacked = match wt {
+                    DType::Q8_0 => matches!(isa, Isa::Avx512Vnni | Isa::AvxVnni),
+                    _ => paired && matches!(isa, Isa::Avx512Vnni | Isa::Avx2),
+                };
+                if reads_repacked && m >= 4 {
                     let m4 = m / 4 * 4;
                     let r = gemv_repacked_with(isa, wt, k, m4, &w[..m4 * wrow], &col)
                         .unwrap_or_else(|| panic!("{} repacked GEMV refused {wt}", isa.name()));
@@ -688,11 +693,12 @@ fn integer_dot_gemv_paths_match_scalar_vec_dot() {
         println!("integer-dot GEMV path {} tested", isa.name());
     }
     // Every path needs AVX2; with it, at least the AVX2 path's 8 types × 8 shapes ran, and
-    // the repacked GEMV of its 4 paired types × the 6 shapes of at least 4 rows.
+    // the repacked GEMV of the types each path reads repacked × the 6 shapes of 4+ rows.
     if Isa::Avx2.supported() {
         assert!(ran >= 8 * 8, "only {ran} cases ran");
-        let paths = if Isa::Avx512Vnni.supported() { 2 } else { 1 };
-        assert_eq!(repacked_checked, paths * 4 * 6, "repacked GEMV cases");
+        let types = |isa: Isa, n: usize| if isa.supported() { n } else { 0 };
+        let want = types(Isa::Avx512Vnni, 5) + types(Isa::AvxVnni, 1) + types(Isa::Avx2, 4);
+        assert_eq!(repacked_checked, want * 6, "repacked GEMV cases");
     }
     if Isa::Avx512Vnni.supported() {
         assert_eq!(

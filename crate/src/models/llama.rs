@@ -608,7 +608,7 @@ impl LlamaModel {
     /// CPU and from writable memory (not a mapped file: see [`LlamaModel::open_in_memory`]),
     /// every matrix the graphs read only through mul_mat or get_rows whose type this CPU's GEMV
     /// reads repacked (`repack::pays_for`: all of them in the wasm SIMD builds, q4_0 q4_1 q5_0
-    /// q5_1 on x86 with AVX-512 VNNI or AVX2); 0 elsewhere.
+    /// q5_1 on x86 with AVX-512 VNNI or AVX2, q8_0 with AVX-512 VNNI or AVX-VNNI); 0 elsewhere.
     pub fn repacked_weights(&self) -> usize {
         self.repacked
     }
@@ -692,9 +692,15 @@ impl LlamaModel {
     #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn read_for_repack(path: &std::path::Path) -> Result<Option<Arc<dyn HostBytes>>> {
         use std::io::Read;
-        let any = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1]
-            .into_iter()
-            .any(crate::backend::cpu::repack::pays_for);
+        let any = [
+            DType::Q4_0,
+            DType::Q4_1,
+            DType::Q5_0,
+            DType::Q5_1,
+            DType::Q8_0,
+        ]
+        .into_iter()
+        .any(crate::backend::cpu::repack::pays_for);
         // (The header from a mapping: a split model's parts stay mapped.)
         if !any
             || crate::models::split::split_of(crate::gguf::GgufFile::open(path)?.header())?

@@ -89,7 +89,7 @@ pub fn spec(dtype: DType) -> Option<Spec> {
 
 /// Whether repacking weights of `dtype` pays here: this CPU's GEMV reads them directly
 /// ([`arch::gemv_reads_repacked`](super::arch::gemv_reads_repacked): the wasm SIMD builds, x86
-/// AVX-512 VNNI / AVX2 for q4_0 q4_1 q5_0 q5_1). Elsewhere mul_mat reads a repacked tensor
+/// AVX-512 VNNI / AVX2 for q4_0 q4_1 q5_0 q5_1, VNNI for q8_0). Elsewhere mul_mat reads a repacked tensor
 /// through a plain copy per group, correct but slower, so loaders leave it plain.
 pub fn pays_for(dtype: DType) -> bool {
     spec(dtype).is_some() && super::arch::gemv_reads_repacked(dtype)

@@ -490,8 +490,8 @@ pub(crate) struct Panel {
 
 /// Whether this CPU's GEMV reads weights of `dtype` repacked at load (`backend::cpu::repack`)
 /// directly: the wasm SIMD builds for every repacked type; x86-64 with AVX-512 VNNI or plain
-/// AVX2 (the paired GEMV) for q4_0, q4_1, q5_0 and q5_1. Elsewhere a repacked product reads a
-/// plain copy (correct, slower).
+/// AVX2 (the paired GEMV) for q4_0, q4_1, q5_0 and q5_1, and with AVX-512 VNNI or AVX-VNNI for
+/// q8_0. Elsewhere a repacked product reads a plain copy (correct, slower).
 pub fn gemv_reads_repacked(dtype: crate::DType) -> bool {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {

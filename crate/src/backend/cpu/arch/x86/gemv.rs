@@ -72,7 +72,13 @@ unsafe fn nibbles(qs: *const u8) -> __m256i {
 /// The caller's target features cover `decode` and `dot`; panel rows and the column hold
 /// k/32 blocks; the results are inside dst.
 #[inline(always)]
-unsafe fn rows<const XS: usize, const YS: usize, const BIAS: i32, const MIN: bool>(
+unsafe fn rows<
+    const XS: usize,
+    const YS: usize,
+    const BIAS: i32,
+    const MIN: bool,
+    const R4: bool,
+>(
     k: usize,
     pn: &Panel,
     y: *const u8,
@@ -89,20 +95,24 @@ unsafe fn rows<const XS: usize, const YS: usize, const BIAS: i32, const MIN: boo
         while i + R <= pn.nrows {
             let a: [*const u8; R] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
             // Short rows defeat the hardware prefetcher (see tiles.rs panel_impl).
-            let o = tile::<R, XS, YS, BIAS, MIN>(k, a, a[0].wrapping_add(ahead), y, decode, dot);
+            let o =
+                tile::<R, XS, YS, BIAS, MIN, R4>(k, a, a[0].wrapping_add(ahead), y, decode, dot);
             store_tile::<R, 1>(pn, i, &o, accumulate);
             i += R;
         }
-        while i < pn.nrows {
+        // (Repacked groups are whole: nothing is left.)
+        while !R4 && i < pn.nrows {
             let a = pn.a0.add(i * pn.lda);
-            let o = tile::<1, XS, YS, BIAS, MIN>(k, [a], a.wrapping_add(ahead), y, decode, dot);
+            let o =
+                tile::<1, XS, YS, BIAS, MIN, false>(k, [a], a.wrapping_add(ahead), y, decode, dot);
             store_tile::<1, 1>(pn, i, &o, accumulate);
             i += 1;
         }
     }
 }
 
-/// RR rows · one column (see [`rows`]).
+/// RR rows · one column (see [`rows`]). `R4`: `a[0]` is a repacked group (`repack.rs`; q8_0
+/// only: the four d, then each row's quants), read as the plain rows are: the same bits.
 ///
 /// # Safety
 /// As [`rows`].
@@ -113,6 +123,7 @@ unsafe fn tile<
     const YS: usize,
     const BIAS: i32,
     const MIN: bool,
+    const R4: bool,
 >(
     k: usize,
     a: [*const u8; RR],
@@ -138,8 +149,16 @@ unsafe fn tile<
                 zero
             };
             for r in 0..RR {
-                let xb = a[r].add(blk * XS);
-                let prod = _mm_mul_ps(head(xb), ys);
+                // (R4: `xb` such that the decoder's quant offset, 2, lands on row r's quants,
+                // and d from the group's scales.)
+                let (xb, d) = if R4 {
+                    let g = a[0].add(blk * RR * XS);
+                    (g.add(8 + r * (XS - 2) - 2), g.add(2 * r))
+                } else {
+                    let xb = a[r].add(blk * XS);
+                    (xb, xb)
+                };
+                let prod = _mm_mul_ps(head(d), ys);
                 let isum = dot(start, decode(xb), qy);
                 acc[r] = _mm256_fmadd_ps(
                     _mm256_broadcastss_ps(prod),
@@ -1024,16 +1043,26 @@ unsafe fn q6_k_block(
 /// pointer, nibbles → quants 0..=31).
 macro_rules! gemv_fn {
     ($name:ident, $feat:literal, $opaque:literal, $dot:expr, $dotw:expr, $hi:expr) => {
+        /// (`R4`: repacked groups, q8_0 only; see [`panel_repacked`].)
         #[target_feature(enable = $feat)]
-        unsafe fn $name(t: Tiled, k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
+        unsafe fn $name<const R4: bool>(
+            t: Tiled,
+            k: usize,
+            pn: &Panel,
+            y: *const u8,
+            accumulate: bool,
+        ) {
             let dot = $dot;
             let dotw = $dotw;
             let hi = $hi;
+            if R4 && t != Tiled::Q8_0 {
+                unreachable!("checked by handles_repacked");
+            }
             // SAFETY: forwarded from the caller; features enabled by the attribute.
             unsafe {
                 match t {
                     // f16 d, 16 bytes of nibbles; x = d·(q − 8).
-                    Tiled::Q4_0 => rows::<18, 34, 8, false>(
+                    Tiled::Q4_0 => rows::<18, 34, 8, false, false>(
                         k,
                         pn,
                         y,
@@ -1042,7 +1071,7 @@ macro_rules! gemv_fn {
                         dot,
                     ),
                     // f16 d, f16 m, 16 bytes of nibbles; x = d·q + m.
-                    Tiled::Q4_1 => rows::<20, 36, 0, true>(
+                    Tiled::Q4_1 => rows::<20, 36, 0, true, false>(
                         k,
                         pn,
                         y,
@@ -1051,7 +1080,7 @@ macro_rules! gemv_fn {
                         dot,
                     ),
                     // f16 d, 4 bytes qh, 16 bytes of nibbles; x = d·(q − 16).
-                    Tiled::Q5_0 => rows::<22, 34, 16, false>(
+                    Tiled::Q5_0 => rows::<22, 34, 16, false, false>(
                         k,
                         pn,
                         y,
@@ -1060,7 +1089,7 @@ macro_rules! gemv_fn {
                         dot,
                     ),
                     // f16 d, f16 m, 4 bytes qh, 16 bytes of nibbles; x = d·q + m.
-                    Tiled::Q5_1 => rows::<24, 36, 0, true>(
+                    Tiled::Q5_1 => rows::<24, 36, 0, true, false>(
                         k,
                         pn,
                         y,
@@ -1069,7 +1098,7 @@ macro_rules! gemv_fn {
                         dot,
                     ),
                     // f16 d, 32 i8; the sign bit flipped: q + 128.
-                    Tiled::Q8_0 => rows::<34, 34, 128, false>(
+                    Tiled::Q8_0 => rows::<34, 34, 128, false, R4>(
                         k,
                         pn,
                         y,
@@ -1163,14 +1192,14 @@ pub(crate) unsafe fn panel(
         match isa {
             Isa::Avx512Vnni => {
                 if !gemv_avx512_pairs::<false>(t, k, pn, y, accumulate) {
-                    gemv_avx512(t, k, pn, y, accumulate)
+                    gemv_avx512::<false>(t, k, pn, y, accumulate)
                 }
             }
-            Isa::AvxVnni => gemv_avxvnni(t, k, pn, y, accumulate),
+            Isa::AvxVnni => gemv_avxvnni::<false>(t, k, pn, y, accumulate),
             Isa::Avx2 if t == Tiled::Q8_0 => q8_rows(k, pn, y, accumulate),
             Isa::Avx2 => {
                 if !gemv_avx2_pairs::<false>(t, k, pn, y, accumulate) {
-                    gemv_avx2(t, k, pn, y, accumulate)
+                    gemv_avx2::<false>(t, k, pn, y, accumulate)
                 }
             }
         }
@@ -1179,10 +1208,16 @@ pub(crate) unsafe fn panel(
 }
 
 /// Whether [`panel_repacked`] handles weights `t` with `isa`: the paired GEMV's types on the
-/// paths that run it (AVX-512 VNNI, plain AVX2).
+/// paths that run it (AVX-512 VNNI, plain AVX2), q8_0 on the VNNI paths (plain AVX2's q8_0
+/// is [`q8_rows`]).
 pub(crate) fn handles_repacked(isa: Isa, t: Tiled) -> bool {
-    matches!(isa, Isa::Avx512Vnni | Isa::Avx2)
-        && matches!(t, Tiled::Q4_0 | Tiled::Q4_1 | Tiled::Q5_0 | Tiled::Q5_1)
+    match t {
+        Tiled::Q4_0 | Tiled::Q4_1 | Tiled::Q5_0 | Tiled::Q5_1 => {
+            matches!(isa, Isa::Avx512Vnni | Isa::Avx2)
+        }
+        Tiled::Q8_0 => matches!(isa, Isa::Avx512Vnni | Isa::AvxVnni),
+        _ => false,
+    }
 }
 
 /// [`panel`] of weights repacked at load (`backend::cpu::repack`): the panel's rows are whole
@@ -1209,11 +1244,14 @@ pub(crate) unsafe fn panel_repacked(
     }
     // SAFETY: the CPU has the path's features (checked); the rest from the caller.
     unsafe {
-        match isa {
-            Isa::Avx512Vnni => gemv_avx512_pairs::<true>(t, k, pn, y, accumulate),
-            _ => gemv_avx2_pairs::<true>(t, k, pn, y, accumulate),
+        match (isa, t) {
+            (Isa::Avx512Vnni, Tiled::Q8_0) => gemv_avx512::<true>(t, k, pn, y, accumulate),
+            (Isa::AvxVnni, _) => gemv_avxvnni::<true>(t, k, pn, y, accumulate),
+            (Isa::Avx512Vnni, _) => return gemv_avx512_pairs::<true>(t, k, pn, y, accumulate),
+            _ => return gemv_avx2_pairs::<true>(t, k, pn, y, accumulate),
         }
     }
+    true
 }
 
 /// `m` weight rows of `dtype` (k elements each, contiguous) times one column of its vec_dot
