@@ -223,11 +223,13 @@ fn generation_steps_greedy_and_stop_reasons() {
     assert!(llm.begin(&[], 4, SamplerOptions::greedy()).is_err());
 }
 
-/// Weights repacked for the CPU GEMV (what the wasm SIMD builds do at load; natively through
-/// the plain copy per 16 rows): SmolLM2's 30 × 7 layer matrices and its tied token embedding
-/// are chosen, the mapped file's bytes are never written, and the logits of a prompt (the
-/// prompt path) and of the tokens after it (the GEMV path) are bit for bit the plain model's,
-/// on 1 and 2 threads. Bytes rewritten so are refused by a second load.
+/// Weights repacked for the CPU GEMV (what loads do where this CPU's GEMV reads them so; the
+/// other types through the plain copy per 16 rows): SmolLM2's 30 × 7 layer matrices and its
+/// tied token embedding are chosen, the mapped file's bytes are never written, and the logits
+/// of a prompt (the prompt path) and of the tokens after it (the GEMV path) are bit for bit the
+/// plain model's, on 1 and 2 threads. Bytes rewritten so are refused by a second load. The
+/// private mapping of `open_in_memory` repacks as the heap bytes do, and the file stays as it
+/// was.
 #[test]
 fn smollm2_repacked_weights_give_the_same_logits() {
     use ggweb::backend::cpu::buffer::AlignedBytes;
@@ -273,5 +275,22 @@ fn smollm2_repacked_weights_give_the_same_logits() {
                 "token {t}, {threads} threads"
             );
         }
+        let mut private = LlamaModel::open_in_memory(&smollm2(), 64, threads).unwrap();
+        assert_eq!(private.repacked_weights(), at_load, "open_in_memory");
+        plain.reset();
+        assert_eq!(
+            bits(private.eval(&PROMPT, true).unwrap()),
+            bits(plain.eval(&PROMPT, true).unwrap()),
+            "open_in_memory prompt, {threads} threads"
+        );
+        assert_eq!(
+            bits(private.eval(&[28], false).unwrap()),
+            bits(plain.eval(&[28], false).unwrap()),
+            "open_in_memory token, {threads} threads"
+        );
     }
+    assert!(
+        std::fs::read(smollm2()).unwrap() == file,
+        "the file was written"
+    );
 }

@@ -6,8 +6,29 @@ use crate::error::{Error, Result};
 enum Storage {
     #[cfg(not(target_arch = "wasm32"))]
     Mmap(memmap2::Mmap),
+    #[cfg(not(target_arch = "wasm32"))]
+    Private(PrivateMap),
     Vec(Vec<u8>),
 }
+
+/// A private (copy-on-write) mapping: pages written get the process's own copy; the file and
+/// every page not written stay as they are.
+#[cfg(not(target_arch = "wasm32"))]
+struct PrivateMap {
+    map: memmap2::MmapMut,
+    /// `map`'s start, taken once from `&mut`: the one pointer writes go through.
+    ptr: *mut u8,
+    rewritten: std::sync::atomic::AtomicBool,
+}
+
+// SAFETY: the map is owned by this value; `ptr` is written through only by the CPU backend
+// while it repacks weights at load (`HostBytes::heap_ptr`'s contract: before any graph or
+// other thread reads those bytes), so sharing it is as safe as sharing the map.
+#[cfg(not(target_arch = "wasm32"))]
+unsafe impl Send for PrivateMap {}
+// SAFETY: as above.
+#[cfg(not(target_arch = "wasm32"))]
+unsafe impl Sync for PrivateMap {}
 
 /// A validated GGUF file together with its bytes.
 pub struct GgufFile {
@@ -49,6 +70,62 @@ impl GgufFile {
         })
     }
 
+    /// [`GgufFile::open`] with a private, copy-on-write mapping, whose bytes the CPU backend
+    /// may rewrite in place (weight repacking, `HostBytes::heap_ptr`) without writing the
+    /// file: only the pages rewritten become this process's memory, the rest stay the file's
+    /// (a token embedding read a row at a time is paged in a row at a time, as when mapped).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_private(path: impl AsRef<std::path::Path>) -> Result<GgufFile> {
+        let path = path.as_ref();
+        let file = std::fs::File::open(path).map_err(|e| {
+            Error::Io(std::io::Error::new(
+                e.kind(),
+                format!("{}: {e}", path.display()),
+            ))
+        })?;
+        // SAFETY: private to this value, copy-on-write (writes never reach the file); the
+        // caveat of [`GgufFile::open`] about other processes holds.
+        let mut map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }?;
+        let header = Gguf::parse(&map)
+            .map_err(|e| Error::Gguf(format!("{}: {}", path.display(), msg(e))))?;
+        let ptr = map.as_mut_ptr();
+        Ok(GgufFile {
+            storage: Storage::Private(PrivateMap {
+                map,
+                ptr,
+                rewritten: std::sync::atomic::AtomicBool::new(false),
+            }),
+            header,
+        })
+    }
+
+    /// The start of the bytes when they are writable in place (a private mapping).
+    pub(crate) fn writable_ptr(&self) -> Option<*mut u8> {
+        match &self.storage {
+            #[cfg(not(target_arch = "wasm32"))]
+            Storage::Private(p) => Some(p.ptr),
+            _ => None,
+        }
+    }
+
+    /// Marks a private mapping's bytes as rewritten (see `HostBytes::mark_rewritten`).
+    pub(crate) fn mark_rewritten(&self) {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Storage::Private(p) = &self.storage {
+            p.rewritten
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a private mapping's bytes were rewritten in place.
+    pub(crate) fn rewritten(&self) -> bool {
+        match &self.storage {
+            #[cfg(not(target_arch = "wasm32"))]
+            Storage::Private(p) => p.rewritten.load(std::sync::atomic::Ordering::Relaxed),
+            _ => false,
+        }
+    }
+
     /// Parses a file held in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<GgufFile> {
         let header = Gguf::parse(&bytes)?;
@@ -68,6 +145,8 @@ impl GgufFile {
         match &self.storage {
             #[cfg(not(target_arch = "wasm32"))]
             Storage::Mmap(m) => m,
+            #[cfg(not(target_arch = "wasm32"))]
+            Storage::Private(p) => &p.map,
             Storage::Vec(v) => v,
         }
     }

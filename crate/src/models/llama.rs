@@ -614,10 +614,12 @@ impl LlamaModel {
     }
 
     /// Repack for the CPU GEMV (`backend::cpu::repack`) every weight that the model's graphs
-    /// read only as mul_mat's or get_rows' src0 (never through a view: phi3's fused QKV stays
-    /// plain), as found in the graphs of one and of two tokens, and that lives in writable host
-    /// memory (not a mapped file). Returns how many were. Loading does this by itself where it
-    /// pays (the wasm SIMD builds on the CPU); results are the same bits either way.
+    /// read as mul_mat's src0 and otherwise only as get_rows' (never through a view: phi3's
+    /// fused QKV stays plain; a token embedding only looked up, never multiplied, stays plain
+    /// too: a private mapping pages it in a row at a time), as found in the graphs of one and
+    /// of two tokens, and that lives in writable host memory (not a shared mapping). Returns
+    /// how many were. Loading does this by itself for the types where it pays; results are the
+    /// same bits either way.
     pub fn repack_weights(&mut self) -> Result<usize> {
         self.repack_weights_where(|_| true)
     }
@@ -628,6 +630,7 @@ impl LlamaModel {
         // is never repacked).
         let mut ok: std::collections::HashMap<TensorId, bool> =
             self.ctx.ids().map(|id| (id, true)).collect();
+        let mut multiplied = std::collections::HashSet::new();
         for n in [1, 2.min(self.n_ctx)] {
             let first = self.ctx.ids().count();
             let built = self.build(n, false);
@@ -642,6 +645,8 @@ impl LlamaModel {
                     };
                     if slot != 0 || !matches!(t.op, Op::MulMat | Op::GetRows) {
                         *v = false;
+                    } else if t.op == Op::MulMat {
+                        multiplied.insert(*src);
                     }
                 }
             }
@@ -654,6 +659,7 @@ impl LlamaModel {
         let mut n = 0;
         for (&id, &fine) in &ok {
             if fine
+                && multiplied.contains(&Some(id))
                 && keep(self.ctx.tensor(id).dtype)
                 && crate::backend::cpu::repack::repack_tensor(&mut self.ctx, id)?
             {
@@ -670,28 +676,31 @@ impl LlamaModel {
         Self::open_with(path, n_ctx, BackendChoice::Cpu, n_threads)
     }
 
-    /// Read a GGUF file into memory and load it on the CPU, its weights repacked where this
-    /// CPU's GEMV reads them so ([`LlamaModel::repacked_weights`]; as llama.cpp's CPU "repack"
-    /// buffers, which also leave the file's mapping): one sequential stream per four rows
-    /// instead of four. A split model, or a CPU without such a GEMV, is opened mapped instead
-    /// ([`LlamaModel::open`]): the same results either way.
+    /// Map a GGUF file private (copy-on-write) and load it on the CPU, its weights repacked in
+    /// place where this CPU's GEMV reads them so ([`LlamaModel::repacked_weights`]; as
+    /// llama.cpp's CPU "repack" buffers): one sequential stream per four rows instead of four.
+    /// Only the rewritten pages become this process's memory; the file is never written. A
+    /// split model, or a CPU without such a GEMV, is opened as [`LlamaModel::open`] does: the
+    /// same results either way.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_in_memory(
         path: &std::path::Path,
         n_ctx: usize,
         n_threads: usize,
     ) -> Result<LlamaModel> {
-        match Self::read_for_repack(path)? {
-            Some(bytes) => Self::from_bytes(bytes, n_ctx, n_threads),
+        match Self::open_for_repack(path)? {
+            Some(f) => Self::from_gguf(f.clone(), f.header(), n_ctx, BackendChoice::Cpu, n_threads),
             None => Self::open(path, n_ctx, n_threads),
         }
     }
 
-    /// The bytes of the GGUF file at `path` in memory when repacking its weights could pay
-    /// (this CPU's GEMV reads some type repacked, and it is not part of a split model).
+    /// The GGUF file at `path` mapped private (copy-on-write: `GgufFile::open_private`) when
+    /// repacking its weights could pay (this CPU's GEMV reads some type repacked, and it is not
+    /// part of a split model); None otherwise.
     #[cfg(not(target_arch = "wasm32"))]
-    pub(crate) fn read_for_repack(path: &std::path::Path) -> Result<Option<Arc<dyn HostBytes>>> {
-        use std::io::Read;
+    pub(crate) fn open_for_repack(
+        path: &std::path::Path,
+    ) -> Result<Option<Arc<crate::gguf::GgufFile>>> {
         let any = [
             DType::Q4_0,
             DType::Q4_1,
@@ -701,27 +710,14 @@ impl LlamaModel {
         ]
         .into_iter()
         .any(crate::backend::cpu::repack::pays_for);
-        // (The header from a mapping: a split model's parts stay mapped.)
-        if !any
-            || crate::models::split::split_of(crate::gguf::GgufFile::open(path)?.header())?
-                .is_some()
-        {
+        if !any {
             return Ok(None);
         }
-        let mut f = std::fs::File::open(path)?;
-        let len = usize::try_from(f.metadata()?.len())
-            .map_err(|_| Error::InvalidArgument(format!("{}: too large", path.display())))?;
-        let mut bytes = crate::backend::cpu::buffer::AlignedBytes::with_capacity(len)?;
-        // Read in pieces into the aligned buffer: no second copy of the file in memory.
-        let mut chunk = vec![0u8; 1 << 20];
-        loop {
-            let n = f.read(&mut chunk)?;
-            if n == 0 {
-                break;
-            }
-            bytes.extend_from_slice(&chunk[..n])?;
+        let file = crate::gguf::GgufFile::open_private(path)?;
+        if crate::models::split::split_of(file.header())?.is_some() {
+            return Ok(None);
         }
-        Ok(Some(Arc::new(bytes)))
+        Ok(Some(Arc::new(file)))
     }
 
     /// Open a GGUF file (memory-mapped) on the chosen backends; the first part of a split

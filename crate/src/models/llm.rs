@@ -90,13 +90,13 @@ impl Llm {
         })
     }
 
-    /// Read a GGUF file into memory and load it on the CPU with its weights repacked where this
-    /// CPU's GEMV reads them so (see [`LlamaModel::open_in_memory`]); mapped where nothing would
-    /// be (a split model, a CPU without such a GEMV).
+    /// Load a GGUF file on the CPU with its weights repacked where this CPU's GEMV reads them
+    /// so, from a private copy-on-write mapping (see [`LlamaModel::open_in_memory`]); as
+    /// [`Llm::open`] where nothing would be (a split model, a CPU without such a GEMV).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_in_memory(path: &std::path::Path, n_ctx: usize, n_threads: usize) -> Result<Llm> {
-        match LlamaModel::read_for_repack(path)? {
-            Some(bytes) => Self::from_bytes(bytes, n_ctx, n_threads),
+        match LlamaModel::open_for_repack(path)? {
+            Some(f) => Self::from_gguf(f.clone(), f.header(), n_ctx, BackendChoice::Cpu, n_threads),
             None => Self::open(path, n_ctx, n_threads),
         }
     }

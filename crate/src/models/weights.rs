@@ -566,4 +566,14 @@ impl HostBytes for crate::gguf::GgufFile {
     fn bytes(&self) -> &[u8] {
         crate::gguf::GgufFile::bytes(self)
     }
+    // A private (copy-on-write) mapping may be rewritten in place (`GgufFile::open_private`).
+    fn heap_ptr(&self) -> Option<*mut u8> {
+        self.writable_ptr()
+    }
+    fn mark_rewritten(&self) {
+        crate::gguf::GgufFile::mark_rewritten(self)
+    }
+    fn rewritten(&self) -> bool {
+        crate::gguf::GgufFile::rewritten(self)
+    }
 }

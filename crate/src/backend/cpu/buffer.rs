@@ -14,9 +14,10 @@ pub const CPU_ALIGNMENT: usize = 64;
 /// Read-only bytes that outlive the buffer (an mmap, a Vec, a GGUF file).
 pub trait HostBytes: Send + Sync {
     fn bytes(&self) -> &[u8];
-    /// The bytes' address when they are this process's own heap memory, which the CPU backend
-    /// may rewrite in place at load (weight repacking, before any graph reads them); None for
-    /// mapped files and statics.
+    /// The bytes' address when they are this process's own writable memory (the heap, or a
+    /// private copy-on-write mapping of a file), which the CPU backend may rewrite in place at
+    /// load (weight repacking, before any graph reads them); None for shared read-only mapped
+    /// files and statics.
     fn heap_ptr(&self) -> Option<*mut u8> {
         None
     }
