@@ -8,7 +8,7 @@
 use ggweb::tensor::{PoolOp, RopeMode, RopeParams, UnaryOp};
 use ggweb::{Context, DType, Result, TensorId};
 
-use crate::{compare, Rng};
+use crate::Rng;
 
 /// NMSE tolerance of f32 ops.
 pub const F32_TOL: f64 = 1e-7;
@@ -693,6 +693,7 @@ mod gpu {
     use std::sync::Arc;
 
     use super::*;
+    use crate::compare;
     use ggweb::backend::webgpu::WebGpuDevice;
     use ggweb::backend::Device;
 
