@@ -228,7 +228,7 @@ fn generation_steps_greedy_and_stop_reasons() {
 /// tied token embedding are chosen, the mapped file's bytes are never written, and the logits
 /// of a prompt (the prompt path) and of the tokens after it (the GEMV path) are bit for bit the
 /// plain model's, on 1 and 2 threads. Bytes rewritten so are refused by a second load. The
-/// private mapping of `open_in_memory` repacks as the heap bytes do, and the file stays as it
+/// private mapping of `open_repacked` repacks as the heap bytes do, and the file stays as it
 /// was.
 #[test]
 fn smollm2_repacked_weights_give_the_same_logits() {
@@ -275,18 +275,18 @@ fn smollm2_repacked_weights_give_the_same_logits() {
                 "token {t}, {threads} threads"
             );
         }
-        let mut private = LlamaModel::open_in_memory(&smollm2(), 64, threads).unwrap();
-        assert_eq!(private.repacked_weights(), at_load, "open_in_memory");
+        let mut private = LlamaModel::open_repacked(&smollm2(), 64, threads).unwrap();
+        assert_eq!(private.repacked_weights(), at_load, "open_repacked");
         plain.reset();
         assert_eq!(
             bits(private.eval(&PROMPT, true).unwrap()),
             bits(plain.eval(&PROMPT, true).unwrap()),
-            "open_in_memory prompt, {threads} threads"
+            "open_repacked prompt, {threads} threads"
         );
         assert_eq!(
             bits(private.eval(&[28], false).unwrap()),
             bits(plain.eval(&[28], false).unwrap()),
-            "open_in_memory token, {threads} threads"
+            "open_repacked token, {threads} threads"
         );
     }
     assert!(

@@ -163,8 +163,8 @@ enum Cmd {
         /// Attention as one fused op: auto (on x86-64 CPUs with AVX2), on or off.
         #[arg(long, default_value = "auto")]
         flash_attn: String,
-        /// Keep the file memory-mapped: no weights read into memory and repacked for this
-        /// CPU's GEMV (as llama.cpp's --no-repack).
+        /// Keep the file's shared mapping: no weights repacked for this CPU's GEMV (as
+        /// llama.cpp's --no-repack).
         #[arg(long)]
         no_repack: bool,
         #[arg(long)]
@@ -1037,8 +1037,8 @@ struct LlmRun {
     backend: BackendChoice,
     /// Fused attention on or off; `None`: the model's default.
     flash_attn: Option<bool>,
-    /// On the CPU, read the file into memory and repack the weights this CPU's GEMV reads so
-    /// (`Llm::open_in_memory`); else keep it mapped.
+    /// On the CPU, map the file private (copy-on-write) and repack the weights this CPU's GEMV
+    /// reads so (`Llm::open_repacked`); else keep the shared mapping.
     repack: bool,
 }
 
@@ -1046,7 +1046,7 @@ impl LlmRun {
     fn open(&self, model: &Path) -> Result<Llm> {
         let threads = cpu_threads(self.threads);
         let mut llm = if self.repack && self.backend == BackendChoice::Cpu {
-            Llm::open_in_memory(model, self.ctx_size, threads)?
+            Llm::open_repacked(model, self.ctx_size, threads)?
         } else {
             Llm::open_with(model, self.ctx_size, self.backend, threads)?
         };

@@ -605,7 +605,7 @@ impl LlamaModel {
     }
 
     /// How many weights are repacked for the CPU GEMV (`backend::cpu::repack`). At load, on the
-    /// CPU and from writable memory (not a mapped file: see [`LlamaModel::open_in_memory`]),
+    /// CPU and from writable memory (not a mapped file: see [`LlamaModel::open_repacked`]),
     /// every matrix the graphs read only through mul_mat or get_rows whose type this CPU's GEMV
     /// reads repacked (`repack::pays_for`: all of them in the wasm SIMD builds, q4_0 q4_1 q5_0
     /// q5_1 on x86 with AVX-512 VNNI or AVX2, q8_0 with AVX-512 VNNI or AVX-VNNI); 0 elsewhere.
@@ -683,7 +683,7 @@ impl LlamaModel {
     /// split model, or a CPU without such a GEMV, is opened as [`LlamaModel::open`] does: the
     /// same results either way.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn open_in_memory(
+    pub fn open_repacked(
         path: &std::path::Path,
         n_ctx: usize,
         n_threads: usize,

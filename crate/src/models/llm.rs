@@ -91,10 +91,10 @@ impl Llm {
     }
 
     /// Load a GGUF file on the CPU with its weights repacked where this CPU's GEMV reads them
-    /// so, from a private copy-on-write mapping (see [`LlamaModel::open_in_memory`]); as
+    /// so, from a private copy-on-write mapping (see [`LlamaModel::open_repacked`]); as
     /// [`Llm::open`] where nothing would be (a split model, a CPU without such a GEMV).
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn open_in_memory(path: &std::path::Path, n_ctx: usize, n_threads: usize) -> Result<Llm> {
+    pub fn open_repacked(path: &std::path::Path, n_ctx: usize, n_threads: usize) -> Result<Llm> {
         match LlamaModel::open_for_repack(path)? {
             Some(f) => Self::from_gguf(f.clone(), f.header(), n_ctx, BackendChoice::Cpu, n_threads),
             None => Self::open(path, n_ctx, n_threads),
