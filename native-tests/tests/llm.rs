@@ -294,3 +294,32 @@ fn smollm2_repacked_weights_give_the_same_logits() {
         "the file was written"
     );
 }
+
+/// `open_repacked` (a private mapping, weights rewritten in place) on files that are not a
+/// model: typed errors (empty, garbage, a truncated SmolLM2), never a panic or a write.
+#[test]
+fn open_repacked_refuses_bad_files() {
+    let dir = std::env::temp_dir().join(format!("ggweb-open-repacked-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let whole = std::fs::read(smollm2()).unwrap();
+    let cases: [(&str, &[u8]); 3] = [
+        ("empty", &[]),
+        ("junk", b"not a gguf file at all, just some bytes"),
+        ("truncated", &whole[..1 << 20]),
+    ];
+    for (name, bytes) in cases {
+        let p = dir.join(format!("{name}.gguf"));
+        std::fs::write(&p, bytes).unwrap();
+        match LlamaModel::open_repacked(&p, 64, 1) {
+            Err(ggweb::Error::Gguf(_)) | Err(ggweb::Error::Io(_)) => {}
+            Err(e) => panic!("{name}: unexpected error kind {e}"),
+            Ok(_) => panic!("{name}: loaded"),
+        }
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            bytes,
+            "{name}: the file was written"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
