@@ -53,17 +53,11 @@ impl GgufFile {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open(path: impl AsRef<std::path::Path>) -> Result<GgufFile> {
         let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(|e| {
-            Error::Io(std::io::Error::new(
-                e.kind(),
-                format!("{}: {e}", path.display()),
-            ))
-        })?;
+        let file = open_file(path)?;
         // SAFETY: the map is read-only and private to this value; the caveat that another
         // process must not modify the file while it is mapped is documented above.
         let map = unsafe { memmap2::Mmap::map(&file) }?;
-        let header = Gguf::parse(&map)
-            .map_err(|e| Error::Gguf(format!("{}: {}", path.display(), msg(e))))?;
+        let header = parse_at(path, &map)?;
         Ok(GgufFile {
             storage: Storage::Mmap(map),
             header,
@@ -77,17 +71,11 @@ impl GgufFile {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_private(path: impl AsRef<std::path::Path>) -> Result<GgufFile> {
         let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(|e| {
-            Error::Io(std::io::Error::new(
-                e.kind(),
-                format!("{}: {e}", path.display()),
-            ))
-        })?;
+        let file = open_file(path)?;
         // SAFETY: private to this value, copy-on-write (writes never reach the file); the
         // caveat of [`GgufFile::open`] about other processes holds.
         let mut map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }?;
-        let header = Gguf::parse(&map)
-            .map_err(|e| Error::Gguf(format!("{}: {}", path.display(), msg(e))))?;
+        let header = parse_at(path, &map)?;
         let ptr = map.as_mut_ptr();
         Ok(GgufFile {
             storage: Storage::Private(PrivateMap {
@@ -169,6 +157,23 @@ impl GgufFile {
     pub fn tensor_bytes(&self, t: &TensorInfo) -> Result<&[u8]> {
         self.header.tensor_data(self.bytes(), t)
     }
+}
+
+/// `path` opened for reading; an error names it.
+#[cfg(not(target_arch = "wasm32"))]
+fn open_file(path: &std::path::Path) -> Result<std::fs::File> {
+    std::fs::File::open(path).map_err(|e| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("{}: {e}", path.display()),
+        ))
+    })
+}
+
+/// The header of the file at `path` (`bytes`); an error names the file.
+#[cfg(not(target_arch = "wasm32"))]
+fn parse_at(path: &std::path::Path, bytes: &[u8]) -> Result<Gguf> {
+    Gguf::parse(bytes).map_err(|e| Error::Gguf(format!("{}: {}", path.display(), msg(e))))
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -1265,15 +1265,39 @@ pub fn gemv_with(
     weights: &[u8],
     col: &[u8],
 ) -> Option<Vec<f32>> {
+    let (t, lda) = gemv_args(dtype, k, m, weights, col)?;
+    // SAFETY: gemv_args checked the lengths; the panel covers `weights` and the output.
+    with_panel(weights, lda, m, |pn| unsafe {
+        panel(isa, t, k, pn, col.as_ptr(), false)
+    })
+}
+
+/// The tile type and row bytes of `m` rows of `dtype` and one column, when the slices hold
+/// exactly that ([`gemv_with`], [`gemv_repacked_with`]).
+fn gemv_args(
+    dtype: crate::DType,
+    k: usize,
+    m: usize,
+    weights: &[u8],
+    col: &[u8],
+) -> Option<(Tiled, usize)> {
     let t = Tiled::quantized(dtype)?;
     let lda = dtype.row_size(k).ok()?;
     let ldb = crate::quant::type_traits_scalar(dtype)?
         .vec_dot_type
         .row_size(k)
         .ok()?;
-    if weights.len() != lda * m || col.len() != ldb {
-        return None;
-    }
+    (weights.len() == lda * m && col.len() == ldb).then_some((t, lda))
+}
+
+/// The `m` results of `run` over a panel of `weights` (`m` rows of `lda` bytes), or `None`
+/// when it did nothing.
+fn with_panel(
+    weights: &[u8],
+    lda: usize,
+    m: usize,
+    run: impl FnOnce(&Panel) -> bool,
+) -> Option<Vec<f32>> {
     let mut out = vec![0f32; m];
     let pn = Panel {
         a0: weights.as_ptr(),
@@ -1282,8 +1306,7 @@ pub fn gemv_with(
         out0: out.as_mut_ptr() as *mut u8,
         ldo: 4 * m,
     };
-    // SAFETY: the lengths were checked above; out holds m results.
-    unsafe { panel(isa, t, k, &pn, col.as_ptr(), false) }.then_some(out)
+    run(&pn).then_some(out)
 }
 
 /// [`gemv_with`] of the weights repacked (`backend::cpu::repack`; `m` a multiple of four, given
@@ -1297,14 +1320,9 @@ pub fn gemv_repacked_with(
     weights: &[u8],
     col: &[u8],
 ) -> Option<Vec<f32>> {
-    let t = Tiled::quantized(dtype)?;
+    let (t, lda) = gemv_args(dtype, k, m, weights, col)?;
     let s = crate::backend::cpu::repack::spec(dtype)?;
-    let lda = dtype.row_size(k).ok()?;
-    let ldb = crate::quant::type_traits_scalar(dtype)?
-        .vec_dot_type
-        .row_size(k)
-        .ok()?;
-    if !m.is_multiple_of(4) || weights.len() != lda * m || col.len() != ldb {
+    if !m.is_multiple_of(4) {
         return None;
     }
     let mut packed = vec![0u8; weights.len()];
@@ -1314,14 +1332,8 @@ pub fn gemv_repacked_with(
     {
         crate::backend::cpu::repack::pack_group(s, s.blocks(k), src, dst);
     }
-    let mut out = vec![0f32; m];
-    let pn = Panel {
-        a0: packed.as_ptr(),
-        lda,
-        nrows: m,
-        out0: out.as_mut_ptr() as *mut u8,
-        ldo: 4 * m,
-    };
-    // SAFETY: the lengths were checked above; out holds m results; the rows are whole groups.
-    unsafe { panel_repacked(isa, t, k, &pn, col.as_ptr(), false) }.then_some(out)
+    // SAFETY: gemv_args checked the lengths; the panel's rows are whole groups.
+    with_panel(&packed, lda, m, |pn| unsafe {
+        panel_repacked(isa, t, k, pn, col.as_ptr(), false)
+    })
 }
