@@ -279,8 +279,10 @@ fn x86_kernels_match_reference() {
         assert_eq!(a.to_bits(), b.to_f32().to_bits());
     }
 
-    // q8 quantizers: bit-exact, including ties (x·id landing on .5) and sign ties for q8_K.
-    for n in [256usize, 512, 4096] {
+    let mut paths = std::collections::BTreeSet::new();
+    // q8 quantizers: bit-exact, including ties (x·id landing on .5) and sign ties for q8_K;
+    // the AVX-512 q8_0 / q8_1 path takes four blocks at a time (odd counts: a tail of 1–3).
+    for n in [32usize, 96, 256, 512, 576, 4096, 4864 + 32] {
         let mut x = rng.vec(n, 3.0);
         x[5] = 0.0;
         let mut ties = x.clone();
@@ -289,23 +291,51 @@ fn x86_kernels_match_reference() {
         }
         let mut signtie = rng.vec(n, 1.0);
         signtie[3] = -9.0;
-        signtie[100] = 9.0;
+        signtie[100 % n] = 9.0;
         let zeros = vec![0f32; n];
-        for data in [&x, &ties, &signtie, &zeros] {
+        // Ties where a block's largest magnitude is not its first value (the maximum is
+        // gathered lane-wise) and the block maxima differ widely.
+        let mut wide = rng.vec(n, 1.0);
+        for (i, v) in wide.iter_mut().enumerate() {
+            *v *= (10f32).powi((i / 32 % 7) as i32 - 3);
+        }
+        for data in [&x, &ties, &signtie, &zeros, &wide] {
             let a: Vec<BlockQ8_0> = blocks(data);
             let mut b = vec![BlockQ8_0::zeroed(); n / 32];
             x86::quantize_row_q8_0(data, &mut b);
-            assert_eq!(a, b);
-            let a: Vec<BlockQ8_1> = blocks(data);
-            let mut b = vec![BlockQ8_1::zeroed(); n / 32];
-            x86::quantize_row_q8_1(data, &mut b);
-            assert_eq!(a, b);
-            let a: Vec<BlockQ8K> = blocks(data);
-            let mut b = vec![BlockQ8K::zeroed(); n / 256];
-            x86::quantize_row_q8_k(data, &mut b);
-            assert_eq!(a, b);
+            assert_eq!(a, b, "q8_0 n={n}");
+            let a1: Vec<BlockQ8_1> = blocks(data);
+            let mut b1 = vec![BlockQ8_1::zeroed(); n / 32];
+            x86::quantize_row_q8_1(data, &mut b1);
+            assert_eq!(a1, b1, "q8_1 n={n}");
+            for avx512 in [true, false] {
+                let mut b = vec![BlockQ8_0::zeroed(); n / 32];
+                if x86::quantize_row_q8_0_with(avx512, data, &mut b) {
+                    assert_eq!(a, b, "q8_0 avx512={avx512} n={n}");
+                    paths.insert(("q8_0", avx512));
+                }
+                let mut b1 = vec![BlockQ8_1::zeroed(); n / 32];
+                if x86::quantize_row_q8_1_with(avx512, data, &mut b1) {
+                    assert_eq!(a1, b1, "q8_1 avx512={avx512} n={n}");
+                    paths.insert(("q8_1", avx512));
+                }
+            }
+            if n % 256 == 0 {
+                let a: Vec<BlockQ8K> = blocks(data);
+                let mut b = vec![BlockQ8K::zeroed(); n / 256];
+                x86::quantize_row_q8_k(data, &mut b);
+                assert_eq!(a, b);
+            }
         }
     }
+    eprintln!(
+        "q8 quantizer paths run (avx512 = true/false): {paths:?}; AVX-512 on this CPU: {}",
+        x86::avx512_quantizers()
+    );
+    assert_eq!(
+        paths.iter().filter(|p| p.1).count(),
+        if x86::avx512_quantizers() { 2 } else { 0 }
+    );
 }
 
 #[test]

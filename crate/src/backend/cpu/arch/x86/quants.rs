@@ -211,13 +211,59 @@ macro_rules! quantizer {
     };
 }
 
-quantizer!(
+/// Whether the q8_0 / q8_1 quantizers take their AVX-512 path (AVX-512 F, BW and VL besides
+/// AVX2, FMA and F16C; detected once), unless `GGWEB_X86_ISA` caps the CPU paths below AVX-512.
+pub fn avx512_quantizers() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| {
+        let capped = matches!(
+            std::env::var("GGWEB_X86_ISA").ok().as_deref(),
+            Some("avx2" | "avxvnni")
+        );
+        !capped
+            && available()
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+    })
+}
+
+macro_rules! quantizer512 {
+    ($(#[$doc:meta])* $name:ident, $with:ident, $b:ty) => {
+        $(#[$doc])*
+        pub fn $name(x: &[f32], y: &mut [$b]) {
+            if !$with(avx512_quantizers(), x, y) {
+                <$b as GgmlBlock>::from_f32(x, y)
+            }
+        }
+
+        /// The same with the AVX-512 path (`avx512`) or the AVX2 one; false (nothing written)
+        /// when this CPU lacks it. For tests: every path bit for bit the reference.
+        pub fn $with(avx512: bool, x: &[f32], y: &mut [$b]) -> bool {
+            check(stringify!($name), x.len(), y.len() * <$b as GgmlBlock>::BLCK);
+            if avx512 && avx512_quantizers() {
+                // SAFETY: the CPU has AVX-512 F/BW/VL, AVX2, FMA and F16C (checked above); x
+                // holds exactly y.len() blocks of input.
+                unsafe { avx512::$name(x, y) }
+            } else if !avx512 && available() {
+                // SAFETY: the CPU supports avx2/fma/f16c (checked above); x holds exactly
+                // y.len() blocks of input.
+                unsafe { avx2::$name(x, y) }
+            } else {
+                return false;
+            }
+            true
+        }
+    };
+}
+
+quantizer512!(
     /// f32 → q8_0, bit-exact with `quantize_row_q8_0_ref`.
-    quantize_row_q8_0, BlockQ8_0
+    quantize_row_q8_0, quantize_row_q8_0_with, BlockQ8_0
 );
-quantizer!(
+quantizer512!(
     /// f32 → q8_1, bit-exact with `quantize_row_q8_1_ref`.
-    quantize_row_q8_1, BlockQ8_1
+    quantize_row_q8_1, quantize_row_q8_1_with, BlockQ8_1
 );
 quantizer!(
     /// f32 → q8_K, bit-exact with `quantize_row_q8_K_ref`.
@@ -252,6 +298,130 @@ dequantizer!(
     /// q4_K → f32, bit-exact with the scalar `dequantize_row_q4_K` (multiply, then subtract).
     dequantize_row_q4_k, BlockQ4K
 );
+
+mod avx512 {
+    //! The q8_0 / q8_1 quantizers four blocks at a time: each block's absolute maximum from a
+    //! transposed reduction of the four, the scales' divisions and f16 conversions four at a
+    //! time, the rounding (half away from zero, as `f32::round`) by adding 0.5 − 2⁻²⁵ with the
+    //! value's sign and truncating — exact for every |x| ≤ 4096 (checked over all floats), and
+    //! the values here are at most 127.5. Every function requires AVX-512 F/BW/VL, AVX2, FMA
+    //! and F16C; callers check [`super::avx512_quantizers`].
+    #![allow(clippy::missing_safety_doc)]
+
+    use std::arch::x86_64::*;
+
+    use crate::quant::{BlockQ8_0, BlockQ8_1};
+
+    /// max (`MAX`) or i32 sum of each of four vectors, the result for vector b in every lane
+    /// of 128-bit quarter b.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    unsafe fn fold4<const MAX: bool>(m: [__m512; 4]) -> __m512 {
+        let op = |a: __m512, b: __m512| {
+            if MAX {
+                _mm512_max_ps(a, b)
+            } else {
+                _mm512_castsi512_ps(_mm512_add_epi32(
+                    _mm512_castps_si512(a),
+                    _mm512_castps_si512(b),
+                ))
+            }
+        };
+        // Quarters (0, 1) of a with (2, 3): a's halves side by side, then b's.
+        let t01 = op(
+            _mm512_shuffle_f32x4::<0b01_00_01_00>(m[0], m[1]),
+            _mm512_shuffle_f32x4::<0b11_10_11_10>(m[0], m[1]),
+        );
+        let t23 = op(
+            _mm512_shuffle_f32x4::<0b01_00_01_00>(m[2], m[3]),
+            _mm512_shuffle_f32x4::<0b11_10_11_10>(m[2], m[3]),
+        );
+        // Quarter b: vector b's four partial lanes.
+        let u = op(
+            _mm512_shuffle_f32x4::<0b10_00_10_00>(t01, t23),
+            _mm512_shuffle_f32x4::<0b11_01_11_01>(t01, t23),
+        );
+        let u = op(u, _mm512_permute_ps::<0b01_00_11_10>(u));
+        op(u, _mm512_permute_ps::<0b10_11_00_01>(u))
+    }
+
+    /// Four blocks of 32 floats at `p`: (d, the quants as i32 per 16-element half, d per
+    /// quarter).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    unsafe fn q8_four(p: *const f32) -> (__m512, [__m512i; 8]) {
+        let v: [__m512; 8] = std::array::from_fn(|i| _mm512_loadu_ps(p.add(16 * i)));
+        let amax = fold4::<true>(std::array::from_fn(|b| {
+            _mm512_max_ps(_mm512_abs_ps(v[2 * b]), _mm512_abs_ps(v[2 * b + 1]))
+        }));
+        let d = _mm512_div_ps(amax, _mm512_set1_ps(127.0));
+        let nz = _mm512_cmp_ps_mask::<_CMP_NEQ_OQ>(d, _mm512_setzero_ps());
+        let id = _mm512_maskz_div_ps(nz, _mm512_set1_ps(1.0), d);
+        let ids = [
+            _mm512_shuffle_f32x4::<0b00_00_00_00>(id, id),
+            _mm512_shuffle_f32x4::<0b01_01_01_01>(id, id),
+            _mm512_shuffle_f32x4::<0b10_10_10_10>(id, id),
+            _mm512_shuffle_f32x4::<0b11_11_11_11>(id, id),
+        ];
+        let sign = _mm512_set1_epi32(i32::MIN);
+        let half = _mm512_set1_epi32(0x3EFF_FFFF); // 0.5 − 2⁻²⁵
+        let q = std::array::from_fn(|i| {
+            let x = _mm512_mul_ps(v[i], ids[i / 2]);
+            let h = _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(x), sign), half);
+            _mm512_cvttps_epi32(_mm512_add_ps(x, _mm512_castsi512_ps(h)))
+        });
+        (d, q)
+    }
+
+    /// The f16 bits of lane 4·b of `v` for b = 0..4.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    unsafe fn f16_quarters(v: __m512) -> [u16; 4] {
+        let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v);
+        let mut all = [0u16; 16];
+        _mm256_storeu_si256(all.as_mut_ptr() as *mut __m256i, h);
+        [all[0], all[4], all[8], all[12]]
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    pub unsafe fn quantize_row_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
+        let mut xs = x.chunks_exact(128);
+        let mut ys = y.chunks_exact_mut(4);
+        for (xb, yb) in (&mut xs).zip(&mut ys) {
+            let (d, q) = q8_four(xb.as_ptr());
+            let dh = f16_quarters(d);
+            for (b, blk) in yb.iter_mut().enumerate() {
+                blk.d = half::f16::from_bits(dh[b]);
+                let p = blk.qs.as_mut_ptr() as *mut __m128i;
+                _mm_storeu_si128(p, _mm512_cvtsepi32_epi8(q[2 * b]));
+                _mm_storeu_si128(p.add(1), _mm512_cvtsepi32_epi8(q[2 * b + 1]));
+            }
+        }
+        super::avx2::quantize_row_q8_0(xs.remainder(), ys.into_remainder());
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    pub unsafe fn quantize_row_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
+        let mut xs = x.chunks_exact(128);
+        let mut ys = y.chunks_exact_mut(4);
+        for (xb, yb) in (&mut xs).zip(&mut ys) {
+            let (d, q) = q8_four(xb.as_ptr());
+            let sums = fold4::<false>(std::array::from_fn(|b| {
+                _mm512_castsi512_ps(_mm512_add_epi32(q[2 * b], q[2 * b + 1]))
+            }));
+            let s = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_castps_si512(sums)), d);
+            let (dh, sh) = (f16_quarters(d), f16_quarters(s));
+            for (b, blk) in yb.iter_mut().enumerate() {
+                blk.d = half::f16::from_bits(dh[b]);
+                blk.s = half::f16::from_bits(sh[b]);
+                let p = blk.qs.as_mut_ptr() as *mut __m128i;
+                _mm_storeu_si128(p, _mm512_cvtsepi32_epi8(q[2 * b]));
+                _mm_storeu_si128(p.add(1), _mm512_cvtsepi32_epi8(q[2 * b + 1]));
+            }
+        }
+        super::avx2::quantize_row_q8_1(xs.remainder(), ys.into_remainder());
+    }
+}
 
 mod avx2 {
     //! Every function requires AVX2, FMA and F16C; callers check [`super::available`].
