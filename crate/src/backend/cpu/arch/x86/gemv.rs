@@ -662,6 +662,214 @@ pairs_fn!(
     }
 );
 
+/// The paired GEMV's types over repacked groups with AVX-512 VNNI at full width: a group
+/// block's four rows' 16 quant bytes are one 64-byte load (row r in 128-bit lane r), their fifth
+/// bits one 16-byte broadcast, so one vector op serves the four rows where [`pair_tile`] spends
+/// two. Each lane gets the same bytes, integer sums, scale and FMA as there, and each row's
+/// lanes are summed in the same order: the same results, bit for bit. (With plain rows the
+/// four rows need lane inserts; a 512-bit variant of those was slower, see [`pair_rows`].)
+///
+/// # Safety
+/// As [`panel_repacked`], with AVX-512 F/VL/BW/VNNI, AVX2, FMA and F16C present.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+unsafe fn gemv_avx512_quads(
+    t: Tiled,
+    k: usize,
+    pn: &Panel,
+    y: *const u8,
+    accumulate: bool,
+) -> bool {
+    // SAFETY: forwarded from the caller; features enabled by the attribute.
+    unsafe {
+        match t {
+            Tiled::Q4_0 => quad_rows::<18, 34, 8, false, false>(k, pn, y, accumulate),
+            Tiled::Q4_1 => quad_rows::<20, 36, 0, true, false>(k, pn, y, accumulate),
+            Tiled::Q5_0 => quad_rows::<22, 34, 16, false, true>(k, pn, y, accumulate),
+            Tiled::Q5_1 => quad_rows::<24, 36, 0, true, true>(k, pn, y, accumulate),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// [`gemv_avx512_quads`] for one type (`XS`, `YS`, `BIAS`, `MIN` as [`pair_rows`]; `HI`: fifth
+/// bits). Every group of the panel, the column's block facts computed once per panel where
+/// they fit.
+///
+/// # Safety
+/// As [`gemv_avx512_quads`].
+#[inline(always)]
+unsafe fn quad_rows<
+    const XS: usize,
+    const YS: usize,
+    const BIAS: i32,
+    const MIN: bool,
+    const HI: bool,
+>(
+    k: usize,
+    pn: &Panel,
+    y: *const u8,
+    accumulate: bool,
+) {
+    // SAFETY: forwarded from the caller; blocks < k / 32, groups inside the panel.
+    unsafe {
+        let dot =
+            |acc, lo, ylo, hi, yhi| _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, lo, ylo), hi, yhi);
+        let nb = k / 32;
+        let span = PR.saturating_mul(pn.lda);
+        let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
+        if nb <= PAIR_MAX_BLOCKS {
+            let mut facts = core::mem::MaybeUninit::<[ColFacts; PAIR_MAX_BLOCKS]>::uninit();
+            let fp = facts.as_mut_ptr() as *mut ColFacts;
+            for blk in 0..nb {
+                let (start, ys) = col_facts::<YS, BIAS, MIN>(y, blk, dot);
+                fp.add(blk).write(ColFacts {
+                    start: _mm256_castsi256_si128(start),
+                    ys: _mm256_castps256_ps128(ys),
+                });
+            }
+            quad_groups::<XS, YS, MIN, HI>(k, pn, y, accumulate, ahead, |blk| {
+                let f = fp.add(blk);
+                (
+                    _mm512_broadcast_i32x4((*f).start),
+                    _mm256_broadcast_ps(&(*f).ys),
+                )
+            });
+        } else {
+            quad_groups::<XS, YS, MIN, HI>(k, pn, y, accumulate, ahead, |blk| {
+                let (start, ys) = col_facts::<YS, BIAS, MIN>(y, blk, dot);
+                (_mm512_broadcast_i32x4(_mm256_castsi256_si128(start)), ys)
+            });
+        }
+    }
+}
+
+/// Every group of the panel through [`quad_tile`].
+///
+/// # Safety
+/// As [`gemv_avx512_quads`]; `col` answers for every block.
+#[inline(always)]
+unsafe fn quad_groups<const XS: usize, const YS: usize, const MIN: bool, const HI: bool>(
+    k: usize,
+    pn: &Panel,
+    y: *const u8,
+    accumulate: bool,
+    ahead: usize,
+    col: impl Fn(usize) -> (__m512i, __m256) + Copy,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let mut i = 0;
+        while i + PR <= pn.nrows {
+            let g = pn.a0.add(i * pn.lda);
+            let o = quad_tile::<XS, YS, MIN, HI>(k, g, g.wrapping_add(ahead), y, col);
+            store_tile::<PR, 1>(pn, i, &o, accumulate);
+            i += PR;
+        }
+    }
+}
+
+/// One repacked group `g` (four rows) · one column, see [`gemv_avx512_quads`].
+///
+/// # Safety
+/// As [`gemv_avx512_quads`]; `col` answers for every block.
+#[inline(always)]
+unsafe fn quad_tile<const XS: usize, const YS: usize, const MIN: bool, const HI: bool>(
+    k: usize,
+    g: *const u8,
+    pf: *const u8,
+    y: *const u8,
+    col: impl Fn(usize) -> (__m512i, __m256),
+) -> [[f32; 1]; PR] {
+    // SAFETY: block indices < k/32; features enabled by the caller.
+    unsafe {
+        let mut acc = _mm512_setzero_ps();
+        let mut accm = _mm256_setzero_ps();
+        let m4 = _mm512_set1_epi8(0x0F);
+        let b16 = _mm512_set1_epi8(0x10);
+        // Row r's fifth bits: bit 2r (elements 0..16) and 2r + 1 (16..32) of each byte.
+        let c_lo = _mm512_set_epi32(
+            0x4040_4040,
+            0x4040_4040,
+            0x4040_4040,
+            0x4040_4040,
+            0x1010_1010,
+            0x1010_1010,
+            0x1010_1010,
+            0x1010_1010,
+            0x0404_0404,
+            0x0404_0404,
+            0x0404_0404,
+            0x0404_0404,
+            0x0101_0101,
+            0x0101_0101,
+            0x0101_0101,
+            0x0101_0101,
+        );
+        let c_hi = _mm512_add_epi8(c_lo, c_lo);
+        // Lanes 2r of the scale products, in row r's 128-bit lane.
+        let sel = _mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0);
+        let f = if MIN { 2 } else { 1 };
+        for blk in 0..k / 32 {
+            let gb = g.add(blk * PR * XS);
+            prefetch_block(pf.wrapping_add(blk * PR * XS), PR * XS);
+            let yq = y.add(blk * YS + YS - 32);
+            let ylo = _mm512_broadcast_i32x4(_mm_loadu_si128(yq as *const __m128i));
+            let yhi = _mm512_broadcast_i32x4(_mm_loadu_si128(yq.add(16) as *const __m128i));
+            let (start, ys) = col(blk);
+            // The four d (then the four m), as pair_tile reads them.
+            let h = if MIN {
+                let v = _mm_loadu_si128(gb as *const __m128i);
+                _mm_unpacklo_epi16(v, _mm_srli_si128::<8>(v))
+            } else {
+                _mm_cvtepu16_epi32(_mm_loadl_epi64(gb as *const __m128i))
+            };
+            let prod = _mm256_mul_ps(_mm256_cvtph_ps(h), ys);
+            if MIN {
+                accm = _mm256_add_ps(accm, prod);
+            }
+            let scale = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(prod));
+            let v = _mm512_loadu_si512(gb.add(8 * f + if HI { 16 } else { 0 }) as *const _);
+            let (lo, hi) = if HI {
+                let hv = _mm512_broadcast_i32x4(_mm_loadu_si128(gb.add(8 * f) as *const __m128i));
+                let f_lo = _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(hv, c_lo), b16);
+                let f_hi = _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(hv, c_hi), b16);
+                // imm 0xEC: (A & C) | B.
+                (
+                    _mm512_ternarylogic_epi32::<0xEC>(v, f_lo, m4),
+                    _mm512_ternarylogic_epi32::<0xEC>(_mm512_srli_epi16(v, 4), f_hi, m4),
+                )
+            } else {
+                (
+                    _mm512_and_si512(v, m4),
+                    _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                )
+            };
+            let isum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo, ylo), hi, yhi);
+            acc = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum), acc);
+        }
+        let mut mins = [0f32; 8];
+        if MIN {
+            _mm256_storeu_ps(mins.as_mut_ptr(), accm);
+        }
+        let lanes = [
+            _mm512_extractf32x4_ps::<0>(acc),
+            _mm512_extractf32x4_ps::<1>(acc),
+            _mm512_extractf32x4_ps::<2>(acc),
+            _mm512_extractf32x4_ps::<3>(acc),
+        ];
+        // (A loop, not `array::from_fn`: its closure would not inline the intrinsics.)
+        let mut out = [[0f32; 1]; PR];
+        for (r, o) in out.iter_mut().enumerate() {
+            let half = lanes[r];
+            let s = _mm_add_ps(half, _mm_movehl_ps(half, half));
+            let s = _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps::<1>(s, s)));
+            *o = [s + mins[2 * r + 1]];
+        }
+        out
+    }
+}
+
 /// Rows per tile of the AVX2 q8_0 GEMV ([`q8_rows`]).
 const QR: usize = 4;
 // (q8_tile spells out its four rows.)
@@ -1247,7 +1455,7 @@ pub(crate) unsafe fn panel_repacked(
         match (isa, t) {
             (Isa::Avx512Vnni, Tiled::Q8_0) => gemv_avx512::<true>(t, k, pn, y, accumulate),
             (Isa::AvxVnni, _) => gemv_avxvnni::<true>(t, k, pn, y, accumulate),
-            (Isa::Avx512Vnni, _) => return gemv_avx512_pairs::<true>(t, k, pn, y, accumulate),
+            (Isa::Avx512Vnni, _) => return gemv_avx512_quads(t, k, pn, y, accumulate),
             _ => return gemv_avx2_pairs::<true>(t, k, pn, y, accumulate),
         }
     }
