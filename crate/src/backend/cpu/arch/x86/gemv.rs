@@ -1142,6 +1142,83 @@ unsafe fn q4_k_block<const OPAQUE: bool>(
     }
 }
 
+/// pshufb controls of [`q4_k_block512`]: `SPLAT2[j]` repeats i16 2j over the low 256 bits
+/// and i16 2j + 1 over the high 256.
+static SPLAT2: [[u8; 64]; 4] = {
+    let mut t = [[0u8; 64]; 4];
+    let mut j = 0;
+    while j < 4 {
+        let mut b = 0;
+        while b < 64 {
+            t[j][b] = (2 * (2 * j + b / 32) + b % 2) as u8;
+            b += 1;
+        }
+        j += 1;
+    }
+    t
+};
+
+/// [`q4_k_block`] with 512-bit vectors (AVX-512 BW/VNNI): groups 2j and 2j + 1 — a 32-byte
+/// load's low and high nibbles — side by side in one vector against the column's 64 bytes of
+/// them, their scales by one shuffle. Each i32 lane sums the same products as the 256-bit
+/// block's (two groups per vector, the halves added at the end; integers, so exact) and the
+/// float work is the same: the same results, bit for bit.
+///
+/// # Safety
+/// AVX-512 F/BW/VNNI, AVX2, FMA and F16C enabled by the caller; `xb` and `yb` address one
+/// block each.
+#[inline(always)]
+unsafe fn q4_k_block512(xb: *const u8, yb: *const u8, acc: __m256) -> __m256 {
+    // SAFETY: as documented.
+    unsafe {
+        let (sc, mn) = k4_scales(&*(xb.add(4) as *const [u8; 12]));
+        let scz = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+        let m8 = _mm_cvtsi64_si128(mn as i64);
+        let mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+        let qs = xb.add(16);
+        let m4 = _mm512_set1_epi8(0x0F);
+        // Two chains, as in k4_block.
+        let mut isum = [_mm512_setzero_si512(); 2];
+        for (j, ctl) in SPLAT2.iter().enumerate() {
+            let v = _mm256_loadu_si256(qs.add(32 * j) as *const __m256i);
+            let q = _mm512_and_si512(
+                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4)),
+                m4,
+            );
+            let qy = _mm512_loadu_si512(yb.add(Q8K_QS + 64 * j) as *const _);
+            let p = _mm512_maddubs_epi16(q, qy);
+            // (Opaque, as control_opaque: LLVM would rewrite the constant splat.)
+            let ctl = core::ptr::read_volatile(ctl.as_ptr() as *const __m512i);
+            isum[j % 2] = _mm512_dpwssd_epi32(isum[j % 2], p, _mm512_shuffle_epi8(scz, ctl));
+        }
+        let isum = _mm512_add_epi32(isum[0], isum[1]);
+        let isum = _mm256_add_epi32(
+            _mm512_castsi512_si256(isum),
+            _mm512_extracti64x4_epi64::<1>(isum),
+        );
+        let bs = _mm256_loadu_si256(yb.add(Q8K_BSUMS) as *const __m256i);
+        let msum = _mm256_madd_epi16(bs, mins);
+        let dy = (yb as *const f32).read_unaligned();
+        let (d, dmin) = (half(xb), half(xb.add(2)));
+        let acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum), acc);
+        _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dy), _mm256_cvtepi32_ps(msum), acc)
+    }
+}
+
+/// q4_K rows with [`q4_k_block512`].
+///
+/// # Safety
+/// As [`panel`], with AVX-512 F/VL/BW/VNNI, AVX2, FMA and F16C present.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+unsafe fn gemv_avx512_q4k(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
+    // SAFETY: forwarded from the caller; features enabled by the attribute.
+    unsafe {
+        krows::<144>(k, pn, y, accumulate, |xb, yb, acc| {
+            q4_k_block512(xb, yb, acc)
+        })
+    }
+}
+
 /// q5_K super-block (176 bytes: header, 32 bytes qh, 128 bytes of nibbles as q4_K; bit g of
 /// qh byte i is the fifth bit of element i of group g).
 ///
@@ -1398,6 +1475,7 @@ pub(crate) unsafe fn panel(
     // SAFETY: the CPU has the path's features (checked); the rest from the caller.
     unsafe {
         match isa {
+            Isa::Avx512Vnni if t == Tiled::Q4K => gemv_avx512_q4k(k, pn, y, accumulate),
             Isa::Avx512Vnni => {
                 if !gemv_avx512_pairs::<false>(t, k, pn, y, accumulate) {
                     gemv_avx512::<false>(t, k, pn, y, accumulate)
