@@ -128,6 +128,11 @@ pub fn bench_mul_mat_streamed(
     fill_random(&mut xv, 12345);
     ctx.set_f32(x, &xv)?;
 
+    // The copies in reverse: each mul_mat's weight lies just before the previous one's, as in
+    // a model, where the next weight read rarely follows the last in memory (a GGUF holds a
+    // layer's attn_k after ffn_up, attn_q after attn_output), so prefetching past a weight's
+    // end fetches nothing the next node reads.
+    ys.reverse();
     let graph = Graph::build(&ctx, &ys);
     let mut backend = CpuBackend::new(threads);
     backend.compute(&ctx, &graph)?; // warm-up
