@@ -506,8 +506,16 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     // thread's weight stream into 64-row pieces (whose first rows the software prefetch has not
     // fetched, while its last prefetches fetch the next piece, another thread's), which a
     // DRAM-bound GEMV pays for: the dynamic tail only evens out threads slowed by others.
-    let (first, total) = if nr1 == 1 && nchunk1 == 1 && nchunk0 >= 4 * p.nth && p.nth > 1 {
-        let fixed = nchunk0 - nchunk0 / GEMV_DYNAMIC_DIV;
+    // One thread (natively): one panel of every row, so the x86 GEMV's prefetch meets no
+    // chunk edges but the weight's own (see x86/gemv.rs quad_groups). (wasm: unmeasured, as
+    // it was.)
+    let one_panel = p.nth == 1 && !cfg!(target_arch = "wasm32");
+    let (first, total) = if nr1 == 1 && nchunk1 == 1 && (nchunk0 >= 4 * p.nth || one_panel) {
+        let fixed = if one_panel {
+            nchunk0
+        } else {
+            nchunk0 - nchunk0 / GEMV_DYNAMIC_DIV
+        };
         let share = thread_range(fixed, p.ith, p.nth);
         let rows = (share.start * dr0).min(nr0)..(share.end * dr0).min(nr0);
         if !rows.is_empty() {
