@@ -436,6 +436,22 @@ impl CpuBackend {
                 sync: false,
             });
         }
+        // Per step and thread, the weight bytes the thread's next GEMV reads first (a prefetch
+        // hint for the step's own GEMV kernels, see `arch::set_next_read`; (0, 0): none).
+        let mut next_read = vec![(0usize, 0usize); nodes.len() * nth];
+        let mut ahead: Option<usize> = None;
+        for i in (0..nodes.len()).rev() {
+            if let Some(j) = ahead {
+                for ith in 0..nth {
+                    if let Some((p, len)) = ops::matmul::first_read(&nodes[j].node, ith, nth) {
+                        next_read[i * nth + ith] = (p as usize, len);
+                    }
+                }
+            }
+            if ops::matmul::first_read(&nodes[i].node, 0, nth).is_some() {
+                ahead = Some(i);
+            }
+        }
         // Each node's own chunk counter: no thread has to reset a shared one (behind a barrier).
         let chunks: Vec<AtomicUsize> = nodes.iter().map(|_| AtomicUsize::new(nth)).collect();
         let words = wsize.div_ceil(8) + 8;
@@ -453,7 +469,9 @@ impl CpuBackend {
         // that also orders the last node's writes before the caller's reads (no final barrier).
         self.pool.run(move |ith, nth, barrier| {
             let alone = Barrier::new(1);
-            for (step, chunk) in nodes.iter().zip(&chunks) {
+            for (i, (step, chunk)) in nodes.iter().zip(&chunks).enumerate() {
+                let (next, len) = next_read[i * nth + ith];
+                arch::set_next_read(next as *const u8, len);
                 if step.solo {
                     if ith == 0 {
                         let params = ComputeParams {
@@ -483,6 +501,7 @@ impl CpuBackend {
                     barrier.wait();
                 }
             }
+            arch::set_next_read(std::ptr::null(), 0);
         })?;
         match fault.get() {
             Some(msg) => Err(Error::InvalidArgument(msg.clone())),

@@ -37,6 +37,17 @@ pub use portable::{axpy_f16_ref, axpy_f32_ref, exp_approx};
 
 use super::traits::Table;
 
+/// Tell this thread's GEMV kernels which weight bytes it reads after the current node (`len`
+/// bytes at `p`; null: none known), so that the end of a panel prefetches them instead of
+/// nothing (x86; a hint: a wrong one costs only useless prefetches).
+pub fn set_next_read(
+    #[allow(unused_variables)] p: *const u8,
+    #[allow(unused_variables)] len: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    x86::set_next_read(p, len);
+}
+
 /// Replace the scalar entries of `t` with this machine's kernels.
 pub(crate) fn install(#[allow(unused_variables)] t: &mut Table) {
     #[cfg(target_arch = "x86_64")]

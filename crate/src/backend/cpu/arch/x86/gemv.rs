@@ -63,6 +63,35 @@ unsafe fn nibbles(qs: *const u8) -> __m256i {
     }
 }
 
+thread_local! {
+    /// This thread's next weight read after the current node ([`set_next_read`]).
+    static NEXT_READ: std::cell::Cell<(*const u8, usize)> =
+        const { std::cell::Cell::new((std::ptr::null(), 0)) };
+}
+
+/// See `arch::set_next_read`.
+pub fn set_next_read(p: *const u8, len: usize) {
+    NEXT_READ.with(|c| c.set((p, len)));
+}
+
+/// Where a tile whose prefetch target `ahead` on from panel offset `at` would pass the panel's
+/// `total` bytes prefetches instead: as far into the next weight read (the thread's next
+/// node's, when known) as the target is past the end — a small weight read cold costs
+/// ~20 % of its time at 1 thread (q5_0 m = 128: 27.5 vs 33 GB/s) — or else `here`, in cache.
+#[inline(always)]
+fn prefetch_target(at: usize, ahead: usize, total: usize, here: *const u8) -> *const u8 {
+    let end = at.saturating_add(ahead);
+    if end < total {
+        return here.wrapping_add(ahead);
+    }
+    let (next, len) = NEXT_READ.with(|c| c.get());
+    if !next.is_null() && end - total < len {
+        next.wrapping_add(end - total)
+    } else {
+        here
+    }
+}
+
 /// All rows of the panel against one column, [`R`] rows at a time, then one at a time.
 ///
 /// `XS`/`YS`: weight / column block bytes (column: q8_0, 34, or q8_1, 36); `BIAS`: subtracted
@@ -94,13 +123,8 @@ unsafe fn rows<
         // The panel's head now, its tail prefetching nothing past it (see quad_groups).
         let total = pn.nrows.saturating_mul(pn.lda);
         super::tiles::prefetch(pn.a0, total.min(ahead));
-        let pf = |i: usize, a: *const u8| {
-            if i.saturating_mul(pn.lda).saturating_add(ahead) < total {
-                a.wrapping_add(ahead)
-            } else {
-                a
-            }
-        };
+        let pf =
+            |i: usize, a: *const u8| prefetch_target(i.saturating_mul(pn.lda), ahead, total, a);
         let mut i = 0;
         while i + R <= pn.nrows {
             let a: [*const u8; R] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
@@ -768,19 +792,17 @@ unsafe fn quad_groups<const XS: usize, const YS: usize, const MIN: bool, const H
     // SAFETY: forwarded from the caller.
     unsafe {
         // The panel's first `ahead` bytes at once (the blocks' prefetch runs `ahead` on, so
-        // never covers them), and no prefetch past the panel's end: a thread's panel is its
-        // whole share of a weight, and in a model the next weight read is elsewhere (2 threads,
-        // DRAM, bench --llm with the copies in reverse: q5_0 m = 128 25.9 → 34.1 GB/s).
+        // never covers them), and past the panel's end only the thread's next weight read
+        // ([`prefetch_target`]): a thread's panel is its whole share of a weight, and in a
+        // model the next weight read is elsewhere (2 threads, DRAM, bench --llm with the copies
+        // in reverse: q5_0 m = 128 25.9 → 34.1 GB/s without the next weight, the head alone).
         let total = pn.nrows * pn.lda;
         super::tiles::prefetch(pn.a0, total.min(ahead));
         let mut i = 0;
         while i + PR <= pn.nrows {
             let g = pn.a0.add(i * pn.lda);
-            let o = if i * pn.lda + ahead < total {
-                quad_tile::<XS, YS, MIN, HI, true>(k, g, g.wrapping_add(ahead), y, col)
-            } else {
-                quad_tile::<XS, YS, MIN, HI, false>(k, g, g, y, col)
-            };
+            let pf = prefetch_target(i * pn.lda, ahead, total, g);
+            let o = quad_tile::<XS, YS, MIN, HI>(k, g, pf, y, col);
             store_tile::<PR, 1>(pn, i, &o, accumulate);
             i += PR;
         }
@@ -792,13 +814,7 @@ unsafe fn quad_groups<const XS: usize, const YS: usize, const MIN: bool, const H
 /// # Safety
 /// As [`gemv_avx512_quads`]; `col` answers for every block.
 #[inline(always)]
-unsafe fn quad_tile<
-    const XS: usize,
-    const YS: usize,
-    const MIN: bool,
-    const HI: bool,
-    const PF: bool,
->(
+unsafe fn quad_tile<const XS: usize, const YS: usize, const MIN: bool, const HI: bool>(
     k: usize,
     g: *const u8,
     pf: *const u8,
@@ -836,9 +852,7 @@ unsafe fn quad_tile<
         let f = if MIN { 2 } else { 1 };
         for blk in 0..k / 32 {
             let gb = g.add(blk * PR * XS);
-            if PF {
-                prefetch_block(pf.wrapping_add(blk * PR * XS), PR * XS);
-            }
+            prefetch_block(pf.wrapping_add(blk * PR * XS), PR * XS);
             let yq = y.add(blk * YS + YS - 32);
             let ylo = _mm512_broadcast_i32x4(_mm_loadu_si128(yq as *const __m128i));
             let yhi = _mm512_broadcast_i32x4(_mm_loadu_si128(yq.add(16) as *const __m128i));

@@ -8,7 +8,7 @@ mod quants;
 pub(crate) mod tiles;
 
 pub use gemm::{gemm_with, Isa};
-pub use gemv::{gemv_repacked_with, gemv_with};
+pub use gemv::{gemv_repacked_with, gemv_with, set_next_read};
 pub use quants::*;
 
 use half::{bf16, f16};

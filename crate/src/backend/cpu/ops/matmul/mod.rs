@@ -460,6 +460,52 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
             mul_mat_chunk(node, &plan, p, i8gemm, rows, cols, RowsAt::Src0);
         }
     };
+    let sp = split(node, &plan, p.nth);
+    let (nchunk0, nchunk1, dr0, dr1) = (sp.nchunk0, sp.nchunk1, sp.dr0, sp.dr1);
+    let (first, total) = if sp.fixed > 0 {
+        let rows = sp.share_rows(nr0, p.ith, p.nth);
+        if !rows.is_empty() {
+            chunk(p, rows, 0..1);
+        }
+        (sp.fixed, nchunk0)
+    } else {
+        (0, nchunk0 * nchunk1)
+    };
+    let mut current = first + p.ith;
+    while current < total {
+        let c0 = current % nchunk0;
+        let c1 = current / nchunk0;
+        let rows = (c0 * dr0).min(nr0)..((c0 + 1) * dr0).min(nr0);
+        let cols = (c1 * dr1).min(nr1)..((c1 + 1) * dr1).min(nr1);
+        if !rows.is_empty() {
+            chunk(p, rows, cols);
+        }
+        current = first + p.chunk.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// How [`mul_mat`] cuts its output among `nth` threads: chunks of `dr0` rows × `dr1` columns,
+/// the leading `fixed` chunks (a GEMV's) run as one contiguous share per thread first.
+struct Split {
+    nchunk0: usize,
+    nchunk1: usize,
+    dr0: usize,
+    dr1: usize,
+    fixed: usize,
+}
+
+impl Split {
+    /// Thread `ith`'s share of the `fixed` chunks, as rows.
+    fn share_rows(&self, nr0: usize, ith: usize, nth: usize) -> std::ops::Range<usize> {
+        let share = thread_range(self.fixed, ith, nth);
+        (share.start * self.dr0).min(nr0)..(share.end * self.dr0).min(nr0)
+    }
+}
+
+fn split(node: &NodeRef, plan: &MulMatPlan, nth: usize) -> Split {
+    let (a, b) = (node.src0(), node.src1());
+    let (nr0, nr1) = (a.ne[1], b.nrows());
+    let i8gemm = i8_gemm(plan, nr1);
     let cs = if nr0 == 1 || nr1 == 1 { 64 } else { 16 };
     // f32 GEMM: whole row tiles per chunk (15 rows for a 3- or 5-row tile, not 16 = 5×3 + 1).
     let cs0 = if cs == 16 && matches!(plan.kernel.tiled, Some(Tiled::F32)) {
@@ -478,12 +524,12 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
         // repacked_chunk), not once per column chunk.
         (nchunk0, nchunk1) = (nr0.div_ceil(REPACK_ROWS), 1);
     }
-    if nchunk0 * nchunk1 < 4 * p.nth {
+    if nchunk0 * nchunk1 < 4 * nth {
         // Too few chunks to balance: one piece per thread along the longer side.
         if nr0 > nr1 {
-            (nchunk0, nchunk1) = (p.nth, 1);
+            (nchunk0, nchunk1) = (nth, 1);
         } else {
-            (nchunk0, nchunk1) = (1, p.nth);
+            (nchunk0, nchunk1) = (1, nth);
         }
     }
     let mut dr0 = nr0.div_ceil(nchunk0);
@@ -509,33 +555,50 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     // One thread (natively): one panel of every row, so the x86 GEMV's prefetch meets no
     // chunk edges but the weight's own (see x86/gemv.rs quad_groups). (wasm: unmeasured, as
     // it was.)
-    let one_panel = p.nth == 1 && !cfg!(target_arch = "wasm32");
-    let (first, total) = if nr1 == 1 && nchunk1 == 1 && (nchunk0 >= 4 * p.nth || one_panel) {
-        let fixed = if one_panel {
-            nchunk0
-        } else {
-            nchunk0 - nchunk0 / GEMV_DYNAMIC_DIV
-        };
-        let share = thread_range(fixed, p.ith, p.nth);
-        let rows = (share.start * dr0).min(nr0)..(share.end * dr0).min(nr0);
-        if !rows.is_empty() {
-            chunk(p, rows, 0..1);
-        }
-        (fixed, nchunk0)
+    let one_panel = nth == 1 && !cfg!(target_arch = "wasm32");
+    let fixed = if nr1 != 1 || nchunk1 != 1 {
+        0
+    } else if one_panel {
+        nchunk0
+    } else if nchunk0 >= 4 * nth {
+        nchunk0 - nchunk0 / GEMV_DYNAMIC_DIV
     } else {
-        (0, nchunk0 * nchunk1)
+        0
     };
-    let mut current = first + p.ith;
-    while current < total {
-        let c0 = current % nchunk0;
-        let c1 = current / nchunk0;
-        let rows = (c0 * dr0).min(nr0)..((c0 + 1) * dr0).min(nr0);
-        let cols = (c1 * dr1).min(nr1)..((c1 + 1) * dr1).min(nr1);
-        if !rows.is_empty() {
-            chunk(p, rows, cols);
-        }
-        current = first + p.chunk.fetch_add(1, Ordering::Relaxed);
+    Split {
+        nchunk0,
+        nchunk1,
+        dr0,
+        dr1,
+        fixed,
     }
+}
+
+/// The weight bytes thread `ith` of `nth` reads first in `node`, when it is a quantized GEMV
+/// (one src1 column): its first panel's rows. A prefetch hint for the node before it
+/// (`arch::set_next_read`).
+pub fn first_read(node: &NodeRef, ith: usize, nth: usize) -> Option<(*const u8, usize)> {
+    if node.op != Op::MulMat || node.src1().nrows() != 1 {
+        return None;
+    }
+    let plan = plan_mul_mat(node)?;
+    if !plan.kernel.tiled.is_some_and(|t| t.is_quant()) {
+        return None;
+    }
+    let a = node.src0();
+    let nr0 = a.ne[1];
+    let sp = split(node, &plan, nth);
+    let rows = if sp.fixed > 0 {
+        sp.share_rows(nr0, ith, nth)
+    } else {
+        (ith * sp.dr0).min(nr0)..((ith + 1) * sp.dr0).min(nr0)
+    };
+    (!rows.is_empty()).then(|| {
+        (
+            a.ptr.wrapping_add(rows.start * a.nb[1]) as *const u8,
+            rows.len() * a.nb[1],
+        )
+    })
 }
 
 /// Where [`mul_mat_chunk`] reads the chunk's weight rows.
