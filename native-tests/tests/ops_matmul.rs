@@ -1052,3 +1052,42 @@ fn cross_entropy_loss_matches_definition() {
     let y = ctx.new_tensor(DType::F32, &[4, 2]).unwrap();
     assert!(matches!(ctx.cross_entropy_loss(x, y), Err(Error::Shape(_))));
 }
+
+/// The prefetch hint of a GEMV (`matmul::first_read`): the rows each thread runs first — all
+/// of them on one thread, one piece per thread when there are too few chunks to share, else
+/// each thread's contiguous share of the leading three quarters of the 64-row chunks — and
+/// nothing for float weights or more than one column.
+#[test]
+fn gemv_first_read_is_each_threads_first_panel() {
+    use ggweb::backend::cpu::{ops::matmul::first_read, resolve_node, tensor_ptr};
+    let mut ctx = Context::new();
+    let k = 64;
+    let small = ctx.new_tensor(DType::Q4_0, &[k, 256]).unwrap();
+    let large = ctx.new_tensor(DType::Q4_0, &[k, 4096]).unwrap();
+    let float = ctx.new_tensor(DType::F32, &[k, 256]).unwrap();
+    let x = ctx.new_tensor(DType::F32, &[k, 1]).unwrap();
+    let x2 = ctx.new_tensor(DType::F32, &[k, 2]).unwrap();
+    let ys = [
+        ctx.mul_mat(small, x).unwrap(),
+        ctx.mul_mat(large, x).unwrap(),
+        ctx.mul_mat(float, x).unwrap(),
+        ctx.mul_mat(small, x2).unwrap(),
+    ];
+    alloc_all(&mut ctx);
+    let row = DType::Q4_0.row_size(k).unwrap();
+    let at = |w, rows: std::ops::Range<usize>| {
+        let p = tensor_ptr(&ctx, w).unwrap() as *const u8;
+        Some((p.wrapping_add(rows.start * row), rows.len() * row))
+    };
+    let node = |y| resolve_node(&ctx, y).unwrap();
+    let (s, l) = (node(ys[0]), node(ys[1]));
+    assert_eq!(first_read(&s, 0, 1), at(small, 0..256));
+    assert_eq!(first_read(&s, 0, 2), at(small, 0..128));
+    assert_eq!(first_read(&s, 1, 2), at(small, 128..256));
+    assert_eq!(first_read(&l, 0, 1), at(large, 0..4096));
+    // 64 chunks of 64 rows: 48 shared, 24 per thread.
+    assert_eq!(first_read(&l, 0, 2), at(large, 0..1536));
+    assert_eq!(first_read(&l, 1, 2), at(large, 1536..3072));
+    assert_eq!(first_read(&node(ys[2]), 0, 1), None);
+    assert_eq!(first_read(&node(ys[3]), 0, 1), None);
+}
