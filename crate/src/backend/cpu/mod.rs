@@ -437,10 +437,14 @@ impl CpuBackend {
             });
         }
         // Per step and thread, the weight bytes the thread's next GEMV reads first (a prefetch
-        // hint for the step's own GEMV kernels, see `arch::set_next_read`; (0, 0): none).
+        // hint for the step's own GEMV kernels, see `arch::set_next_read`; (0, 0): none). Only
+        // x86's kernels take it.
         let mut next_read = vec![(0usize, 0usize); nodes.len() * nth];
         let mut ahead: Option<usize> = None;
-        for i in (0..nodes.len()).rev() {
+        for i in (0..nodes.len())
+            .rev()
+            .filter(|_| cfg!(target_arch = "x86_64"))
+        {
             if let Some(j) = ahead {
                 for ith in 0..nth {
                     if let Some((p, len)) = ops::matmul::first_read(&nodes[j].node, ith, nth) {
