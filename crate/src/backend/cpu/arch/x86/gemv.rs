@@ -404,10 +404,13 @@ unsafe fn pair_panel<
         // Repacked: a tile is a group, its PR rows one stream of PR·lda bytes (the same span).
         let span = PR.saturating_mul(pn.lda);
         let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
+        // The head now, the next weight past the end (see quad_groups).
+        let total = pn.nrows.saturating_mul(pn.lda);
+        super::tiles::prefetch(pn.a0, total.min(ahead));
         let mut i = 0;
         while i + PR <= pn.nrows {
             let a: [*const u8; PR] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
-            let pf = a[0].wrapping_add(ahead);
+            let pf = prefetch_target(i.saturating_mul(pn.lda), ahead, total, a[0]);
             let o = pair_tile::<XS, YS, MIN, QS, QH, HI, R4>(k, a, pf, y, dot, fifth, col);
             store_tile::<PR, 1>(pn, i, &o, accumulate);
             i += PR;
@@ -422,7 +425,7 @@ unsafe fn pair_panel<
         if i < pn.nrows {
             let a: [*const u8; PR] =
                 std::array::from_fn(|r| pn.a0.add((i + r).min(pn.nrows - 1) * pn.lda));
-            let pf = a[0].wrapping_add(ahead);
+            let pf = prefetch_target(i.saturating_mul(pn.lda), ahead, total, a[0]);
             let o = pair_tile::<XS, YS, MIN, QS, QH, HI, R4>(k, a, pf, y, dot, fifth, col);
             for (r, v) in o.iter().enumerate().take(pn.nrows - i) {
                 store_tile::<1, 1>(pn, i + r, &[*v], accumulate);
@@ -656,12 +659,28 @@ pairs_fn!(
         let (x0, x1) = match at {
             Fifth::Words(x0, x1) => (x0, x1),
             Fifth::Group(hv, p) => {
-                let (c_lo, c_hi) = group_bits(p);
-                let add = |v: __m256i, c: __m256i| {
-                    let set = _mm256_cmpeq_epi8(_mm256_and_si256(hv, c), c);
-                    _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(set, b16))
+                // Row r's bit (2r: elements 0..16, 2r + 1: 16..32) of each byte to bit 4 by one
+                // 32-bit shift per 128-bit lane (rows 2p, 2p + 1): left for pair 0 (bits 0..3),
+                // right for pair 1 (bits 4..7); what crosses into a neighbouring byte misses
+                // bit 4 and is masked off.
+                let shift = |lane0: i32, lane1: i32| {
+                    let n =
+                        _mm256_set_epi32(lane1, lane1, lane1, lane1, lane0, lane0, lane0, lane0);
+                    if p == 0 {
+                        _mm256_sllv_epi32(hv, n)
+                    } else {
+                        _mm256_srlv_epi32(hv, n)
+                    }
                 };
-                return (add(lo, c_lo), add(hi, c_hi));
+                let (s_lo, s_hi) = if p == 0 {
+                    (shift(4, 2), shift(3, 1))
+                } else {
+                    (shift(0, 2), shift(1, 3))
+                };
+                let add = |v: __m256i, s: __m256i| {
+                    _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(s, b16))
+                };
+                return (add(lo, s_lo), add(hi, s_hi));
             }
         };
         let q = _mm256_set1_epi64x((qh_word(x0) as u64 | (qh_word(x1) as u64) << 32) as i64);
@@ -934,10 +953,15 @@ unsafe fn q8_rows(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
     unsafe {
         let span = QR.saturating_mul(pn.lda);
         let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
+        // The head now, the next weight past the end (see quad_groups).
+        let total = pn.nrows.saturating_mul(pn.lda);
+        super::tiles::prefetch(pn.a0, total.min(ahead));
+        let pf =
+            |i: usize, a: *const u8| prefetch_target(i.saturating_mul(pn.lda), ahead, total, a);
         let mut i = 0;
         while i + QR <= pn.nrows {
             let a: [*const u8; QR] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
-            let o = q8_tile(k, a, a[0].wrapping_add(ahead), y);
+            let o = q8_tile(k, a, pf(i, a[0]), y);
             store_tile::<QR, 1>(pn, i, &o, accumulate);
             i += QR;
         }
@@ -947,7 +971,7 @@ unsafe fn q8_rows(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
         if i < pn.nrows {
             let a: [*const u8; QR] =
                 std::array::from_fn(|r| pn.a0.add((i + r).min(pn.nrows - 1) * pn.lda));
-            let o = q8_tile(k, a, a[0].wrapping_add(ahead), y);
+            let o = q8_tile(k, a, pf(i, a[0]), y);
             for (r, v) in o.iter().enumerate().take(pn.nrows - i) {
                 store_tile::<1, 1>(pn, i + r, &[*v], accumulate);
             }
@@ -1089,11 +1113,15 @@ unsafe fn krows<const XS: usize>(
     // SAFETY: forwarded from the caller.
     unsafe {
         let ahead = pn.lda * LOOKAHEAD.div_ceil(pn.lda.max(1));
+        // The head now, the next weight past the end (see quad_groups).
+        let total = pn.nrows.saturating_mul(pn.lda);
+        super::tiles::prefetch(pn.a0, total.min(ahead));
         for i in 0..pn.nrows {
             let a = pn.a0.add(i * pn.lda);
+            let pf = prefetch_target(i * pn.lda, ahead, total, a);
             let mut acc = _mm256_setzero_ps();
             for blk in 0..k / 256 {
-                prefetch_block(a.wrapping_add(ahead + blk * XS), XS);
+                prefetch_block(pf.wrapping_add(blk * XS), XS);
                 acc = block(a.add(blk * XS), y.add(blk * Q8K_SIZE), acc);
             }
             store_tile::<1, 1>(pn, i, &[[hsum(acc)]], accumulate);
