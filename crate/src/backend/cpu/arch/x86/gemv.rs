@@ -1045,8 +1045,12 @@ const Q8K_BSUMS: usize = 260;
 /// pshufb controls (tables, so a loop that is not unrolled loads them rather than building
 /// them): `SPLAT[j]` repeats the i16 at index j (bytes 2j, 2j + 1) over all lanes;
 /// `SPLAT_PAIR[j]` the i16 at index 2j in the low 128-bit lane, 2j + 1 in the high one.
-static SPLAT: [[u8; 32]; 8] = splat_table(false);
+static SPLAT: Controls<32, 8> = Controls(splat_table(false));
 static SPLAT_PAIR: [[u8; 32]; 4] = splat_table(true);
+
+/// pshufb controls read by volatile (so aligned) loads: every row aligned to its width.
+#[repr(C, align(64))]
+struct Controls<const W: usize, const N: usize>([[u8; W]; N]);
 
 const fn splat_table<const N: usize>(pair: bool) -> [[u8; 32]; N] {
     let mut t = [[0u8; 32]; N];
@@ -1153,7 +1157,7 @@ unsafe fn k4_block<const OPAQUE: bool>(
         // Two chains of accumulation (even and odd groups): one would serialize eight
         // dependent `vpdpwssd`s per super-block.
         let mut isum = [_mm256_setzero_si256(); 2];
-        for (g, ctl) in SPLAT.iter().enumerate() {
+        for (g, ctl) in SPLAT.0.iter().enumerate() {
             let qy = _mm256_loadu_si256(yb.add(Q8K_QS + 32 * g) as *const __m256i);
             let p = _mm256_maddubs_epi16(quants(g), qy);
             let ctl = if OPAQUE {
@@ -1212,7 +1216,7 @@ unsafe fn q4_k_block<const OPAQUE: bool>(
 
 /// pshufb controls of [`q4_k_block512`]: `SPLAT2[j]` repeats i16 2j over the low 256 bits
 /// and i16 2j + 1 over the high 256.
-static SPLAT2: [[u8; 64]; 4] = {
+static SPLAT2: Controls<64, 4> = Controls({
     let mut t = [[0u8; 64]; 4];
     let mut j = 0;
     while j < 4 {
@@ -1224,7 +1228,7 @@ static SPLAT2: [[u8; 64]; 4] = {
         j += 1;
     }
     t
-};
+});
 
 /// [`q4_k_block`] with 512-bit vectors (AVX-512 BW/VNNI): groups 2j and 2j + 1 — a 32-byte
 /// load's low and high nibbles — side by side in one vector against the column's 64 bytes of
@@ -1247,7 +1251,7 @@ unsafe fn q4_k_block512(xb: *const u8, yb: *const u8, acc: __m256) -> __m256 {
         let m4 = _mm512_set1_epi8(0x0F);
         // Two chains, as in k4_block.
         let mut isum = [_mm512_setzero_si512(); 2];
-        for (j, ctl) in SPLAT2.iter().enumerate() {
+        for (j, ctl) in SPLAT2.0.iter().enumerate() {
             let v = _mm256_loadu_si256(qs.add(32 * j) as *const __m256i);
             let q = _mm512_and_si512(
                 _mm512_inserti64x4::<1>(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4)),
@@ -1273,17 +1277,118 @@ unsafe fn q4_k_block512(xb: *const u8, yb: *const u8, acc: __m256) -> __m256 {
     }
 }
 
-/// q4_K rows with [`q4_k_block512`].
+/// pshufb controls of [`q4_k_block512p`]: entry 2j splats scale 4j over the low 256 bits and
+/// 4j + 2 over the high (the low nibbles of a 64-byte load), entry 2j + 1 scales 4j + 1 and
+/// 4j + 3 (its high nibbles).
+static SPLAT_Q: Controls<64, 4> = Controls({
+    let mut t = [[0u8; 64]; 4];
+    let mut e = 0;
+    while e < 4 {
+        let (j, h) = (e / 2, e % 2);
+        let mut b = 0;
+        while b < 64 {
+            let idx = 4 * j + h + 2 * (b / 32);
+            t[e][b] = (2 * idx + b % 2) as u8;
+            b += 1;
+        }
+        e += 1;
+    }
+    t
+});
+
+/// Most super-blocks whose column quants [`gemv_avx512_q4k`] reorders on the stack (k ≤ 16384).
+const Q4K_PERM_MAX: usize = 64;
+
+/// Groups as one 64-byte load of a q4_K super-block's nibbles gives them (low nibbles: groups
+/// 4j and 4j + 2; high: 4j + 1 and 4j + 3).
+const Q4K_PERM: [usize; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
+
+/// [`q4_k_block512`] over the column's quants reordered as [`Q4K_PERM`] (`yq`: the super-block's
+/// eight 32-byte groups): a 64-byte load of nibbles needs no lane insert, and the four splat
+/// controls stay in registers (`ctl`, loaded opaquely once). Each i32 lane sums the same products
+/// (a group's bytes keep their lane), so the same results, bit for bit.
+///
+/// # Safety
+/// As [`q4_k_block512`]; `yq` addresses 256 readable bytes.
+#[inline(always)]
+unsafe fn q4_k_block512p(
+    xb: *const u8,
+    yb: *const u8,
+    yq: *const u8,
+    ctl: &[__m512i; 4],
+    acc: __m256,
+) -> __m256 {
+    // SAFETY: as documented.
+    unsafe {
+        let (sc, mn) = k4_scales(&*(xb.add(4) as *const [u8; 12]));
+        let scz = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+        let m8 = _mm_cvtsi64_si128(mn as i64);
+        let mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+        let qs = xb.add(16);
+        let m4 = _mm512_set1_epi8(0x0F);
+        let mut isum = [_mm512_setzero_si512(); 2];
+        for j in 0..2 {
+            let v = _mm512_loadu_si512(qs.add(64 * j) as *const _);
+            let lo = _mm512_and_si512(v, m4);
+            let hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            let ylo = _mm512_loadu_si512(yq.add(128 * j) as *const _);
+            let yhi = _mm512_loadu_si512(yq.add(128 * j + 64) as *const _);
+            let (plo, phi) = (_mm512_maddubs_epi16(lo, ylo), _mm512_maddubs_epi16(hi, yhi));
+            isum[0] = _mm512_dpwssd_epi32(isum[0], plo, _mm512_shuffle_epi8(scz, ctl[2 * j]));
+            isum[1] = _mm512_dpwssd_epi32(isum[1], phi, _mm512_shuffle_epi8(scz, ctl[2 * j + 1]));
+        }
+        let isum = _mm512_add_epi32(isum[0], isum[1]);
+        let isum = _mm256_add_epi32(
+            _mm512_castsi512_si256(isum),
+            _mm512_extracti64x4_epi64::<1>(isum),
+        );
+        let bs = _mm256_loadu_si256(yb.add(Q8K_BSUMS) as *const __m256i);
+        let msum = _mm256_madd_epi16(bs, mins);
+        let dy = (yb as *const f32).read_unaligned();
+        let (d, dmin) = (half(xb), half(xb.add(2)));
+        let acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum), acc);
+        _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dy), _mm256_cvtepi32_ps(msum), acc)
+    }
+}
+
+/// q4_K rows with [`q4_k_block512p`] (the column's quants reordered once per panel on the
+/// stack), or [`q4_k_block512`] past [`Q4K_PERM_MAX`] super-blocks.
 ///
 /// # Safety
 /// As [`panel`], with AVX-512 F/VL/BW/VNNI, AVX2, FMA and F16C present.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 unsafe fn gemv_avx512_q4k(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
-    // SAFETY: forwarded from the caller; features enabled by the attribute.
+    // SAFETY: forwarded from the caller; features enabled by the attribute; the reordered
+    // copy holds k/256 ≤ Q4K_PERM_MAX super-blocks of 256 bytes.
     unsafe {
+        let nsb = k / 256;
+        if nsb > Q4K_PERM_MAX {
+            krows::<144>(k, pn, y, accumulate, |xb, yb, acc| {
+                q4_k_block512(xb, yb, acc)
+            });
+            return;
+        }
+        let mut perm = core::mem::MaybeUninit::<[u8; Q4K_PERM_MAX * 256]>::uninit();
+        let pp = perm.as_mut_ptr() as *mut u8;
+        for sb in 0..nsb {
+            let q = y.add(sb * Q8K_SIZE + Q8K_QS);
+            for (i, g) in Q4K_PERM.iter().enumerate() {
+                let v = _mm256_loadu_si256(q.add(32 * g) as *const __m256i);
+                _mm256_storeu_si256(pp.add(256 * sb + 32 * i) as *mut __m256i, v);
+            }
+        }
+        // (Opaque, as control_opaque: LLVM would rewrite the constant splats.)
+        let ctl = [
+            core::ptr::read_volatile(SPLAT_Q.0[0].as_ptr() as *const __m512i),
+            core::ptr::read_volatile(SPLAT_Q.0[1].as_ptr() as *const __m512i),
+            core::ptr::read_volatile(SPLAT_Q.0[2].as_ptr() as *const __m512i),
+            core::ptr::read_volatile(SPLAT_Q.0[3].as_ptr() as *const __m512i),
+        ];
+        let pp = pp as *const u8;
         krows::<144>(k, pn, y, accumulate, |xb, yb, acc| {
-            q4_k_block512(xb, yb, acc)
-        })
+            let sb = (yb as usize - y as usize) / Q8K_SIZE;
+            q4_k_block512p(xb, yb, pp.add(256 * sb), &ctl, acc)
+        });
     }
 }
 
