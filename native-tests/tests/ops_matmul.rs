@@ -1091,3 +1091,63 @@ fn gemv_first_read_is_each_threads_first_panel() {
     assert_eq!(first_read(&node(ys[2]), 0, 1), None);
     assert_eq!(first_read(&node(ys[3]), 0, 1), None);
 }
+
+/// Small GEMVs run whole on one thread each (`Run::Owner`, natively): two independent ones side
+/// by side, their sum, a GEMV of that sum and one of the first's result alone (dependencies
+/// across the owning threads, which need barriers), plain and repacked weights — on 2 and 3
+/// threads the same bits as on 1.
+#[test]
+fn small_gemvs_on_their_own_threads_equal_one_thread() {
+    let mut rng = Rng::new(77);
+    let mut ctx = Context::new();
+    // (w1 the largest, so that its owner finishes last: a missing barrier reads its result
+    // unwritten, cleared to NaN before every run.)
+    let (k1, k) = (4096, 256);
+    let w1 = ctx.new_tensor(DType::Q4_0, &[k1, 64]).unwrap(); // 147 KB
+    let w2 = ctx.new_tensor(DType::Q5_0, &[k, 64]).unwrap();
+    let w3 = ctx.new_tensor(DType::Q8_0, &[64, 64]).unwrap();
+    let w4 = ctx.new_tensor(DType::Q4_1, &[64, 96]).unwrap();
+    let x1 = ctx.new_tensor(DType::F32, &[k1, 1]).unwrap();
+    let x = ctx.new_tensor(DType::F32, &[k, 1]).unwrap();
+    let y1 = ctx.mul_mat(w1, x1).unwrap();
+    let y2 = ctx.mul_mat(w2, x).unwrap();
+    let z = ctx.add(y1, y2).unwrap();
+    let y3 = ctx.mul_mat(w3, z).unwrap();
+    let y4 = ctx.mul_mat(w4, y1).unwrap();
+    alloc_all(&mut ctx);
+    for (w, n) in [(w1, k1 * 64), (w2, k * 64), (w3, 64 * 64), (w4, 64 * 96)] {
+        set_values(&ctx, w, &rng.vec(n, -1.0, 1.0)).unwrap();
+    }
+    set_values(&ctx, x1, &rng.vec(k1, -1.0, 1.0)).unwrap();
+    set_values(&ctx, x, &rng.vec(k, -1.0, 1.0)).unwrap();
+    let clear = |ctx: &Context| {
+        for t in [y1, y2, z, y3, y4] {
+            let n = ctx.tensor(t).nelements();
+            ctx.set_f32(t, &vec![f32::NAN; n]).unwrap();
+        }
+    };
+    for repacked in [false, true] {
+        if repacked {
+            for w in [w1, w2, w3, w4] {
+                ggweb::backend::cpu::repack::repack_tensor(&mut ctx, w).unwrap();
+            }
+        }
+        clear(&ctx);
+        compute(&ctx, &[y3, y4], 1).unwrap();
+        let want = [ctx.get_f32(y3).unwrap(), ctx.get_f32(y4).unwrap()];
+        assert!(want.iter().flatten().all(|v| v.is_finite()));
+        for threads in [2, 3] {
+            for round in 0..20 {
+                clear(&ctx);
+                compute(&ctx, &[y3, y4], threads).unwrap();
+                let got = [ctx.get_f32(y3).unwrap(), ctx.get_f32(y4).unwrap()];
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        g.iter().zip(w).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "repacked {repacked}, {threads} threads, round {round}: not one thread's bits"
+                    );
+                }
+            }
+        }
+    }
+}

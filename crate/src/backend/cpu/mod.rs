@@ -120,6 +120,9 @@ pub struct ComputeParams<'a> {
     /// The first bad value a kernel met in its data (e.g. a get_rows id out of range). The
     /// graph still runs to its end, so every thread meets every barrier; then compute returns it.
     pub fault: &'a OnceLock<String>,
+    /// Thread `ith` of `nth` runs the whole node by itself, with thread `ith`'s part of the
+    /// work buffer (a small GEMV, see `Run::Owner`; only mul_mat's GEMV is given this).
+    pub alone: bool,
 }
 
 impl ComputeParams<'_> {
@@ -211,13 +214,37 @@ pub fn resolve_node(ctx: &Context, id: TensorId) -> Result<NodeRef> {
     })
 }
 
-/// One node of a graph run: its kernel call, whether thread 0 runs it alone, and whether all
-/// threads meet at a barrier after it (only before a node that depends on one since the last
-/// barrier; never after the last node).
+/// One node of a graph run: its kernel call, which threads run it, and whether all threads
+/// meet at a barrier after it (only before a node that depends on one since the last barrier;
+/// never after the last node).
 struct Step {
     node: NodeRef,
-    solo: bool,
+    run: Run,
     sync: bool,
+}
+
+/// Which threads run a node.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Run {
+    /// All threads, each its share.
+    All,
+    /// Thread 0 alone, as a one-thread kernel call (a small element-wise node, see [`solo`]).
+    Solo,
+    /// Thread `t` alone, with its own part of the work buffer as in [`Run::All`] (a small
+    /// GEMV, see [`alone_gemv`]): independent small GEMVs in a row (a layer's attn_k and
+    /// attn_v) run side by side on different threads instead of each split in two.
+    Owner(usize),
+}
+
+impl Run {
+    /// The one thread that runs the node, if one does.
+    fn owner(self) -> Option<usize> {
+        match self {
+            Run::All => None,
+            Run::Solo => Some(0),
+            Run::Owner(t) => Some(t),
+        }
+    }
 }
 
 /// The bytes a node reads and writes, for deciding where a barrier is needed. Addresses are
@@ -226,8 +253,8 @@ struct Step {
 struct Access {
     reads: [Option<Span>; MAX_SRC],
     write: Span,
-    /// On thread 0 alone (a solo node).
-    solo: bool,
+    /// The one thread that runs it, if one does.
+    owner: Option<usize>,
     work: ops::WorkUse,
 }
 
@@ -268,7 +295,7 @@ impl Span {
 }
 
 impl Access {
-    fn of(node: &NodeRef, solo: bool, nth: usize) -> Access {
+    fn of(node: &NodeRef, run: Run, nth: usize) -> Access {
         let mut reads = [None; MAX_SRC];
         for (r, s) in reads.iter_mut().zip(&node.src) {
             *r = s.as_ref().map(Span::of);
@@ -276,8 +303,8 @@ impl Access {
         Access {
             reads,
             write: Span::of(&node.dst),
-            solo,
-            work: if solo {
+            owner: run.owner(),
+            work: if run == Run::Solo {
                 ops::WorkUse::None
             } else {
                 ops::work_use(node, nth)
@@ -288,8 +315,8 @@ impl Access {
     /// Whether `later` may only start once every thread has finished `self`.
     fn conflicts(&self, later: &Access) -> bool {
         use ops::WorkUse;
-        if self.solo && later.solo {
-            // Both on thread 0: program order.
+        if self.owner.is_some() && self.owner == later.owner {
+            // Both on one thread: program order.
             return false;
         }
         let work = match (self.work, later.work) {
@@ -336,6 +363,19 @@ const SOLO_MAX_ELEMENTS: usize = 8192;
 /// result is the same bits as split across threads.
 fn solo(node: &NodeRef) -> bool {
     ops::is_basic(&node.op) && node.dst.nelements() <= SOLO_MAX_ELEMENTS
+}
+
+/// Weight bytes up to which a GEMV runs on one thread ([`Run::Owner`]): split in two, a 64–192 KB
+/// weight is ~1 µs a thread, of which each thread's fixed costs (its activation copy, the
+/// chunk split, the cold start) are a large part.
+const ALONE_GEMV_MAX_BYTES: usize = 192 << 10;
+
+/// Whether `node` is a small quantized GEMV that one thread runs alone (natively: unmeasured
+/// in wasm, where it stays split).
+fn alone_gemv(node: &NodeRef, nth: usize) -> bool {
+    !cfg!(target_arch = "wasm32")
+        && ops::matmul::first_read(node, 0, 1).is_some_and(|(_, len)| len <= ALONE_GEMV_MAX_BYTES)
+        && ops::work_use(node, nth) == ops::WorkUse::PerThread
 }
 
 /// The CPU backend (one stream): a persistent pool of `n_threads` threads computes each graph.
@@ -395,6 +435,7 @@ impl CpuBackend {
         let mut pending = Pending::default();
         let nth = self.n_threads;
         let mut wsize = 0usize;
+        let mut next_owner = 0usize;
         for &id in &graph.nodes {
             let t = ctx.tensor(id);
             if t.op.is_view() || t.op == Op::None {
@@ -417,11 +458,22 @@ impl CpuBackend {
             if node.dst.nelements() == 0 {
                 continue;
             }
-            let solo = nth > 1 && solo(&node);
+            let run = if nth == 1 {
+                Run::All
+            } else if solo(&node) {
+                Run::Solo
+            } else if alone_gemv(&node, nth) {
+                // Taken in turn from the last thread down (thread 0 runs the Solo nodes).
+                next_owner = (next_owner + nth - 1) % nth;
+                Run::Owner(next_owner)
+            } else {
+                Run::All
+            };
+            let solo = run == Run::Solo;
             wsize = wsize.max(ops::work_size(&node, if solo { 1 } else { nth }));
             if nth > 1 {
                 // (One thread needs no barriers: skip the planning.)
-                let access = Access::of(&node, solo, nth);
+                let access = Access::of(&node, run, nth);
                 if let Some(prev) = nodes.last_mut() {
                     prev.sync = pending.conflicts(&access);
                 }
@@ -432,7 +484,7 @@ impl CpuBackend {
             }
             nodes.push(Step {
                 node,
-                solo,
+                run,
                 sync: false,
             });
         }
@@ -440,20 +492,22 @@ impl CpuBackend {
         // hint for the step's own GEMV kernels, see `arch::set_next_read`; (0, 0): none). Only
         // x86's kernels take it.
         let mut next_read = vec![(0usize, 0usize); nodes.len() * nth];
-        let mut ahead: Option<usize> = None;
+        // (Per thread: the next GEMV step it takes part in, and what it reads there.)
+        let mut ahead: Vec<(usize, usize)> = vec![(0, 0); nth];
         for i in (0..nodes.len())
             .rev()
             .filter(|_| cfg!(target_arch = "x86_64"))
         {
-            if let Some(j) = ahead {
-                for ith in 0..nth {
-                    if let Some((p, len)) = ops::matmul::first_read(&nodes[j].node, ith, nth) {
-                        next_read[i * nth + ith] = (p as usize, len);
-                    }
+            for (ith, next) in ahead.iter_mut().enumerate() {
+                next_read[i * nth + ith] = *next;
+                let read = match nodes[i].run {
+                    Run::Owner(t) if t == ith => ops::matmul::first_read(&nodes[i].node, 0, 1),
+                    Run::Owner(_) | Run::Solo => None,
+                    Run::All => ops::matmul::first_read(&nodes[i].node, ith, nth),
+                };
+                if let Some((p, len)) = read {
+                    *next = (p as usize, len);
                 }
-            }
-            if ops::matmul::first_read(&nodes[i].node, 0, nth).is_some() {
-                ahead = Some(i);
             }
         }
         // Each node's own chunk counter: no thread has to reset a shared one (behind a barrier).
@@ -472,34 +526,40 @@ impl CpuBackend {
         // `run` returns only after every thread has left the job, so `work` outlives its use;
         // that also orders the last node's writes before the caller's reads (no final barrier).
         self.pool.run(move |ith, nth, barrier| {
-            let alone = Barrier::new(1);
+            let alone_barrier = Barrier::new(1);
             for (i, (step, chunk)) in nodes.iter().zip(&chunks).enumerate() {
                 let (next, len) = next_read[i * nth + ith];
                 arch::set_next_read(next as *const u8, len);
-                if step.solo {
-                    if ith == 0 {
-                        let params = ComputeParams {
+                let base = ComputeParams {
+                    ith,
+                    nth,
+                    wdata: wdata_addr as *mut u8,
+                    wsize,
+                    barrier,
+                    chunk,
+                    fault: &job_fault,
+                    alone: false,
+                };
+                match step.run {
+                    Run::All => ops::forward(&base, &step.node),
+                    Run::Solo if ith == 0 => {
+                        let p = ComputeParams {
                             ith: 0,
                             nth: 1,
-                            wdata: wdata_addr as *mut u8,
-                            wsize,
-                            barrier: &alone,
-                            chunk,
-                            fault: &job_fault,
+                            barrier: &alone_barrier,
+                            ..base
                         };
-                        ops::forward(&params, &step.node);
+                        ops::forward(&p, &step.node)
                     }
-                } else {
-                    let params = ComputeParams {
-                        ith,
-                        nth,
-                        wdata: wdata_addr as *mut u8,
-                        wsize,
-                        barrier,
-                        chunk,
-                        fault: &job_fault,
-                    };
-                    ops::forward(&params, &step.node);
+                    Run::Owner(t) if t == ith => {
+                        let p = ComputeParams {
+                            barrier: &alone_barrier,
+                            alone: true,
+                            ..base
+                        };
+                        ops::forward(&p, &step.node)
+                    }
+                    _ => {}
                 }
                 if step.sync {
                     barrier.wait();

@@ -460,10 +460,13 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
             mul_mat_chunk(node, &plan, p, i8gemm, rows, cols, RowsAt::Src0);
         }
     };
-    let sp = split(node, &plan, p.nth);
+    // Alone (`ComputeParams::alone`): every chunk, as one thread would (its own part of the work
+    // buffer is thread ith's, as above).
+    let (ith, nth) = if p.alone { (0, 1) } else { (p.ith, p.nth) };
+    let sp = split(node, &plan, nth);
     let (nchunk0, nchunk1, dr0, dr1) = (sp.nchunk0, sp.nchunk1, sp.dr0, sp.dr1);
     let (first, total) = if sp.fixed > 0 {
-        let rows = sp.share_rows(nr0, p.ith, p.nth);
+        let rows = sp.share_rows(nr0, ith, nth);
         if !rows.is_empty() {
             chunk(p, rows, 0..1);
         }
@@ -471,7 +474,7 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
     } else {
         (0, nchunk0 * nchunk1)
     };
-    let mut current = first + p.ith;
+    let mut current = first + ith;
     while current < total {
         let c0 = current % nchunk0;
         let c1 = current / nchunk0;
@@ -480,7 +483,11 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
         if !rows.is_empty() {
             chunk(p, rows, cols);
         }
-        current = first + p.chunk.fetch_add(1, Ordering::Relaxed);
+        current = if p.alone {
+            current + 1
+        } else {
+            first + p.chunk.fetch_add(1, Ordering::Relaxed)
+        };
     }
 }
 
