@@ -656,10 +656,12 @@ fn integer_dot_gemv_paths_match_scalar_vec_dot() {
                 // The 4- and 5-bit 32-element types run the paired GEMV on AVX-512 and AVX2
                 // alike (the same exact lane integers, then the same float operations): bit
                 // for bit the same results, so an AVX2-only CPU generates what this one does.
-                // So does q4_K (AVX-512's two groups per 512-bit vector: the same integer lane
-                // sums, the same float steps).
+                // So do q4_K and q5_K (AVX-512's two groups per 512-bit vector: the same integer
+                // lane sums, the same float steps).
                 let paired = matches!(wt, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1);
-                if isa == Isa::Avx2 && (paired || wt == DType::Q4_K) && Isa::Avx512Vnni.supported()
+                if isa == Isa::Avx2
+                    && (paired || matches!(wt, DType::Q4_K | DType::Q5_K))
+                    && Isa::Avx512Vnni.supported()
                 {
                     let wide = gemv_with(Isa::Avx512Vnni, wt, k, m, &w, &col).unwrap();
                     assert!(
@@ -706,7 +708,7 @@ fn integer_dot_gemv_paths_match_scalar_vec_dot() {
     if Isa::Avx512Vnni.supported() {
         assert_eq!(
             paired_checked,
-            5 * 8,
+            6 * 8,
             "AVX2 against AVX-512 paired GEMV cases"
         );
     } else {

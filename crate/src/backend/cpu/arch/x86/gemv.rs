@@ -1310,8 +1310,12 @@ const Q4K_PERM: [usize; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
 ///
 /// # Safety
 /// As [`q4_k_block512`]; `yq` addresses 256 readable bytes.
+///
+/// `Q5`: a q5_K super-block (176 bytes: the same header, 32 bytes qh, the nibbles at 48): group
+/// g's fifth bits, bit g of qh byte i, go to bit 4 of each byte by one 16-bit shift per 256-bit
+/// half (what crosses a byte edge misses bit 4), masked and merged with the nibbles.
 #[inline(always)]
-unsafe fn q4_k_block512p(
+unsafe fn q4_k_block512p<const Q5: bool>(
     xb: *const u8,
     yb: *const u8,
     yq: *const u8,
@@ -1324,13 +1328,44 @@ unsafe fn q4_k_block512p(
         let scz = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
         let m8 = _mm_cvtsi64_si128(mn as i64);
         let mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-        let qs = xb.add(16);
+        let qs = xb.add(if Q5 { 48 } else { 16 });
         let m4 = _mm512_set1_epi8(0x0F);
+        let b16 = _mm512_set1_epi8(0x10);
+        let qh = if Q5 {
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(xb.add(16) as *const __m256i))
+        } else {
+            _mm512_setzero_si512()
+        };
+        // Bit g to bit 4: counts for the low and high 256-bit halves (groups of lo, hi).
+        let fifth = |v: __m512i, left: bool, n0: i16, n1: i16| {
+            let n = _mm512_set_epi16(
+                n1, n1, n1, n1, n1, n1, n1, n1, n1, n1, n1, n1, n1, n1, n1, n1, n0, n0, n0, n0, n0,
+                n0, n0, n0, n0, n0, n0, n0, n0, n0, n0, n0,
+            );
+            let h = if left {
+                _mm512_sllv_epi16(qh, n)
+            } else {
+                _mm512_srlv_epi16(qh, n)
+            };
+            // imm 0xEC: (A & C) | B.
+            _mm512_ternarylogic_epi32::<0xEC>(v, _mm512_and_si512(h, b16), m4)
+        };
         let mut isum = [_mm512_setzero_si512(); 2];
         for j in 0..2 {
             let v = _mm512_loadu_si512(qs.add(64 * j) as *const _);
-            let lo = _mm512_and_si512(v, m4);
-            let hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            let (lo, hi) = if Q5 {
+                let vh = _mm512_srli_epi16(v, 4);
+                if j == 0 {
+                    (fifth(v, true, 4, 2), fifth(vh, true, 3, 1))
+                } else {
+                    (fifth(v, false, 0, 2), fifth(vh, false, 1, 3))
+                }
+            } else {
+                (
+                    _mm512_and_si512(v, m4),
+                    _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                )
+            };
             let ylo = _mm512_loadu_si512(yq.add(128 * j) as *const _);
             let yhi = _mm512_loadu_si512(yq.add(128 * j + 64) as *const _);
             let (plo, phi) = (_mm512_maddubs_epi16(lo, ylo), _mm512_maddubs_epi16(hi, yhi));
@@ -1358,14 +1393,42 @@ unsafe fn q4_k_block512p(
 /// As [`panel`], with AVX-512 F/VL/BW/VNNI, AVX2, FMA and F16C present.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 unsafe fn gemv_avx512_q4k(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
+    // SAFETY: forwarded.
+    unsafe { gemv_avx512_k4::<false>(k, pn, y, accumulate) }
+}
+
+/// q5_K rows with [`q4_k_block512p`] (`Q5`), or the 256-bit block past [`Q4K_PERM_MAX`]
+/// super-blocks.
+///
+/// # Safety
+/// As [`gemv_avx512_q4k`].
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+unsafe fn gemv_avx512_q5k(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
+    // SAFETY: forwarded.
+    unsafe { gemv_avx512_k4::<true>(k, pn, y, accumulate) }
+}
+
+/// [`gemv_avx512_q4k`] (`Q5`: [`gemv_avx512_q5k`]).
+///
+/// # Safety
+/// As [`gemv_avx512_q4k`].
+#[inline(always)]
+unsafe fn gemv_avx512_k4<const Q5: bool>(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
     // SAFETY: forwarded from the caller; features enabled by the attribute; the reordered
     // copy holds k/256 ≤ Q4K_PERM_MAX super-blocks of 256 bytes.
     unsafe {
         let nsb = k / 256;
         if nsb > Q4K_PERM_MAX {
-            krows::<144>(k, pn, y, accumulate, |xb, yb, acc| {
-                q4_k_block512(xb, yb, acc)
-            });
+            if Q5 {
+                let dotw = |acc, p, s| _mm256_dpwssd_epi32(acc, p, s);
+                krows::<176>(k, pn, y, accumulate, |xb, yb, acc| {
+                    q5_k_block::<true>(xb, yb, acc, dotw)
+                });
+            } else {
+                krows::<144>(k, pn, y, accumulate, |xb, yb, acc| {
+                    q4_k_block512(xb, yb, acc)
+                });
+            }
             return;
         }
         let mut perm = core::mem::MaybeUninit::<[u8; Q4K_PERM_MAX * 256]>::uninit();
@@ -1385,10 +1448,17 @@ unsafe fn gemv_avx512_q4k(k: usize, pn: &Panel, y: *const u8, accumulate: bool) 
             core::ptr::read_volatile(SPLAT_Q.0[3].as_ptr() as *const __m512i),
         ];
         let pp = pp as *const u8;
-        krows::<144>(k, pn, y, accumulate, |xb, yb, acc| {
-            let sb = (yb as usize - y as usize) / Q8K_SIZE;
-            q4_k_block512p(xb, yb, pp.add(256 * sb), &ctl, acc)
-        });
+        if Q5 {
+            krows::<176>(k, pn, y, accumulate, |xb, yb, acc| {
+                let sb = (yb as usize - y as usize) / Q8K_SIZE;
+                q4_k_block512p::<true>(xb, yb, pp.add(256 * sb), &ctl, acc)
+            });
+        } else {
+            krows::<144>(k, pn, y, accumulate, |xb, yb, acc| {
+                let sb = (yb as usize - y as usize) / Q8K_SIZE;
+                q4_k_block512p::<false>(xb, yb, pp.add(256 * sb), &ctl, acc)
+            });
+        }
     }
 }
 
@@ -1649,6 +1719,7 @@ pub(crate) unsafe fn panel(
     unsafe {
         match isa {
             Isa::Avx512Vnni if t == Tiled::Q4K => gemv_avx512_q4k(k, pn, y, accumulate),
+            Isa::Avx512Vnni if t == Tiled::Q5K => gemv_avx512_q5k(k, pn, y, accumulate),
             Isa::Avx512Vnni => {
                 if !gemv_avx512_pairs::<false>(t, k, pn, y, accumulate) {
                     gemv_avx512::<false>(t, k, pn, y, accumulate)
