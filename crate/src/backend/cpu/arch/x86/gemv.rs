@@ -74,6 +74,15 @@ pub fn set_next_read(p: *const u8, len: usize) {
     NEXT_READ.with(|c| c.set((p, len)));
 }
 
+/// Requests the panel's first `ahead` bytes (the blocks' prefetch runs `ahead` on, so never
+/// covers them); its byte count.
+#[inline(always)]
+fn panel_head(pn: &Panel, ahead: usize) -> usize {
+    let total = pn.nrows.saturating_mul(pn.lda);
+    super::tiles::prefetch(pn.a0, total.min(ahead));
+    total
+}
+
 /// Where a tile whose prefetch target `ahead` on from panel offset `at` would pass the panel's
 /// `total` bytes prefetches instead: as far into the next weight read (the thread's next
 /// node's, when known) as the target is past the end — a small weight read cold costs
@@ -121,8 +130,7 @@ unsafe fn rows<
         let span = R.saturating_mul(pn.lda);
         let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
         // The panel's head now, its tail prefetching nothing past it (see quad_groups).
-        let total = pn.nrows.saturating_mul(pn.lda);
-        super::tiles::prefetch(pn.a0, total.min(ahead));
+        let total = panel_head(pn, ahead);
         let pf =
             |i: usize, a: *const u8| prefetch_target(i.saturating_mul(pn.lda), ahead, total, a);
         let mut i = 0;
@@ -310,26 +318,6 @@ enum Fifth {
     Group(__m256i, usize),
 }
 
-/// Bytes `lo` in the low 128-bit lane and `hi` in the high one.
-#[inline(always)]
-unsafe fn lanes_epi8(lo: u8, hi: u8) -> __m256i {
-    // SAFETY: AVX enabled by the caller.
-    unsafe { _mm256_set_m128i(_mm_set1_epi8(hi as i8), _mm_set1_epi8(lo as i8)) }
-}
-
-/// A repacked group's fifth bits of pair p as bit tests: (elements 0..16 of rows 2p and
-/// 2p + 1, elements 16..32 of them), each byte's bit in its 128-bit lane.
-#[inline(always)]
-unsafe fn group_bits(p: usize) -> (__m256i, __m256i) {
-    // SAFETY: AVX enabled by the caller.
-    unsafe {
-        (
-            lanes_epi8(1 << (4 * p), 1 << (4 * p + 2)),
-            lanes_epi8(1 << (4 * p + 1), 1 << (4 * p + 3)),
-        )
-    }
-}
-
 /// Most column blocks (k ≤ 16384) whose facts [`pair_rows`] keeps on the stack (16 KiB).
 const PAIR_MAX_BLOCKS: usize = 512;
 
@@ -405,8 +393,7 @@ unsafe fn pair_panel<
         let span = PR.saturating_mul(pn.lda);
         let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
         // The head now, the next weight past the end (see quad_groups).
-        let total = pn.nrows.saturating_mul(pn.lda);
-        super::tiles::prefetch(pn.a0, total.min(ahead));
+        let total = panel_head(pn, ahead);
         let mut i = 0;
         while i + PR <= pn.nrows {
             let a: [*const u8; PR] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
@@ -612,19 +599,14 @@ pairs_fn!(
     |acc, lo, ylo, hi, yhi| _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, lo, ylo), hi, yhi),
     // lo holds elements 0..16 of both rows, hi 16..32: byte masks of the bits, 16 where set,
     // merged with the nibbles in one ternary op ((nibble byte & 0x0F) | 16 or 0).
-    // (A repacked group's bits: the same masks, by a byte test per half.)
     |lo, hi, at: Fifth| {
         let (m_lo, m_hi) = match at {
             Fifth::Words(x0, x1) => {
                 let (h0, h1) = (qh_word(x0), qh_word(x1));
                 ((h0 & 0xFFFF) | (h1 << 16), (h0 >> 16) | (h1 & 0xFFFF_0000))
             }
-            Fifth::Group(hv, p) => {
-                let (c_lo, c_hi) = group_bits(p);
-                (
-                    _mm256_test_epi8_mask(hv, c_lo),
-                    _mm256_test_epi8_mask(hv, c_hi),
-                )
+            Fifth::Group(..) => {
+                unreachable!("AVX-512 reads repacked groups with gemv_avx512_quads")
             }
         };
         let (b16, m4) = (_mm256_set1_epi8(0x10), _mm256_set1_epi8(0x0F));
@@ -815,8 +797,7 @@ unsafe fn quad_groups<const XS: usize, const YS: usize, const MIN: bool, const H
         // ([`prefetch_target`]): a thread's panel is its whole share of a weight, and in a
         // model the next weight read is elsewhere (2 threads, DRAM, bench --llm with the copies
         // in reverse: q5_0 m = 128 25.9 → 34.1 GB/s without the next weight, the head alone).
-        let total = pn.nrows * pn.lda;
-        super::tiles::prefetch(pn.a0, total.min(ahead));
+        let total = panel_head(pn, ahead);
         let mut i = 0;
         while i + PR <= pn.nrows {
             let g = pn.a0.add(i * pn.lda);
@@ -954,8 +935,7 @@ unsafe fn q8_rows(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
         let span = QR.saturating_mul(pn.lda);
         let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
         // The head now, the next weight past the end (see quad_groups).
-        let total = pn.nrows.saturating_mul(pn.lda);
-        super::tiles::prefetch(pn.a0, total.min(ahead));
+        let total = panel_head(pn, ahead);
         let pf =
             |i: usize, a: *const u8| prefetch_target(i.saturating_mul(pn.lda), ahead, total, a);
         let mut i = 0;
@@ -1118,8 +1098,7 @@ unsafe fn krows<const XS: usize>(
     unsafe {
         let ahead = pn.lda * LOOKAHEAD.div_ceil(pn.lda.max(1));
         // The head now, the next weight past the end (see quad_groups).
-        let total = pn.nrows.saturating_mul(pn.lda);
-        super::tiles::prefetch(pn.a0, total.min(ahead));
+        let total = panel_head(pn, ahead);
         for i in 0..pn.nrows {
             let a = pn.a0.add(i * pn.lda);
             let pf = prefetch_target(i * pn.lda, ahead, total, a);
@@ -1214,69 +1193,6 @@ unsafe fn q4_k_block<const OPAQUE: bool>(
     }
 }
 
-/// pshufb controls of [`q4_k_block512`]: `SPLAT2[j]` repeats i16 2j over the low 256 bits
-/// and i16 2j + 1 over the high 256.
-static SPLAT2: Controls<64, 4> = Controls({
-    let mut t = [[0u8; 64]; 4];
-    let mut j = 0;
-    while j < 4 {
-        let mut b = 0;
-        while b < 64 {
-            t[j][b] = (2 * (2 * j + b / 32) + b % 2) as u8;
-            b += 1;
-        }
-        j += 1;
-    }
-    t
-});
-
-/// [`q4_k_block`] with 512-bit vectors (AVX-512 BW/VNNI): groups 2j and 2j + 1 — a 32-byte
-/// load's low and high nibbles — side by side in one vector against the column's 64 bytes of
-/// them, their scales by one shuffle. Each i32 lane sums the same products as the 256-bit
-/// block's (two groups per vector, the halves added at the end; integers, so exact) and the
-/// float work is the same: the same results, bit for bit.
-///
-/// # Safety
-/// AVX-512 F/BW/VNNI, AVX2, FMA and F16C enabled by the caller; `xb` and `yb` address one
-/// block each.
-#[inline(always)]
-unsafe fn q4_k_block512(xb: *const u8, yb: *const u8, acc: __m256) -> __m256 {
-    // SAFETY: as documented.
-    unsafe {
-        let (sc, mn) = k4_scales(&*(xb.add(4) as *const [u8; 12]));
-        let scz = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
-        let m8 = _mm_cvtsi64_si128(mn as i64);
-        let mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-        let qs = xb.add(16);
-        let m4 = _mm512_set1_epi8(0x0F);
-        // Two chains, as in k4_block.
-        let mut isum = [_mm512_setzero_si512(); 2];
-        for (j, ctl) in SPLAT2.0.iter().enumerate() {
-            let v = _mm256_loadu_si256(qs.add(32 * j) as *const __m256i);
-            let q = _mm512_and_si512(
-                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4)),
-                m4,
-            );
-            let qy = _mm512_loadu_si512(yb.add(Q8K_QS + 64 * j) as *const _);
-            let p = _mm512_maddubs_epi16(q, qy);
-            // (Opaque, as control_opaque: LLVM would rewrite the constant splat.)
-            let ctl = core::ptr::read_volatile(ctl.as_ptr() as *const __m512i);
-            isum[j % 2] = _mm512_dpwssd_epi32(isum[j % 2], p, _mm512_shuffle_epi8(scz, ctl));
-        }
-        let isum = _mm512_add_epi32(isum[0], isum[1]);
-        let isum = _mm256_add_epi32(
-            _mm512_castsi512_si256(isum),
-            _mm512_extracti64x4_epi64::<1>(isum),
-        );
-        let bs = _mm256_loadu_si256(yb.add(Q8K_BSUMS) as *const __m256i);
-        let msum = _mm256_madd_epi16(bs, mins);
-        let dy = (yb as *const f32).read_unaligned();
-        let (d, dmin) = (half(xb), half(xb.add(2)));
-        let acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum), acc);
-        _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dy), _mm256_cvtepi32_ps(msum), acc)
-    }
-}
-
 /// pshufb controls of [`q4_k_block512p`]: entry 2j splats scale 4j over the low 256 bits and
 /// 4j + 2 over the high (the low nibbles of a 64-byte load), entry 2j + 1 scales 4j + 1 and
 /// 4j + 3 (its high nibbles).
@@ -1303,13 +1219,17 @@ const Q4K_PERM_MAX: usize = 64;
 /// 4j and 4j + 2; high: 4j + 1 and 4j + 3).
 const Q4K_PERM: [usize; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
 
-/// [`q4_k_block512`] over the column's quants reordered as [`Q4K_PERM`] (`yq`: the super-block's
-/// eight 32-byte groups): a 64-byte load of nibbles needs no lane insert, and the four splat
-/// controls stay in registers (`ctl`, loaded opaquely once). Each i32 lane sums the same products
-/// (a group's bytes keep their lane), so the same results, bit for bit.
+/// [`q4_k_block`] with 512-bit vectors (AVX-512 BW/VNNI) over the column's quants reordered as
+/// [`Q4K_PERM`] (`yq`: the super-block's eight 32-byte groups): a 64-byte load of nibbles holds
+/// groups 4j and 4j + 2 (low nibbles), 4j + 1 and 4j + 3 (high), so it meets its column bytes
+/// without a lane insert, and the four splat controls stay in registers (`ctl`, loaded opaquely
+/// once). Each i32 lane sums the same products as the 256-bit block's (a group's bytes keep
+/// their lane; the halves added at the end, integers, so exact) and the float work is the same:
+/// the same results, bit for bit.
 ///
 /// # Safety
-/// As [`q4_k_block512`]; `yq` addresses 256 readable bytes.
+/// AVX-512 F/BW/VNNI, AVX2, FMA and F16C enabled by the caller; `xb` and `yb` address one block
+/// each, `yq` 256 readable bytes.
 ///
 /// `Q5`: a q5_K super-block (176 bytes: the same header, 32 bytes qh, the nibbles at 48): group
 /// g's fifth bits, bit g of qh byte i, go to bit 4 of each byte by one 16-bit shift per 256-bit
@@ -1387,7 +1307,7 @@ unsafe fn q4_k_block512p<const Q5: bool>(
 }
 
 /// q4_K rows with [`q4_k_block512p`] (the column's quants reordered once per panel on the
-/// stack), or [`q4_k_block512`] past [`Q4K_PERM_MAX`] super-blocks.
+/// stack), or the 256-bit block past [`Q4K_PERM_MAX`] super-blocks.
 ///
 /// # Safety
 /// As [`panel`], with AVX-512 F/VL/BW/VNNI, AVX2, FMA and F16C present.
@@ -1419,14 +1339,14 @@ unsafe fn gemv_avx512_k4<const Q5: bool>(k: usize, pn: &Panel, y: *const u8, acc
     unsafe {
         let nsb = k / 256;
         if nsb > Q4K_PERM_MAX {
+            let dotw = |acc, p, s| _mm256_dpwssd_epi32(acc, p, s);
             if Q5 {
-                let dotw = |acc, p, s| _mm256_dpwssd_epi32(acc, p, s);
                 krows::<176>(k, pn, y, accumulate, |xb, yb, acc| {
                     q5_k_block::<true>(xb, yb, acc, dotw)
                 });
             } else {
                 krows::<144>(k, pn, y, accumulate, |xb, yb, acc| {
-                    q4_k_block512(xb, yb, acc)
+                    q4_k_block::<true>(xb, yb, acc, dotw)
                 });
             }
             return;
