@@ -2,7 +2,7 @@
 // CPU), for A/B runs of two builds and for `node --cpu-prof` profiles of generation. A benchmark,
 // not a test:
 //
-//   node --experimental-wasm-relaxed-simd www/bench/generate.mjs [--build relaxed|simd|threads]
+//   node --experimental-wasm-relaxed-simd --no-liftoff www/bench/generate.mjs [--build relaxed|simd|threads]
 //        [--threads N] [--wasm path/to/ggweb_bg.wasm] [--model FILE] [--reps 5] [--tokens 32]
 //        [--rounds 3] [--warm-up 0|1]
 //

@@ -86,7 +86,7 @@ for (let round = 0; round < rounds; round++) {
   load.push(os.loadavg()[0]);
   for (const v of variants) {
     // Node 20's V8 has relaxed SIMD behind a flag (Chrome has it on since 114).
-    const r = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', self, '--child', v.spec, '--size', `${size}`, '--n', ns.join(','),
+    const r = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--no-liftoff', self, '--child', v.spec, '--size', `${size}`, '--n', ns.join(','),
       '--types', types.join(','), '--reps', `${reps}`, '--clock', opt('clock', 'wall')], { encoding: 'utf8', maxBuffer: 1 << 24 });
     if (r.status !== 0) throw new Error(`variant ${v.name} failed:\n${r.stderr}`);
     const o = JSON.parse(r.stdout.trim().split('\n').pop());

@@ -102,7 +102,7 @@ for (let round = 0; round < rounds; round++) {
       o = await chromiumRun();
     } else {
       // Node 20's V8 has relaxed SIMD behind a flag (Chrome has it on since 114).
-      const r = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', self, '--child', v.spec, '--models', models.join(',')],
+      const r = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--no-liftoff', self, '--child', v.spec, '--models', models.join(',')],
         { encoding: 'utf8', maxBuffer: 1 << 24 });
       if (r.status !== 0) throw new Error(`variant ${v.name} failed:\n${r.stderr}`);
       o = JSON.parse(r.stdout.trim().split('\n').pop());

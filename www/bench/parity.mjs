@@ -1,6 +1,6 @@
 // SmolLM2 last-position logits of one wasm build against llama.cpp's reference (the bound of
 // www/test/llm.test.mjs: max abs <= 1.0, KL < 0.01, same argmax), for A/B of builds:
-//   node --experimental-wasm-relaxed-simd bench/parity.mjs KIND [path/to/ggweb_bg.wasm] [--save out.f32] [--all]
+//   node --experimental-wasm-relaxed-simd --no-liftoff bench/parity.mjs KIND [path/to/ggweb_bg.wasm] [--save out.f32] [--all]
 // KIND: simd | relaxed | scalar. --save writes the logits (to diff two builds). --all also
 // compares the last position of every prefix of the prompt with llama.cpp's logits of that
 // position (11 samples of the same bound instead of 1).

@@ -64,7 +64,7 @@ function runNative() {
 }
 
 function runNode(v) {
-  const flags = v === 'relaxed' ? ['--experimental-wasm-relaxed-simd'] : [];
+  const flags = v === 'relaxed' ? ['--experimental-wasm-relaxed-simd', '--no-liftoff'] : [];
   const r = spawnSync(process.execPath, [...flags, fileURLToPath(import.meta.url), ...args], {
     encoding: 'utf8', env: { ...process.env, GGWEB_TRAIN_CHILD: v },
   });

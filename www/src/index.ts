@@ -11,6 +11,7 @@ export {
   init,
   simdSupported,
   relaxedSimdSupported,
+  relaxedSimdCheck,
   threadsSupport,
   setThreads,
   wasmMemoryBytes,

@@ -27,13 +27,52 @@ const RELAXED_PROBE = new Uint8Array([
   15, 253, 128, 2, 11,
 ]);
 
-/** True when this JavaScript engine supports WebAssembly relaxed SIMD (Chrome 114+, Firefox 145+). */
-export function relaxedSimdSupported(): boolean {
+/**
+ * A 92-byte module whose `f` returns lane 0 of `i32x4.relaxed_dot_i8x16_i7x16_add_s([-3, 1, 1, 1,
+ * 0…], [1, 2, 3, 4, 0…], [10, 0, 0, 0])`: 16. The repacked GEMV of the relaxed builds sums with
+ * it; V8 11.x's baseline compiler (Node 20 with `--experimental-wasm-relaxed-simd`, which runs
+ * every function there first) returns 12.
+ */
+const RELAXED_DOT_PROBE = new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 127, 3, 2, 1, 0, 7, 5, 1, 1, 102, 0, 0, 10, 64, 1, 62, 0,
+  253, 12, 253, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  253, 12, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  253, 12, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  253, 147, 2, 253, 27, 0, 11,
+]);
+
+let relaxedChecked: { ok: boolean; reason: string } | undefined;
+
+/**
+ * Whether this engine runs the relaxed builds correctly: it validates relaxed SIMD (Chrome 114+,
+ * Firefox 145+; Node 20 behind `--experimental-wasm-relaxed-simd`) and its integer dot-add gives
+ * the exact sum a run of it in the engine's first tier (checked once per process).
+ */
+export function relaxedSimdCheck(): { ok: boolean; reason: string } {
+  if (relaxedChecked) return relaxedChecked;
   try {
-    return typeof WebAssembly === 'object' && WebAssembly.validate(RELAXED_PROBE);
-  } catch {
-    return false;
+    if (typeof WebAssembly !== 'object' || !WebAssembly.validate(RELAXED_PROBE)) {
+      relaxedChecked = { ok: false, reason: 'no WebAssembly relaxed SIMD' };
+    } else {
+      const inst = new WebAssembly.Instance(new WebAssembly.Module(RELAXED_DOT_PROBE));
+      const got = (inst.exports.f as () => number)();
+      relaxedChecked =
+        got === 16
+          ? { ok: true, reason: 'relaxed SIMD' }
+          : {
+              ok: false,
+              reason: `WebAssembly relaxed SIMD gives a wrong i32x4.relaxed_dot_i8x16_i7x16_add_s (${got}, not 16: V8 11's baseline compiler, e.g. Node 20; node --no-liftoff avoids it)`,
+            };
+    }
+  } catch (e) {
+    relaxedChecked = { ok: false, reason: `relaxed SIMD probe failed: ${String(e)}` };
   }
+  return relaxedChecked;
+}
+
+/** True when this JavaScript engine runs the relaxed-SIMD builds correctly ([`relaxedSimdCheck`]). */
+export function relaxedSimdSupported(): boolean {
+  return relaxedSimdCheck().ok;
 }
 
 /** True when this JavaScript engine supports WebAssembly SIMD128. */
@@ -114,7 +153,8 @@ export function threadsSupport(): { ok: boolean; reason: string } {
   }
   if (typeof SharedArrayBuffer !== 'function') return { ok: false, reason: 'no SharedArrayBuffer' };
   if (!isNode && typeof g.Worker !== 'function') return { ok: false, reason: 'no Web Workers here' };
-  if (!relaxedSimdSupported()) return { ok: false, reason: 'no WebAssembly relaxed SIMD' };
+  const relaxed = relaxedSimdCheck();
+  if (!relaxed.ok) return { ok: false, reason: relaxed.reason };
   return { ok: true, reason: isNode ? 'Node (worker_threads)' : 'cross-origin isolated, SharedArrayBuffer' };
 }
 
@@ -230,7 +270,7 @@ async function load(opts: InitOptions): Promise<Engine> {
   const simd = opts.simd ?? simdSupported();
   if (simd && !simdSupported()) throw new Error('this JavaScript engine does not support WebAssembly SIMD128');
   const relaxed = simd && (opts.relaxed ?? relaxedSimdSupported());
-  if (relaxed && !relaxedSimdSupported()) throw new Error('this JavaScript engine does not support WebAssembly relaxed SIMD');
+  if (relaxed && !relaxedSimdSupported()) throw new Error(`the relaxed-SIMD build cannot run here: ${relaxedSimdCheck().reason}`);
   // Literal specifiers so that bundlers see every build.
   const mod: Engine = relaxed
     ? ((await import('../wasm/relaxed/ggweb.js')) as unknown as Engine)

@@ -3,7 +3,8 @@
 // Q4_1 logits (integer-dot kernels) on 1, 2 and 3 threads are bit for bit the single-thread
 // build's. Both builds run the same relaxed-SIMD kernels and every output element is computed by
 // one thread, so the f32 results are exact too. Skipped where relaxed SIMD is missing (Node 20
-// without --experimental-wasm-relaxed-simd): the threads build is a relaxed-SIMD build.
+// without --experimental-wasm-relaxed-simd, or without --no-liftoff: see wasm.ts's probe) unless
+// GGWEB_RELAXED=1 asks for it: the threads build is a relaxed-SIMD build.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -11,7 +12,7 @@ import path from 'node:path';
 import { init, setThreads, relaxedSimdSupported, threadsSupport, chooseBackend, loadMnistSet } from '../dist/index.js';
 import { ROOT, asset, SMOLLM2, PROMPT_IDS } from './helpers.mjs';
 
-const skip = !relaxedSimdSupported() && 'no relaxed SIMD in this Node';
+const skip = process.env.GGWEB_RELAXED !== '1' && !relaxedSimdSupported() && 'no relaxed SIMD in this Node';
 const wasm = (v) => path.join(ROOT, 'www', 'wasm', v);
 
 let single, threads, info, set;

@@ -15,8 +15,15 @@
 //! ```
 //!
 //! In the fifth bits' 16 bytes, bit p of byte j is row p / 2's element j + 16·(p % 2), so the
-//! GEMV takes a row half's bits with one shift and one mask. The last `ne1 % 4` rows stay as
-//! they were. Only weights whose d (and m) are all finite are repacked, so the kernels may
+//! GEMV takes a row half's bits with one shift and one mask.
+//!
+//! The relaxed-SIMD wasm builds interleave the rows' bodies finer ([`Spec::chunked`]): the
+//! four rows' quants in 4-byte chunks, chunk c of row r at `head + 16·c + 4·r`, so that one
+//! 16-byte load holds the same four quant bytes of each row and one
+//! `i32x4.relaxed_dot_i8x16_i7x16_add` against the column's four bytes splatted sums each row
+//! in its own lane (no transpose; one `vpdpbusd` where the engine has AVX-VNNI, one `sdot` on
+//! ARM). Their fifth bits follow that order: bit p of byte b is row b / 4's element
+//! 16·(p % 2) + 4·(p / 2) + b % 4. The last `ne1 % 4` rows stay as they were. Only weights whose d (and m) are all finite are repacked, so the kernels may
 //! convert them without the inf/NaN fix-up.
 //!
 //! A repacked tensor carries [`crate::tensor::Flags::REPACKED`]. Its bytes read or written
@@ -42,6 +49,9 @@ pub struct Spec {
     /// j the bit of row p / 2, element j + 16·(p % 2) (one shift and one mask per row and half
     /// in the GEMV, instead of a byte shuffle, a mask, a compare and a mask).
     pub hbits: bool,
+    /// The rows' quants interleaved in 4-byte chunks (and the fifth bits in that order), for
+    /// the relaxed-SIMD wasm GEMV; else each row's quants whole, one row after another.
+    pub chunked: bool,
 }
 
 impl Spec {
@@ -64,6 +74,10 @@ impl Spec {
 /// column's blocks on the stack.
 pub const MAX_BLOCKS: usize = 512;
 
+/// Whether this build's 32-element types use the chunked layout ([`Spec::chunked`]): the
+/// wasm GEMV built with relaxed SIMD reads it.
+const CHUNKED: bool = cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd"));
+
 /// The layout of `dtype` when it can be repacked.
 pub fn spec(dtype: DType) -> Option<Spec> {
     let (xs, fields, qk) = match dtype {
@@ -84,6 +98,7 @@ pub fn spec(dtype: DType) -> Option<Spec> {
         fields,
         qk,
         hbits,
+        chunked: CHUNKED && fields > 0,
     })
 }
 
@@ -99,15 +114,20 @@ pub fn pays_for(dtype: DType) -> bool {
 /// Monomorphized per type, so that every copy has a constant size (a model's load repacks
 /// all of its matrices).
 pub fn pack_group(s: Spec, nb: usize, src: &[u8], dst: &mut [u8]) {
-    match (s.xs, s.fields, s.hbits) {
-        (18, 1, false) => pack_n(spec_n::<18, 1, false>(), nb, src, dst),
-        (20, 2, false) => pack_n(spec_n::<20, 2, false>(), nb, src, dst),
-        (22, 1, true) => pack_n(spec_n::<22, 1, true>(), nb, src, dst),
-        (24, 2, true) => pack_n(spec_n::<24, 2, true>(), nb, src, dst),
-        (34, 1, false) => pack_n(spec_n::<34, 1, false>(), nb, src, dst),
-        (144, 0, false) => pack_n(spec_n::<144, 0, false>(), nb, src, dst),
-        (176, 0, false) => pack_n(spec_n::<176, 0, false>(), nb, src, dst),
-        (210, 0, false) => pack_n(spec_n::<210, 0, false>(), nb, src, dst),
+    match (s.xs, s.fields, s.hbits, s.chunked) {
+        (18, 1, false, false) => pack_n(spec_n::<18, 1, false, false>(), nb, src, dst),
+        (20, 2, false, false) => pack_n(spec_n::<20, 2, false, false>(), nb, src, dst),
+        (22, 1, true, false) => pack_n(spec_n::<22, 1, true, false>(), nb, src, dst),
+        (24, 2, true, false) => pack_n(spec_n::<24, 2, true, false>(), nb, src, dst),
+        (34, 1, false, false) => pack_n(spec_n::<34, 1, false, false>(), nb, src, dst),
+        (18, 1, false, true) => pack_n(spec_n::<18, 1, false, true>(), nb, src, dst),
+        (20, 2, false, true) => pack_n(spec_n::<20, 2, false, true>(), nb, src, dst),
+        (22, 1, true, true) => pack_n(spec_n::<22, 1, true, true>(), nb, src, dst),
+        (24, 2, true, true) => pack_n(spec_n::<24, 2, true, true>(), nb, src, dst),
+        (34, 1, false, true) => pack_n(spec_n::<34, 1, false, true>(), nb, src, dst),
+        (144, 0, false, false) => pack_n(spec_n::<144, 0, false, false>(), nb, src, dst),
+        (176, 0, false, false) => pack_n(spec_n::<176, 0, false, false>(), nb, src, dst),
+        (210, 0, false, false) => pack_n(spec_n::<210, 0, false, false>(), nb, src, dst),
         _ => pack_n(s, nb, src, dst),
     }
 }
@@ -115,27 +135,33 @@ pub fn pack_group(s: Spec, nb: usize, src: &[u8], dst: &mut [u8]) {
 /// A group → its four plain rows (`dst`, as long); the inverse of [`pack_group`]. (A prompt's
 /// product unpacks each group once.)
 pub fn unpack_group(s: Spec, nb: usize, group: &[u8], dst: &mut [u8]) {
-    match (s.xs, s.fields, s.hbits) {
-        (18, 1, false) => unpack_n(spec_n::<18, 1, false>(), nb, group, dst),
-        (20, 2, false) => unpack_n(spec_n::<20, 2, false>(), nb, group, dst),
-        (22, 1, true) => unpack_n(spec_n::<22, 1, true>(), nb, group, dst),
-        (24, 2, true) => unpack_n(spec_n::<24, 2, true>(), nb, group, dst),
-        (34, 1, false) => unpack_n(spec_n::<34, 1, false>(), nb, group, dst),
-        (144, 0, false) => unpack_n(spec_n::<144, 0, false>(), nb, group, dst),
-        (176, 0, false) => unpack_n(spec_n::<176, 0, false>(), nb, group, dst),
-        (210, 0, false) => unpack_n(spec_n::<210, 0, false>(), nb, group, dst),
+    match (s.xs, s.fields, s.hbits, s.chunked) {
+        (18, 1, false, false) => unpack_n(spec_n::<18, 1, false, false>(), nb, group, dst),
+        (20, 2, false, false) => unpack_n(spec_n::<20, 2, false, false>(), nb, group, dst),
+        (22, 1, true, false) => unpack_n(spec_n::<22, 1, true, false>(), nb, group, dst),
+        (24, 2, true, false) => unpack_n(spec_n::<24, 2, true, false>(), nb, group, dst),
+        (34, 1, false, false) => unpack_n(spec_n::<34, 1, false, false>(), nb, group, dst),
+        (18, 1, false, true) => unpack_n(spec_n::<18, 1, false, true>(), nb, group, dst),
+        (20, 2, false, true) => unpack_n(spec_n::<20, 2, false, true>(), nb, group, dst),
+        (22, 1, true, true) => unpack_n(spec_n::<22, 1, true, true>(), nb, group, dst),
+        (24, 2, true, true) => unpack_n(spec_n::<24, 2, true, true>(), nb, group, dst),
+        (34, 1, false, true) => unpack_n(spec_n::<34, 1, false, true>(), nb, group, dst),
+        (144, 0, false, false) => unpack_n(spec_n::<144, 0, false, false>(), nb, group, dst),
+        (176, 0, false, false) => unpack_n(spec_n::<176, 0, false, false>(), nb, group, dst),
+        (210, 0, false, false) => unpack_n(spec_n::<210, 0, false, false>(), nb, group, dst),
         _ => unpack_n(s, nb, group, dst),
     }
 }
 
 /// A spec whose sizes are constants where it is inlined.
 #[inline(always)]
-fn spec_n<const XS: usize, const F: usize, const HB: bool>() -> Spec {
+fn spec_n<const XS: usize, const F: usize, const HB: bool, const CH: bool>() -> Spec {
     Spec {
         xs: XS,
         fields: F,
         qk: 0,
         hbits: HB,
+        chunked: CH,
     }
 }
 
@@ -206,6 +232,51 @@ const SPREAD: [u64; 256] = {
     t
 };
 
+/// Bits 0..4 of `n` → bits 0, 8, 16, 24 (the terms n_j · 2^(j + 7m) sit at distinct
+/// positions, and only m = j lands on a multiple of 8).
+#[inline(always)]
+fn spread4(n: u32) -> u32 {
+    n.wrapping_mul(0x0020_4081) & 0x0101_0101
+}
+
+/// Bits 0, 8, 16, 24 of `a` (the rest zero) → bits 0..4 (the inverse of [`spread4`]: bit 8j
+/// lands at 24 + j, the other terms at distinct positions below 24 or above 27).
+#[inline(always)]
+fn gather4(a: u32) -> u32 {
+    (a.wrapping_mul(0x0102_0408) >> 24) & 0xF
+}
+
+/// Where input byte b of a row's 32 fifth bits goes in the chunked layout: its bit i (element
+/// e = 8b + i) is bit 4·(b % 2) + b / 2 + 2·(i / 4) of byte i % 4 (element e's byte 4r + e % 4,
+/// bit 2·((e % 16) / 4) + e / 16, [`Spec::chunked`]).
+const CHUNKED_SHIFT: [u32; 4] = [0, 4, 1, 5];
+
+/// Row r's 32 fifth bits (bit e: element e) into the chunked layout's 16 bytes `hv` (or-ed).
+#[inline(always)]
+fn chunked_hbits_into(h: u32, r: usize, hv: &mut [u8]) {
+    let mut out = 0u32;
+    for (b, s) in CHUNKED_SHIFT.iter().enumerate() {
+        let v = (h >> (8 * b)) & 0xFF;
+        out |= (spread4(v & 0xF) | spread4(v >> 4) << 2) << s;
+    }
+    for (j, o) in out.to_le_bytes().iter().enumerate() {
+        hv[4 * r + j] |= o;
+    }
+}
+
+/// Row r's 32 fifth bits from the chunked layout's 16 bytes `hv`.
+#[inline(always)]
+fn chunked_hbits_of(hv: &[u8], r: usize) -> u32 {
+    let out = u32::from_le_bytes([hv[4 * r], hv[4 * r + 1], hv[4 * r + 2], hv[4 * r + 3]]);
+    let mut h = 0u32;
+    for (b, s) in CHUNKED_SHIFT.iter().enumerate() {
+        let v = out >> s;
+        let byte = gather4(v & 0x0101_0101) | gather4((v >> 2) & 0x0101_0101) << 4;
+        h |= byte << (8 * b);
+    }
+    h
+}
+
 /// Row `r` (0..4) of a group of `nb` blocks → its plain row (`dst`, `nb · xs` bytes).
 pub fn unpack_row(s: Spec, nb: usize, group: &[u8], r: usize, dst: &mut [u8]) {
     for b in 0..nb {
@@ -221,6 +292,18 @@ fn row_from_group(s: Spec, g: &[u8], r: usize, x: &mut [u8]) {
         x[2 * f..2 * f + 2].copy_from_slice(&g[8 * f + 2 * r..8 * f + 2 * r + 2]);
     }
     let mut at = 2 * s.fields;
+    if s.chunked {
+        if s.hbits {
+            let hv = &g[8 * s.fields..8 * s.fields + 16];
+            x[at..at + 4].copy_from_slice(&chunked_hbits_of(hv, r).to_le_bytes());
+            at += 4;
+        }
+        let from = s.head() + 4 * r;
+        for (c, q) in x[at..s.xs].chunks_exact_mut(4).enumerate() {
+            q.copy_from_slice(&g[from + 16 * c..from + 16 * c + 4]);
+        }
+        return;
+    }
     if s.hbits {
         let (lo, hi) = hbit_halves(&g[8 * s.fields..8 * s.fields + 16]);
         let p = 2 * r;
@@ -243,6 +326,18 @@ fn row_into_group(s: Spec, x: &[u8], r: usize, g: &mut [u8]) {
         g[8 * f + 2 * r..8 * f + 2 * r + 2].copy_from_slice(&x[2 * f..2 * f + 2]);
     }
     let mut at = 2 * s.fields;
+    if s.chunked {
+        if s.hbits {
+            let h = u32::from_le_bytes([x[at], x[at + 1], x[at + 2], x[at + 3]]);
+            chunked_hbits_into(h, r, &mut g[8 * s.fields..8 * s.fields + 16]);
+            at += 4;
+        }
+        let to = s.head() + 4 * r;
+        for (c, q) in x[at..s.xs].chunks_exact(4).enumerate() {
+            g[to + 16 * c..to + 16 * c + 4].copy_from_slice(q);
+        }
+        return;
+    }
     if s.hbits {
         let h = u32::from_le_bytes([x[at], x[at + 1], x[at + 2], x[at + 3]]) as usize;
         let hv = &mut g[8 * s.fields..8 * s.fields + 16];
@@ -412,28 +507,82 @@ mod tests {
             DType::Q5_1,
             DType::Q8_0,
         ] {
-            let s = spec(dt).unwrap();
-            assert_eq!(s.xs, dt.type_size());
-            for nb in [1, 3, 7] {
-                let src = rows(s, nb, nb as u32);
-                let mut g = vec![0u8; src.len()];
-                pack_group(s, nb, &src, &mut g);
-                assert_ne!(g, src);
-                // Block 1 (or 0) of row 2: its d at 8·0 + 2·2 of the group block.
-                let b = nb / 2;
-                let gb = &g[b * 4 * s.xs..];
-                let row2 = &src[2 * nb * s.xs + b * s.xs..];
-                if s.fields >= 1 {
-                    assert_eq!(gb[4..6], row2[0..2]);
+            for chunked in [false, true] {
+                let s = Spec {
+                    chunked,
+                    ..spec(dt).unwrap()
+                };
+                assert_eq!(s.xs, dt.type_size());
+                for nb in [1, 3, 7] {
+                    let src = rows(s, nb, nb as u32);
+                    let mut g = vec![0u8; src.len()];
+                    pack_group(s, nb, &src, &mut g);
+                    assert_ne!(g, src);
+                    // Block 1 (or 0) of row 2: its d at 8·0 + 2·2 of the group block.
+                    let b = nb / 2;
+                    let gb = &g[b * 4 * s.xs..];
+                    let row2 = &src[2 * nb * s.xs + b * s.xs..];
+                    if s.fields >= 1 {
+                        assert_eq!(gb[4..6], row2[0..2]);
+                    }
+                    if s.fields == 2 {
+                        assert_eq!(gb[12..14], row2[2..4]);
+                    }
+                    let quants = &row2[s.xs - s.body()..s.xs];
+                    if chunked {
+                        // Chunk c of row 2 at head + 16·c + 8.
+                        for (c, q) in quants.chunks_exact(4).enumerate() {
+                            let at = s.head() + 16 * c + 8;
+                            assert_eq!(gb[at..at + 4], *q, "{dt:?} chunk {c}");
+                        }
+                    } else {
+                        let at = s.head() + 2 * s.body();
+                        assert_eq!(gb[at..at + s.body()], *quants);
+                    }
+                    let mut back = vec![0u8; src.len()];
+                    unpack_group(s, nb, &g, &mut back);
+                    assert_eq!(back, src);
+                    for r in 0..4 {
+                        let mut row = vec![0u8; nb * s.xs];
+                        unpack_row(s, nb, &g, r, &mut row);
+                        assert_eq!(row, src[r * nb * s.xs..(r + 1) * nb * s.xs]);
+                    }
                 }
-                if s.fields == 2 {
-                    assert_eq!(gb[12..14], row2[2..4]);
+            }
+        }
+    }
+
+    #[test]
+    fn chunked_fifth_bits_follow_the_documented_layout() {
+        for n in 0..16 {
+            assert_eq!(gather4(spread4(n)), n);
+        }
+        for dt in [DType::Q5_0, DType::Q5_1] {
+            let s = Spec {
+                chunked: true,
+                ..spec(dt).unwrap()
+            };
+            let src = rows(s, 1, 5);
+            let mut g = vec![0u8; src.len()];
+            pack_group(s, 1, &src, &mut g);
+            let (at, hv) = (2 * s.fields, 8 * s.fields);
+            for r in 0..4 {
+                let qh = &src[r * s.xs + at..r * s.xs + at + 4];
+                let h = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+                // The GEMV's view: 16-byte chunk k's low (hh = 0) or high (hh = 1) nibbles,
+                // byte 4·r + j, take bit 2·k + hh of fifth-bit byte 4·r + j.
+                for k in 0..4 {
+                    for hh in 0..2 {
+                        for j in 0..4 {
+                            let e = 16 * hh + 4 * k + j;
+                            assert_eq!(
+                                (g[hv + 4 * r + j] >> (2 * k + hh)) & 1,
+                                ((h >> e) & 1) as u8,
+                                "{dt:?} row {r} element {e}"
+                            );
+                        }
+                    }
                 }
-                let at = s.head() + 2 * s.body();
-                assert_eq!(gb[at..at + s.body()], row2[s.xs - s.body()..s.xs]);
-                let mut back = vec![0u8; src.len()];
-                unpack_group(s, nb, &g, &mut back);
-                assert_eq!(back, src);
             }
         }
     }
