@@ -22,9 +22,13 @@
 //! 16-byte load holds the same four quant bytes of each row and one
 //! `i32x4.relaxed_dot_i8x16_i7x16_add` against the column's four bytes splatted sums each row
 //! in its own lane (no transpose; one `vpdpbusd` where the engine has AVX-VNNI, one `sdot` on
-//! ARM). Their fifth bits follow that order: bit p of byte b is row b / 4's element
-//! 16·(p % 2) + 4·(p / 2) + b % 4. The last `ne1 % 4` rows stay as they were. Only weights whose d (and m) are all finite are repacked, so the kernels may
-//! convert them without the inf/NaN fix-up.
+//! ARM). q5_0 / q5_1 there keep each element's five bits nearer together: byte j of a row's 16
+//! (in its chunk j / 4, at 4·r + j % 4) holds element j whole in bits 0..5 and bits 0..3 of
+//! element 16 + j in bits 5..8, and the group's 16 shared bytes hold bits 3 and 4 of element
+//! 16 + 4c + j of row r at bits 2c and 2c + 1 of byte 4·r + j (c = 0..4), so a chunk decodes with
+//! one mask (elements j) and a shift, two masks and an or (elements 16 + j). The last `ne1 % 4`
+//! rows stay as they were. Only weights whose d (and m) are all finite are repacked, so the
+//! kernels may convert them without the inf/NaN fix-up.
 //!
 //! A repacked tensor carries [`crate::tensor::Flags::REPACKED`]. Its bytes read or written
 //! through [`crate::Context::get_bytes`] / `set_bytes` are the GGUF layout (converted on the
@@ -232,49 +236,55 @@ const SPREAD: [u64; 256] = {
     t
 };
 
-/// Bits 0..4 of `n` → bits 0, 8, 16, 24 (the terms n_j · 2^(j + 7m) sit at distinct
-/// positions, and only m = j lands on a multiple of 8).
+/// A plain q5 block's 4 bytes of fifth bits `qh` and 16 of nibbles `qs` → row r's part of a
+/// chunked q5 group block: `hv` the shared 16 bytes (or-ed), `body` the 64 bytes of chunks
+/// ([`Spec::chunked`]; byte j: element j's five bits, then bits 0..3 of element 16 + j; bits 3
+/// and 4 of element 16 + 4c + jj at bits 2c, 2c + 1 of `hv[4r + jj]`). Eight bytes at a time.
 #[inline(always)]
-fn spread4(n: u32) -> u32 {
-    n.wrapping_mul(0x0020_4081) & 0x0101_0101
-}
-
-/// Bits 0, 8, 16, 24 of `a` (the rest zero) → bits 0..4 (the inverse of [`spread4`]: bit 8j
-/// lands at 24 + j, the other terms at distinct positions below 24 or above 27).
-#[inline(always)]
-fn gather4(a: u32) -> u32 {
-    (a.wrapping_mul(0x0102_0408) >> 24) & 0xF
-}
-
-/// Where input byte b of a row's 32 fifth bits goes in the chunked layout: its bit i (element
-/// e = 8b + i) is bit 4·(b % 2) + b / 2 + 2·(i / 4) of byte i % 4 (element e's byte 4r + e % 4,
-/// bit 2·((e % 16) / 4) + e / 16, [`Spec::chunked`]).
-const CHUNKED_SHIFT: [u32; 4] = [0, 4, 1, 5];
-
-/// Row r's 32 fifth bits (bit e: element e) into the chunked layout's 16 bytes `hv` (or-ed).
-#[inline(always)]
-fn chunked_hbits_into(h: u32, r: usize, hv: &mut [u8]) {
+fn q5_chunked_into(qh: &[u8], qs: &[u8], r: usize, hv: &mut [u8], body: &mut [u8]) {
+    let h = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]) as usize;
     let mut out = 0u32;
-    for (b, s) in CHUNKED_SHIFT.iter().enumerate() {
-        let v = (h >> (8 * b)) & 0xFF;
-        out |= (spread4(v & 0xF) | spread4(v >> 4) << 2) << s;
+    for half in 0..2 {
+        let q = u64::from_le_bytes(qs[8 * half..8 * half + 8].try_into().unwrap_or([0; 8]));
+        let fifth = SPREAD[(h >> (8 * half)) & 0xFF];
+        let b = (q & 0x0F0F_0F0F_0F0F_0F0F) | fifth << 4 | (q & 0x7070_7070_7070_7070) << 1;
+        // Bit 3 of element 16 + j (bit 7 of qs[j]) and its bit 4 (h bit 16 + j) as 2-bit values
+        // v_j in bytes j, then byte jj of the row's shared word gets v_{4c+jj} << 2c.
+        let v = (q >> 7) & 0x0101_0101_0101_0101 | SPREAD[(h >> (16 + 8 * half)) & 0xFF] << 1;
+        out |= (v as u32) << (4 * half) | ((v >> 32) as u32) << (4 * half + 2);
+        for (k, byte) in b.to_le_bytes().iter().enumerate() {
+            let jj = 8 * half + k;
+            body[16 * (jj / 4) + 4 * r + jj % 4] = *byte;
+        }
     }
-    for (j, o) in out.to_le_bytes().iter().enumerate() {
-        hv[4 * r + j] |= o;
+    for (jj, o) in out.to_le_bytes().iter().enumerate() {
+        hv[4 * r + jj] |= o;
     }
 }
 
-/// Row r's 32 fifth bits from the chunked layout's 16 bytes `hv`.
+/// Row r's plain q5 fifth bits and nibbles (`x`: 4 + 16 bytes) from a chunked q5 group block
+/// (the inverse of [`q5_chunked_into`]).
 #[inline(always)]
-fn chunked_hbits_of(hv: &[u8], r: usize) -> u32 {
-    let out = u32::from_le_bytes([hv[4 * r], hv[4 * r + 1], hv[4 * r + 2], hv[4 * r + 3]]);
+fn q5_chunked_of(hv: &[u8], body: &[u8], r: usize, x: &mut [u8]) {
+    let o = u32::from_le_bytes([hv[4 * r], hv[4 * r + 1], hv[4 * r + 2], hv[4 * r + 3]]);
     let mut h = 0u32;
-    for (b, s) in CHUNKED_SHIFT.iter().enumerate() {
-        let v = out >> s;
-        let byte = gather4(v & 0x0101_0101) | gather4((v >> 2) & 0x0101_0101) << 4;
-        h |= byte << (8 * b);
+    for half in 0..2 {
+        let mut bb = [0u8; 8];
+        for (k, byte) in bb.iter_mut().enumerate() {
+            let jj = 8 * half + k;
+            *byte = body[16 * (jj / 4) + 4 * r + jj % 4];
+        }
+        let b = u64::from_le_bytes(bb);
+        // v_j for j = 8·half + 0..8: chunks c = 2·half and 2·half + 1.
+        let w = |c: u32| ((o >> (2 * c)) & 0x0303_0303) as u64;
+        let v = w(2 * half as u32) | w(2 * half as u32 + 1) << 32;
+        let q = (b & 0x0F0F_0F0F_0F0F_0F0F)
+            | (b & 0xE0E0_E0E0_E0E0_E0E0) >> 1
+            | (v & 0x0101_0101_0101_0101) << 7;
+        x[4 + 8 * half..12 + 8 * half].copy_from_slice(&q.to_le_bytes());
+        h |= gather8(b, 4) << (8 * half) | gather8(v, 1) << (16 + 8 * half);
     }
-    h
+    x[..4].copy_from_slice(&h.to_le_bytes());
 }
 
 /// Row `r` (0..4) of a group of `nb` blocks → its plain row (`dst`, `nb · xs` bytes).
@@ -294,9 +304,13 @@ fn row_from_group(s: Spec, g: &[u8], r: usize, x: &mut [u8]) {
     let mut at = 2 * s.fields;
     if s.chunked {
         if s.hbits {
-            let hv = &g[8 * s.fields..8 * s.fields + 16];
-            x[at..at + 4].copy_from_slice(&chunked_hbits_of(hv, r).to_le_bytes());
-            at += 4;
+            q5_chunked_of(
+                &g[8 * s.fields..s.head()],
+                &g[s.head()..],
+                r,
+                &mut x[at..s.xs],
+            );
+            return;
         }
         let from = s.head() + 4 * r;
         for (c, q) in x[at..s.xs].chunks_exact_mut(4).enumerate() {
@@ -328,9 +342,9 @@ fn row_into_group(s: Spec, x: &[u8], r: usize, g: &mut [u8]) {
     let mut at = 2 * s.fields;
     if s.chunked {
         if s.hbits {
-            let h = u32::from_le_bytes([x[at], x[at + 1], x[at + 2], x[at + 3]]);
-            chunked_hbits_into(h, r, &mut g[8 * s.fields..8 * s.fields + 16]);
-            at += 4;
+            let (hv, body) = g[8 * s.fields..].split_at_mut(16);
+            q5_chunked_into(&x[at..at + 4], &x[at + 4..s.xs], r, hv, body);
+            return;
         }
         let to = s.head() + 4 * r;
         for (c, q) in x[at..s.xs].chunks_exact(4).enumerate() {
@@ -529,7 +543,9 @@ mod tests {
                         assert_eq!(gb[12..14], row2[2..4]);
                     }
                     let quants = &row2[s.xs - s.body()..s.xs];
-                    if chunked {
+                    if chunked && s.hbits {
+                        // Encoded whole (`chunked_q5_follows_the_documented_layout`).
+                    } else if chunked {
                         // Chunk c of row 2 at head + 16·c + 8.
                         for (c, q) in quants.chunks_exact(4).enumerate() {
                             let at = s.head() + 16 * c + 8;
@@ -553,10 +569,7 @@ mod tests {
     }
 
     #[test]
-    fn chunked_fifth_bits_follow_the_documented_layout() {
-        for n in 0..16 {
-            assert_eq!(gather4(spread4(n)), n);
-        }
+    fn chunked_q5_follows_the_documented_layout() {
         for dt in [DType::Q5_0, DType::Q5_1] {
             let s = Spec {
                 chunked: true,
@@ -567,20 +580,26 @@ mod tests {
             pack_group(s, 1, &src, &mut g);
             let (at, hv) = (2 * s.fields, 8 * s.fields);
             for r in 0..4 {
-                let qh = &src[r * s.xs + at..r * s.xs + at + 4];
-                let h = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
-                // The GEMV's view: 16-byte chunk k's low (hh = 0) or high (hh = 1) nibbles,
-                // byte 4·r + j, take bit 2·k + hh of fifth-bit byte 4·r + j.
-                for k in 0..4 {
-                    for hh in 0..2 {
-                        for j in 0..4 {
-                            let e = 16 * hh + 4 * k + j;
-                            assert_eq!(
-                                (g[hv + 4 * r + j] >> (2 * k + hh)) & 1,
-                                ((h >> e) & 1) as u8,
-                                "{dt:?} row {r} element {e}"
-                            );
-                        }
+                let x = &src[r * s.xs..(r + 1) * s.xs];
+                let h = u32::from_le_bytes([x[at], x[at + 1], x[at + 2], x[at + 3]]);
+                let quant = |e: usize| {
+                    let nib = if e < 16 {
+                        x[at + 4 + e] & 0xF
+                    } else {
+                        x[at + 4 + e - 16] >> 4
+                    };
+                    nib | (((h >> e) & 1) as u8) << 4
+                };
+                // The GEMV's view of chunk c, byte 4·r + j: element 4c + j in bits 0..5, element
+                // 16 + 4c + j's bits 0..3 in bits 5..8 and its bits 3, 4 at bits 2c, 2c + 1 of
+                // shared byte 4·r + j.
+                for c in 0..4 {
+                    for j in 0..4 {
+                        let b = g[s.head() + 16 * c + 4 * r + j];
+                        let e = 4 * c + j;
+                        assert_eq!(b & 0x1F, quant(e), "{dt:?} row {r} element {e}");
+                        let hi = b >> 5 | ((g[hv + 4 * r + j] >> (2 * c)) & 3) << 3;
+                        assert_eq!(hi, quant(16 + e), "{dt:?} row {r} element {}", 16 + e);
                     }
                 }
             }

@@ -219,6 +219,7 @@ unsafe fn group_scales(g: *const u8, min: bool) -> (v128, v128) {
 /// The fifth bits (as 0x10) of row p / 2, elements 16·(p % 2)..+16 of a repacked q5 group
 /// block, from its 16 bytes of them `hv` (`repack.rs`: bit p of byte j): shifted to bit 4 within
 /// i16 lanes, whose spill into the neighbour byte stays out of bit 4 for p ≤ 7.
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 pub(super) fn hbit(hv: v128, p: u32, x10: v128) -> v128 {
     let s = match p.cmp(&4) {
@@ -595,7 +596,7 @@ mod relaxed {
     /// The constants of the decoders, read from memory once per call: V8 rebuilds a
     /// `v128.const` with several instructions at every use.
     #[repr(C, align(16))]
-    struct Consts([[u8; 16]; 6]);
+    struct Consts([[u8; 16]; 9]);
 
     static CONSTS: Consts = Consts([
         [0x0F; 16],
@@ -608,6 +609,10 @@ mod relaxed {
         // i16 ones: `i32x4.dot_i16x8_s` with them is the pairwise widening sum, one `pmaddwd`
         // with a register operand (V8's `extadd_pairwise` loads its constant each time).
         [1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0],
+        // The chunked q5 layout's masks (`chunked_sums`).
+        [0x1F; 16],
+        [0x07; 16],
+        [0x18; 16],
     ]);
 
     #[derive(Clone, Copy)]
@@ -618,6 +623,9 @@ mod relaxed {
         bits: v128,
         x10: v128,
         ones: v128,
+        x1f: v128,
+        x07: v128,
+        x18: v128,
     }
 
     #[inline(always)]
@@ -634,6 +642,9 @@ mod relaxed {
             bits: l(3),
             x10: l(4),
             ones: l(5),
+            x1f: l(6),
+            x07: l(7),
+            x18: l(8),
         }
     }
 
@@ -698,10 +709,11 @@ mod relaxed {
     }
 
     /// The four rows' exact Σ u·y of one chunked group block (`repack.rs`, `Spec::chunked`):
-    /// their nibbles at `qs` (16-byte chunk c: each row's nibble bytes 4c..4c + 4), for `Q5`
-    /// the fifth bits `hv` (bit 2c + h of byte 4r + j: element 16h + 4c + j of row r), the
-    /// column's 32 quants at `yq`. One relaxed dot-add per 16 bytes of low or high nibbles
-    /// against the column's four matching quants splatted sums each row in its own lane.
+    /// their quant bytes at `qs` (16-byte chunk c: each row's bytes 4c..4c + 4: nibbles, or for
+    /// `Q5` element 4c + j whole and three bits of element 16 + 4c + j, whose bits 3, 4 are bits
+    /// 2c, 2c + 1 of `hv`'s byte 4r + j), the column's 32 quants at `yq`. One relaxed dot-add per
+    /// 16 bytes of elements 4c.. or 16 + 4c.. against the column's four matching quants
+    /// splatted sums each row in its own lane.
     ///
     /// # Safety
     /// 64 bytes at `qs` and 32 at `yq` must be readable.
@@ -712,12 +724,22 @@ mod relaxed {
             // SAFETY: caller; chunk c < 4, column bytes 4c..4c + 4 and 16 + 4c..20 + 4c.
             unsafe {
                 let v = load16(qs.add(16 * c));
-                let mut lo = v128_and(v, k.m0f);
-                let mut hi = v128_and(u16x8_shr(v, 4), k.m0f);
-                if Q5 {
-                    lo = v128_or(lo, hbit(hv, 2 * c as u32, k.x10));
-                    hi = v128_or(hi, hbit(hv, 2 * c as u32 + 1, k.x10));
-                }
+                let (lo, hi) = if Q5 {
+                    // Bits 2c, 2c + 1 of the shared bytes to bits 3, 4 (16-bit shifts: what
+                    // crosses a byte is masked off, as are the neighbour's bits in `v >> 5`).
+                    let top = match c {
+                        0 => i16x8_shl(hv, 3),
+                        1 => i16x8_shl(hv, 1),
+                        2 => u16x8_shr(hv, 1),
+                        _ => u16x8_shr(hv, 3),
+                    };
+                    (
+                        v128_and(v, k.x1f),
+                        v128_or(v128_and(u16x8_shr(v, 5), k.x07), v128_and(top, k.x18)),
+                    )
+                } else {
+                    (v128_and(v, k.m0f), v128_and(u16x8_shr(v, 4), k.m0f))
+                };
                 let ylo = v128_load32_splat(yq.add(4 * c) as *const u32);
                 let yhi = v128_load32_splat(yq.add(16 + 4 * c) as *const u32);
                 acc[0] = i32x4_relaxed_dot_i8x16_i7x16_add(ylo, lo, acc[0]);
