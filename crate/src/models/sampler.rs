@@ -94,8 +94,11 @@ impl Sampler {
     /// Pick the next token from `logits`.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
         let o = &self.opts;
-        let mut logits = logits.to_vec();
-        if o.repeat_penalty != 1.0 && o.repeat_last_n > 0 {
+        let penalize = o.repeat_penalty != 1.0 && o.repeat_last_n > 0 && !self.history.is_empty();
+        // A copy only when the penalty changes some logits.
+        let mut logits = std::borrow::Cow::Borrowed(logits);
+        if penalize {
+            let logits = logits.to_mut();
             let start = self.history.len().saturating_sub(o.repeat_last_n);
             let mut seen = std::collections::HashSet::new();
             for &t in &self.history[start..] {
@@ -118,10 +121,15 @@ impl Sampler {
             .enumerate()
             .map(|(i, &l)| (i as u32, l))
             .collect();
-        cand.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
-        if o.top_k > 0 {
-            cand.truncate(o.top_k.max(1));
+        // Largest first, ties by token id: a total order, so that selecting the top k first
+        // (linear) and sorting only them gives the very list a full sort would. (A full sort
+        // of a 150k vocabulary per token cost 16 % of the generation speed natively.)
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if o.top_k > 0 && o.top_k < cand.len() {
+            cand.select_nth_unstable_by(o.top_k - 1, order);
+            cand.truncate(o.top_k);
         }
+        cand.sort_unstable_by(order);
         let probs = |c: &[(u32, f32)]| -> Vec<f32> {
             let max = c[0].1;
             let e: Vec<f32> = c.iter().map(|x| (x.1 - max).exp()).collect();
@@ -163,15 +171,32 @@ impl Sampler {
     }
 }
 
-/// Index of the largest logit (first on ties, as llama.cpp's greedy sampler).
+/// Index of the largest logit (first on ties, as llama.cpp's greedy sampler; NaN never wins,
+/// and a NaN first logit wins: the scan `l > logits[best]` from 0).
 pub fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0usize;
-    for (i, &l) in logits.iter().enumerate() {
-        if l > logits[best] {
-            best = i;
+    if logits.first().is_none_or(|l| l.is_nan()) {
+        return 0;
+    }
+    // The maximum over eight independent lanes (vectorized), then its first index.
+    let mut m = [f32::NEG_INFINITY; 8];
+    let chunks = logits.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (mi, &l) in m.iter_mut().zip(c) {
+            if l > *mi {
+                *mi = l;
+            }
         }
     }
-    best as u32
+    let mut max = m
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a });
+    for &l in tail {
+        if l > max {
+            max = l;
+        }
+    }
+    logits.iter().position(|&l| l == max).unwrap_or(0) as u32
 }
 
 #[cfg(test)]
@@ -252,6 +277,70 @@ mod tests {
             seen[1] > 0 && seen[2] > 0 && seen[0] + seen[3] + seen[4] == 0,
             "{seen:?}"
         );
+    }
+
+    #[test]
+    fn argmax_matches_the_scan() {
+        let scan = |x: &[f32]| {
+            let mut best = 0usize;
+            for (i, &l) in x.iter().enumerate() {
+                if l > x[best] {
+                    best = i;
+                }
+            }
+            best as u32
+        };
+        let mut r = 0x1234_5678u32;
+        for n in [1usize, 2, 7, 8, 9, 31, 100, 1000] {
+            for case in 0..6 {
+                let mut x: Vec<f32> = (0..n)
+                    .map(|_| {
+                        r = r.wrapping_mul(1664525).wrapping_add(1013904223);
+                        ((r >> 20) % 17) as f32 - 8.0
+                    })
+                    .collect();
+                match case {
+                    1 => x.iter_mut().for_each(|v| *v = f32::NEG_INFINITY),
+                    2 => x[n / 2] = f32::NAN,
+                    3 => x[0] = f32::NAN,
+                    4 => x[n - 1] = 100.0,
+                    5 => x[n - 1] = f32::INFINITY,
+                    _ => {}
+                }
+                assert_eq!(argmax(&x), scan(&x), "n {n} case {case}: {x:?}");
+            }
+        }
+        assert_eq!(argmax(&[]), 0);
+    }
+
+    #[test]
+    fn top_k_selection_is_the_full_sort() {
+        // The candidate list after the top-k selection equals a full sort's first k: the same
+        // tokens drawn, seed for seed, as sampling from the sorted list.
+        let logits: Vec<f32> = (0..5000)
+            .map(|i| ((i * 7919) % 613) as f32 * 0.01)
+            .collect();
+        for k in [1usize, 2, 40, 613, 4999, 5000, 6000] {
+            let opts = SamplerOptions {
+                top_k: k,
+                top_p: 0.9,
+                min_p: 0.0,
+                temperature: 1.0,
+                ..Default::default()
+            };
+            let mut fast = Sampler::new(opts.clone());
+            let mut full = Sampler::new(SamplerOptions { top_k: 0, ..opts });
+            // The full sort, cut to k by hand: logits outside the top k at -inf.
+            let mut idx: Vec<usize> = (0..logits.len()).collect();
+            idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+            let mut cut = vec![f32::NEG_INFINITY; logits.len()];
+            for &i in idx.iter().take(k) {
+                cut[i] = logits[i];
+            }
+            for _ in 0..50 {
+                assert_eq!(fast.sample(&logits), full.sample(&cut), "k {k}");
+            }
+        }
     }
 
     #[test]
