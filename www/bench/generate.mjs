@@ -4,7 +4,7 @@
 //
 //   node --experimental-wasm-relaxed-simd --no-liftoff www/bench/generate.mjs [--build relaxed|simd|threads]
 //        [--threads N] [--wasm path/to/ggweb_bg.wasm] [--model FILE] [--reps 5] [--tokens 32]
-//        [--rounds 3] [--warm-up 0|1]
+//        [--rounds 3] [--warm-up 0|1] [--temp 0]
 //
 // The prompt is one sentence repeated --reps times (5: ~116 tokens); --tokens greedy tokens
 // follow unless the model ends first (`generated` says how many). Each round prints one JSON line; rounds after the first
@@ -29,6 +29,8 @@ const rounds = Number(opt('rounds', '3'));
 const wasm = opt('wasm', undefined);
 const threads = opt('threads', undefined);
 const warmUp = opt('warm-up', '1') !== '0';
+// 0: greedy; above 0 the package's default sampling chain (top-k 40, top-p 0.95, min-p 0.05).
+const temperature = Number(opt('temp', '0'));
 
 const { init, LLM } = await import(path.join(ROOT, 'www', 'dist', 'index.js'));
 const info = await init({
@@ -44,7 +46,7 @@ const prompt =
     reps,
   );
 for (let r = 0; r < rounds; r++) {
-  const { stats: s } = await llm.complete(prompt, { maxTokens: tokens, temperature: 0 });
+  const { stats: s } = await llm.complete(prompt, { maxTokens: tokens, temperature });
   console.log(
     JSON.stringify({
       build: info.build,
