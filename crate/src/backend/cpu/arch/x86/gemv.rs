@@ -593,6 +593,76 @@ unsafe fn qh_word(x: *const u8) -> u32 {
     unsafe { (x as *const u32).read_unaligned() }
 }
 
+/// The fifth bits of the paired GEMV without AVX-512 (plain AVX2 and AVX-VNNI): the closure
+/// `fifth(lo, hi, at)` of [`pairs_fn`].
+macro_rules! avx2_fifth {
+    () => {
+        // Both rows' words in every 64 bits; byte i of lo's low 128-bit lane tests bit i of row
+        // x0's word (its byte i/8), of the high lane bit i of x1's (byte 4 + i/8); hi the same for
+        // bits 16..32.
+        // (A repacked group's bits: the rows' bit of each byte, one per 128-bit lane.)
+        |lo, hi, at: Fifth| {
+            let b16 = _mm256_set1_epi8(0x10);
+            let m4 = _mm256_set1_epi8(0x0F);
+            let (x0, x1) = match at {
+                Fifth::Words(x0, x1) => (x0, x1),
+                Fifth::Group(hv, p) => {
+                    // Row r's bit (2r: elements 0..16, 2r + 1: 16..32) of each byte to bit 4 by one
+                    // 32-bit shift per 128-bit lane (rows 2p, 2p + 1): left for pair 0 (bits 0..3),
+                    // right for pair 1 (bits 4..7); what crosses into a neighbouring byte misses
+                    // bit 4 and is masked off.
+                    let shift = |lane0: i32, lane1: i32| {
+                        let n = _mm256_set_epi32(
+                            lane1, lane1, lane1, lane1, lane0, lane0, lane0, lane0,
+                        );
+                        if p == 0 {
+                            _mm256_sllv_epi32(hv, n)
+                        } else {
+                            _mm256_srlv_epi32(hv, n)
+                        }
+                    };
+                    let (s_lo, s_hi) = if p == 0 {
+                        (shift(4, 2), shift(3, 1))
+                    } else {
+                        (shift(0, 2), shift(1, 3))
+                    };
+                    let add = |v: __m256i, s: __m256i| {
+                        _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(s, b16))
+                    };
+                    return (add(lo, s_lo), add(hi, s_hi));
+                }
+            };
+            let q = _mm256_set1_epi64x((qh_word(x0) as u64 | (qh_word(x1) as u64) << 32) as i64);
+            let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+            let add = |v: __m256i, idx: __m256i| {
+                let t = _mm256_and_si256(_mm256_shuffle_epi8(q, idx), bit);
+                let v = _mm256_and_si256(v, m4);
+                _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(t, bit), b16))
+            };
+            (
+                add(
+                    lo,
+                    _mm256_set_epi64x(
+                        0x0505_0505_0505_0505,
+                        0x0404_0404_0404_0404,
+                        0x0101_0101_0101_0101,
+                        0,
+                    ),
+                ),
+                add(
+                    hi,
+                    _mm256_set_epi64x(
+                        0x0707_0707_0707_0707,
+                        0x0606_0606_0606_0606,
+                        0x0303_0303_0303_0303,
+                        0x0202_0202_0202_0202,
+                    ),
+                ),
+            )
+        }
+    };
+}
+
 pairs_fn!(
     gemv_avx512_pairs,
     "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni",
@@ -631,68 +701,13 @@ pairs_fn!(
             _mm256_set1_epi16(1),
         )
     ),
-    // Both rows' words in every 64 bits; byte i of lo's low 128-bit lane tests bit i of row
-    // x0's word (its byte i/8), of the high lane bit i of x1's (byte 4 + i/8); hi the same for
-    // bits 16..32.
-    // (A repacked group's bits: the rows' bit of each byte, one per 128-bit lane.)
-    |lo, hi, at: Fifth| {
-        let b16 = _mm256_set1_epi8(0x10);
-        let m4 = _mm256_set1_epi8(0x0F);
-        let (x0, x1) = match at {
-            Fifth::Words(x0, x1) => (x0, x1),
-            Fifth::Group(hv, p) => {
-                // Row r's bit (2r: elements 0..16, 2r + 1: 16..32) of each byte to bit 4 by one
-                // 32-bit shift per 128-bit lane (rows 2p, 2p + 1): left for pair 0 (bits 0..3),
-                // right for pair 1 (bits 4..7); what crosses into a neighbouring byte misses
-                // bit 4 and is masked off.
-                let shift = |lane0: i32, lane1: i32| {
-                    let n =
-                        _mm256_set_epi32(lane1, lane1, lane1, lane1, lane0, lane0, lane0, lane0);
-                    if p == 0 {
-                        _mm256_sllv_epi32(hv, n)
-                    } else {
-                        _mm256_srlv_epi32(hv, n)
-                    }
-                };
-                let (s_lo, s_hi) = if p == 0 {
-                    (shift(4, 2), shift(3, 1))
-                } else {
-                    (shift(0, 2), shift(1, 3))
-                };
-                let add = |v: __m256i, s: __m256i| {
-                    _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(s, b16))
-                };
-                return (add(lo, s_lo), add(hi, s_hi));
-            }
-        };
-        let q = _mm256_set1_epi64x((qh_word(x0) as u64 | (qh_word(x1) as u64) << 32) as i64);
-        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
-        let add = |v: __m256i, idx: __m256i| {
-            let t = _mm256_and_si256(_mm256_shuffle_epi8(q, idx), bit);
-            let v = _mm256_and_si256(v, m4);
-            _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(t, bit), b16))
-        };
-        (
-            add(
-                lo,
-                _mm256_set_epi64x(
-                    0x0505_0505_0505_0505,
-                    0x0404_0404_0404_0404,
-                    0x0101_0101_0101_0101,
-                    0,
-                ),
-            ),
-            add(
-                hi,
-                _mm256_set_epi64x(
-                    0x0707_0707_0707_0707,
-                    0x0606_0606_0606_0606,
-                    0x0303_0303_0303_0303,
-                    0x0202_0202_0202_0202,
-                ),
-            ),
-        )
-    }
+    avx2_fifth!()
+);
+pairs_fn!(
+    gemv_avxvnni_pairs,
+    "avx2,fma,f16c,avxvnni",
+    |acc, lo, ylo, hi, yhi| _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, lo, ylo), hi, yhi),
+    avx2_fifth!()
 );
 
 /// The paired GEMV's types over repacked groups with AVX-512 VNNI at full width: a group
@@ -1645,7 +1660,11 @@ pub(crate) unsafe fn panel(
                     gemv_avx512::<false>(t, k, pn, y, accumulate)
                 }
             }
-            Isa::AvxVnni => gemv_avxvnni::<false>(t, k, pn, y, accumulate),
+            Isa::AvxVnni => {
+                if !gemv_avxvnni_pairs::<false>(t, k, pn, y, accumulate) {
+                    gemv_avxvnni::<false>(t, k, pn, y, accumulate)
+                }
+            }
             Isa::Avx2 if t == Tiled::Q8_0 => q8_rows(k, pn, y, accumulate),
             Isa::Avx2 => {
                 if !gemv_avx2_pairs::<false>(t, k, pn, y, accumulate) {
@@ -1657,14 +1676,12 @@ pub(crate) unsafe fn panel(
     true
 }
 
-/// Whether [`panel_repacked`] handles weights `t` with `isa`: the paired GEMV's types on the
-/// paths that run it (AVX-512 VNNI, plain AVX2), q8_0 on the VNNI paths (plain AVX2's q8_0
-/// is [`q8_rows`]).
+/// Whether [`panel_repacked`] handles weights `t` with `isa`: the paired GEMV's types on every
+/// path (AVX-512 VNNI at full width, AVX-VNNI and plain AVX2 paired), q8_0 on the VNNI paths
+/// (plain AVX2's q8_0 is [`q8_rows`]).
 pub(crate) fn handles_repacked(isa: Isa, t: Tiled) -> bool {
     match t {
-        Tiled::Q4_0 | Tiled::Q4_1 | Tiled::Q5_0 | Tiled::Q5_1 => {
-            matches!(isa, Isa::Avx512Vnni | Isa::Avx2)
-        }
+        Tiled::Q4_0 | Tiled::Q4_1 | Tiled::Q5_0 | Tiled::Q5_1 => true,
         Tiled::Q8_0 => matches!(isa, Isa::Avx512Vnni | Isa::AvxVnni),
         _ => false,
     }
@@ -1696,7 +1713,8 @@ pub(crate) unsafe fn panel_repacked(
     unsafe {
         match (isa, t) {
             (Isa::Avx512Vnni, Tiled::Q8_0) => gemv_avx512::<true>(t, k, pn, y, accumulate),
-            (Isa::AvxVnni, _) => gemv_avxvnni::<true>(t, k, pn, y, accumulate),
+            (Isa::AvxVnni, Tiled::Q8_0) => gemv_avxvnni::<true>(t, k, pn, y, accumulate),
+            (Isa::AvxVnni, _) => return gemv_avxvnni_pairs::<true>(t, k, pn, y, accumulate),
             (Isa::Avx512Vnni, _) => return gemv_avx512_quads(t, k, pn, y, accumulate),
             _ => return gemv_avx2_pairs::<true>(t, k, pn, y, accumulate),
         }
