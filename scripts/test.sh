@@ -98,6 +98,13 @@ if grep -qwE 'avx512_vnni|avx_vnni' /proc/cpuinfo 2>/dev/null && grep -qw avx2 /
   GGWEB_X86_ISA=avx2 cargo_tests "$root/target/native-tests-avx2.log" "${CUDA_FEATURES[@]}" \
     --test llm --test llm_gemma3 --test llm_families --test bert --test repack
 fi
+# The same on the AVX-VNNI path (Intel client CPUs since Alder Lake: VEX vpdpbusd, no AVX-512)
+# when this CPU has it below AVX-512.
+if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null && grep -qw avx_vnni /proc/cpuinfo; then
+  step "native LLM checks on the AVX-VNNI path (GGWEB_X86_ISA=avxvnni)"
+  GGWEB_X86_ISA=avxvnni cargo_tests "$root/target/native-tests-avxvnni.log" "${CUDA_FEATURES[@]}" \
+    --test llm --test llm_gemma3 --test llm_families --test bert --test repack
+fi
 if [ -n "$full" ]; then
   # The long checks are #[ignore = "long: ..."] tests named long_*; the other ignored tests are benchmarks.
   step "native tests: the long checks (--full)"
