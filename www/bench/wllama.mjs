@@ -6,7 +6,7 @@
 //   node www/bench/wllama.mjs            (after scripts/build-web.sh; fetches nothing but wllama)
 // wllama 3.13.0 comes from npm into ~/.cache/ggweb/tools/wllama-3.13.0 (once). Prints one line per
 // run and a summary of tok/s with ggweb / wllama ratios at the same thread count.
-// Env: THREADS=1,2 (the thread counts), ENGINES=ggweb,wllama,ggweb-st (which to run; ggweb-st is
+// Env: JS_FLAGS (V8 flags for Chromium), THREADS=1,2 (the thread counts), ENGINES=ggweb,wllama,ggweb-st (which to run; ggweb-st is
 // the single-thread relaxed-SIMD build, 1 thread only), GGWEB_OLD=<dir of another threads build's
 // ggweb_bg.wasm> adds `ggweb-old` runs of that build beside this one (an A/B of two builds in the
 // same session, interleaved), ggweb-cold in ENGINES runs ggweb without its load-time warm-up,
@@ -51,7 +51,9 @@ const base = `http://localhost:${server.address().port}`;
 const browser = await puppeteer.launch({
   executablePath: process.env.CHROME || '/usr/bin/chromium', headless: true, protocolTimeout: 900000,
   args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-    '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage'],
+    '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage',
+    // e.g. JS_FLAGS=--no-enable-avx-vnni: V8 as on a CPU without AVX-VNNI.
+    ...(process.env.JS_FLAGS ? [`--js-flags=${process.env.JS_FLAGS}`] : [])],
 });
 
 const LABELS = {
