@@ -632,6 +632,38 @@ mod tests {
         }
     }
 
+    /// The wasm GEMV over repacked weights folds the f16 → f32 rebias (2^112) of the weights'
+    /// scales into the column's (`arch/wasm32/gemv.rs::run`): dx·2^-112 times dy·2^112 must round
+    /// as dx·dy, and (sumi·dx·2^-112)·(dy·2^112) as (sumi·dx)·dy, for every finite f16 dx.
+    #[test]
+    fn folded_rebias_gives_the_same_bits() {
+        let rebias = f32::from_bits(0x7780_0000);
+        let dys = [1.0f32, 0.0123, 65504.0, 6.1e-5, 5.96e-8, -3.7];
+        let sumis: Vec<f32> = (-1100..=1100)
+            .chain([-32768, -4097, 4097, 32767, 1 << 20])
+            .map(|v| v as f32)
+            .collect();
+        for h in 0..=u16::MAX {
+            if h & 0x7c00 == 0x7c00 {
+                continue;
+            }
+            let dx = half::f16::from_bits(h).to_f32();
+            let raw = f32::from_bits(((h as i16 as i32) << 13) as u32 & 0x8fff_e000);
+            assert_eq!((raw * rebias).to_bits(), dx.to_bits(), "{h:#x}");
+            for dy in dys {
+                let dy = half::f16::from_f32(dy).to_f32();
+                let (dy_f, want) = (dy * rebias, dx * dy);
+                assert_eq!((raw * dy_f).to_bits(), want.to_bits(), "{h:#x} {dy}");
+                if h % 7 == 0 || h & 0x7c00 == 0 {
+                    for &s in &sumis {
+                        let (got, want) = ((s * raw) * dy_f, (s * dx) * dy);
+                        assert_eq!(got.to_bits(), want.to_bits(), "{h:#x} {dy} {s}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn matrix_keeps_tail_rows() {
         let s = spec(DType::Q4_1).unwrap();

@@ -187,12 +187,21 @@ pub(super) unsafe fn scale_pairs4(p: [*const u8; 4], at: usize) -> (v128, v128) 
     )
 }
 
+/// 2^112: an f16's bits moved to f32's positions are its value times 2^-112.
+const F16_REBIAS: f32 = f32::from_bits(0x7780_0000);
+
 /// f16 values sign-extended to i32 lanes → f32, exact for every finite value (as
-/// [`f16x4_exact`] without the inf/NaN fix-up: repacked weights have finite scales only).
+/// [`f16x4_exact`] without the inf/NaN fix-up: repacked weights have finite scales only);
+/// `RAW`: the value times 2^-112 (exact too, subnormal f16 as f32 denormals), for a product
+/// whose other factor carries the 2^112.
 #[inline(always)]
-fn f16x4_finite(s: v128) -> v128 {
+fn f16x4_finite<const RAW: bool>(s: v128) -> v128 {
     let bits = v128_and(i32x4_shl(s, 13), u32x4_splat(0x8fff_e000));
-    f32x4_mul(bits, f32x4_splat(f32::from_bits(0x7780_0000)))
+    if RAW {
+        bits
+    } else {
+        f32x4_mul(bits, f32x4_splat(F16_REBIAS))
+    }
 }
 
 /// A repacked group block's scales (`repack.rs`): d of its four rows, and m when `min`, as
@@ -201,18 +210,21 @@ fn f16x4_finite(s: v128) -> v128 {
 /// # Safety
 /// 8 bytes (16 when `min`) at `g` must be readable.
 #[inline(always)]
-unsafe fn group_scales(g: *const u8, min: bool) -> (v128, v128) {
+unsafe fn group_scales<const RAW: bool>(g: *const u8, min: bool) -> (v128, v128) {
     if min {
         // SAFETY: caller, 16 bytes.
         let h = unsafe { load16(g) };
         (
-            f16x4_finite(i32x4_extend_low_i16x8(h)),
-            f16x4_finite(i32x4_extend_high_i16x8(h)),
+            f16x4_finite::<RAW>(i32x4_extend_low_i16x8(h)),
+            f16x4_finite::<RAW>(i32x4_extend_high_i16x8(h)),
         )
     } else {
         // SAFETY: caller, 8 bytes.
         let h = unsafe { v128_load64_zero(g as *const u64) };
-        (f16x4_finite(i32x4_extend_low_i16x8(h)), f32x4_splat(0.0))
+        (
+            f16x4_finite::<RAW>(i32x4_extend_low_i16x8(h)),
+            f32x4_splat(0.0),
+        )
     }
 }
 
@@ -255,7 +267,8 @@ struct ColBlock {
     m: [u8; 32],
 }
 
-/// The nb blocks of column `b` (block bytes `ys`, quants at `qat`) into `c[..nb]`.
+/// The nb blocks of column `b` (block bytes `ys`, quants at `qat`) into `c[..nb]`, its f16
+/// facts (d, and s for q8_1) times `pre` (1 or 2^112, exact either way).
 ///
 /// # Safety
 /// `b` addresses nb blocks of `ys` bytes; `c` has room for nb ≤ MAX_BLOCKS entries.
@@ -267,6 +280,7 @@ unsafe fn column_blocks(
     ys: usize,
     qat: usize,
     (min, off, signs): (bool, i32, bool),
+    pre: f32,
 ) {
     for blk in 0..nb {
         // SAFETY: blk < nb, inside the column and `c`.
@@ -289,7 +303,7 @@ unsafe fn column_blocks(
                 let m = (&raw mut (*cb).m) as *mut v128;
                 m.write(m0);
                 m.add(1).write(m1);
-                (&raw mut (*cb).d).write(f32x4_splat(f16_at(yb)));
+                (&raw mut (*cb).d).write(f32x4_splat(f16_at(yb) * pre));
                 (&raw mut (*cb).f).write(i32x4_splat(s));
                 // |y| ≤ 127: the quantizer's range (`quantize_row_q8_0`: round(x / d), d = amax / 127).
                 let q = (&raw mut (*cb).q) as *mut v128;
@@ -299,7 +313,7 @@ unsafe fn column_blocks(
             }
             let _ = signs;
             let f = if min {
-                f32x4_splat(f16_at(yb.add(2)))
+                f32x4_splat(f16_at(yb.add(2)) * pre)
             } else if off != 0 {
                 let s16 = i16x8_add(
                     i16x8_extadd_pairwise_i8x16(q0),
@@ -313,7 +327,7 @@ unsafe fn column_blocks(
                 i32x4_splat(0)
             };
             let cb = c.add(blk);
-            (&raw mut (*cb).d).write(f32x4_splat(f16_at(yb)));
+            (&raw mut (*cb).d).write(f32x4_splat(f16_at(yb) * pre));
             (&raw mut (*cb).f).write(f);
             let q = (&raw mut (*cb).q) as *mut v128;
             q.write(q0);
@@ -344,8 +358,15 @@ unsafe fn run<const R4: bool>(
     // main thread's stack is 1 MiB (rustc's wasm32 default), a worker's 2 MiB (wasm-bindgen's).
     let mut col = core::mem::MaybeUninit::<[ColBlock; MAX_BLOCKS]>::uninit();
     let cp = col.as_mut_ptr() as *mut ColBlock;
+    // Repacked weights: the column carries their scales' 2^112, one multiply per row vector and
+    // block fewer, the same bits. (dx·2^-112)·(dy·2^112) is dx·dy as a real, so it rounds the
+    // same (no overflow: |dy| ≤ 65504); for q4_0's (sumi·dx)·dy, sumi·dx·2^-112 is sumi·dx's
+    // rounding scaled where it is an f32 normal (|sumi·dx| ≥ 2^-14), and exact below that (there
+    // dx is an f16 subnormal m·2^-24 with |sumi·m| < 2^10).
+    let fold = R4;
+    let pre = if fold { F16_REBIAS } else { 1.0 };
     // SAFETY: caller; nb ≤ MAX_BLOCKS (checked by `gemv`).
-    unsafe { column_blocks(cp, nb, b, ys, qat, (min, off, signs)) };
+    unsafe { column_blocks(cp, nb, b, ys, qat, (min, off, signs), pre) };
     let n = pn.nrows;
     let lda = pn.lda;
     // The last row's last byte + 1: what the touches stay below.
@@ -397,7 +418,12 @@ unsafe fn run<const R4: bool>(
                     let body = xs - 2 * f - 4 * hb;
                     let x0 = g.add(8 * f + 16 * hb - (2 * f + 4 * hb));
                     let xb = [x0, x0.add(body), x0.add(2 * body), x0.add(3 * body)];
-                    (xb, g.add(8 * f), group_scales(g, min))
+                    let sc = if fold {
+                        group_scales::<true>(g, min)
+                    } else {
+                        group_scales::<false>(g, min)
+                    };
+                    (xb, g.add(8 * f), sc)
                 } else {
                     let x0 = base.add(blk * xs);
                     let x1 = x0.add(stride);
