@@ -190,41 +190,32 @@ pub(super) unsafe fn scale_pairs4(p: [*const u8; 4], at: usize) -> (v128, v128) 
 /// 2^112: an f16's bits moved to f32's positions are its value times 2^-112.
 const F16_REBIAS: f32 = f32::from_bits(0x7780_0000);
 
-/// f16 values sign-extended to i32 lanes → f32, exact for every finite value (as
-/// [`f16x4_exact`] without the inf/NaN fix-up: repacked weights have finite scales only);
-/// `RAW`: the value times 2^-112 (exact too, subnormal f16 as f32 denormals), for a product
-/// whose other factor carries the 2^112.
+/// f16 values sign-extended to i32 lanes → f32 values times 2^-112 (the bits moved, no
+/// rebias): exact for every finite value, subnormal f16 as f32 denormals (repacked weights have
+/// finite scales only; the column carries the 2^112, see [`run`]).
 #[inline(always)]
-fn f16x4_finite<const RAW: bool>(s: v128) -> v128 {
-    let bits = v128_and(i32x4_shl(s, 13), u32x4_splat(0x8fff_e000));
-    if RAW {
-        bits
-    } else {
-        f32x4_mul(bits, f32x4_splat(F16_REBIAS))
-    }
+fn f16x4_unbiased(s: v128) -> v128 {
+    v128_and(i32x4_shl(s, 13), u32x4_splat(0x8fff_e000))
 }
 
 /// A repacked group block's scales (`repack.rs`): d of its four rows, and m when `min`, as
-/// f32x4 (m zero otherwise); one load.
+/// f32x4 times 2^-112 ([`f16x4_unbiased`]; m zero otherwise); one load.
 ///
 /// # Safety
 /// 8 bytes (16 when `min`) at `g` must be readable.
 #[inline(always)]
-unsafe fn group_scales<const RAW: bool>(g: *const u8, min: bool) -> (v128, v128) {
+unsafe fn group_scales(g: *const u8, min: bool) -> (v128, v128) {
     if min {
         // SAFETY: caller, 16 bytes.
         let h = unsafe { load16(g) };
         (
-            f16x4_finite::<RAW>(i32x4_extend_low_i16x8(h)),
-            f16x4_finite::<RAW>(i32x4_extend_high_i16x8(h)),
+            f16x4_unbiased(i32x4_extend_low_i16x8(h)),
+            f16x4_unbiased(i32x4_extend_high_i16x8(h)),
         )
     } else {
         // SAFETY: caller, 8 bytes.
         let h = unsafe { v128_load64_zero(g as *const u64) };
-        (
-            f16x4_finite::<RAW>(i32x4_extend_low_i16x8(h)),
-            f32x4_splat(0.0),
-        )
+        (f16x4_unbiased(i32x4_extend_low_i16x8(h)), f32x4_splat(0.0))
     }
 }
 
@@ -363,8 +354,7 @@ unsafe fn run<const R4: bool>(
     // same (no overflow: |dy| ≤ 65504); for q4_0's (sumi·dx)·dy, sumi·dx·2^-112 is sumi·dx's
     // rounding scaled where it is an f32 normal (|sumi·dx| ≥ 2^-14), and exact below that (there
     // dx is an f16 subnormal m·2^-24 with |sumi·m| < 2^10).
-    let fold = R4;
-    let pre = if fold { F16_REBIAS } else { 1.0 };
+    let pre = if R4 { F16_REBIAS } else { 1.0 };
     // SAFETY: caller; nb ≤ MAX_BLOCKS (checked by `gemv`).
     unsafe { column_blocks(cp, nb, b, ys, qat, (min, off, signs), pre) };
     let n = pn.nrows;
@@ -418,12 +408,7 @@ unsafe fn run<const R4: bool>(
                     let body = xs - 2 * f - 4 * hb;
                     let x0 = g.add(8 * f + 16 * hb - (2 * f + 4 * hb));
                     let xb = [x0, x0.add(body), x0.add(2 * body), x0.add(3 * body)];
-                    let sc = if fold {
-                        group_scales::<true>(g, min)
-                    } else {
-                        group_scales::<false>(g, min)
-                    };
-                    (xb, g.add(8 * f), sc)
+                    (xb, g.add(8 * f), group_scales(g, min))
                 } else {
                     let x0 = base.add(blk * xs);
                     let x1 = x0.add(stride);
