@@ -10,7 +10,11 @@
 // the single-thread relaxed-SIMD build, 1 thread only), GGWEB_OLD=<dir of another threads build's
 // ggweb_bg.wasm> adds `ggweb-old` runs of that build beside this one (an A/B of two builds in the
 // same session, interleaved), ggweb-cold in ENGINES runs ggweb without its load-time warm-up,
-// CHROME=<browser binary>.
+// CHROME=<browser binary>, NATIVE=<path to the ggweb CLI> adds `native` runs (`ggweb generate`, same prompt,
+// context and tokens, the CPU at each thread count) between the browser runs, and the ratios of ggweb's
+// browser generation to native at the same thread count, per round (adjacent runs) and of the medians:
+// issue 15's "browser 1-thread generation ≥ 60 % of native 1-thread", measured with the host's noise
+// shared.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -33,7 +37,9 @@ const ROUNDS = Number(process.env.ROUNDS || 2);
 const THREADS = (process.env.THREADS || '1,2').split(',').map(Number);
 const OLD = process.env.GGWEB_OLD && path.resolve(process.env.GGWEB_OLD);
 if (OLD) process.env.GGWEB_VENDOR_GGWEB_OLD = OLD;
+const NATIVE = process.env.NATIVE && path.resolve(process.env.NATIVE);
 const ENGINES = (process.env.ENGINES || `ggweb,${OLD ? 'ggweb-old,' : ''}wllama,ggweb-st`).split(',');
+if (NATIVE && !ENGINES.includes('native')) ENGINES.unshift('native');
 for (const m of MODELS) {
   if (!fs.existsSync(path.join(cache, 'models', m))) throw new Error(`no model ${m} in ${path.join(cache, 'models')} (scripts/fetch-models.sh)`);
 }
@@ -61,6 +67,15 @@ const LABELS = {
   'ggweb-old': (n) => `ggweb threads build from GGWEB_OLD, ${n} thread${n > 1 ? 's' : ''}`,
   'ggweb-cold': (n) => `ggweb threads build, no load-time warm-up, ${n} thread${n > 1 ? 's' : ''}`,
   wllama: (n) => `wllama, ${n} thread${n > 1 ? 's' : ''}`,
+  ...(NATIVE ? { native: (n) => `native ggweb CLI, ${n} thread${n > 1 ? 's' : ''}` } : {}),
+};
+// The native CLI on the same prompt, context and token count (greedy), the browser idle meanwhile.
+const runNative = (cfg) => {
+  const t0 = performance.now();
+  const out = execFileSync(NATIVE, ['generate', '-m', path.join(cache, 'models', cfg.model), '-p', PROMPT, '-n', '32', '--temp', '0',
+    '--threads', `${cfg.threads}`, '--ctx-size', '512', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], maxBuffer: 1 << 24 });
+  const d = JSON.parse(out.trim().split('\n').pop());
+  return { load: (performance.now() - t0) / 1000, prompt: d.prompt_tok_per_s, gen: d.gen_tok_per_s, promptN: d.prompt_ids?.length, genN: d.ids?.length, text: d.text ?? '' };
 };
 const configs = [];
 for (const model of MODELS) {
@@ -75,6 +90,12 @@ const rows = [];
 try {
   for (let round = 1; round <= ROUNDS; round++) {
     for (const cfg of configs) {
+      if (cfg.engine === 'native') {
+        const r = runNative(cfg);
+        rows.push({ round, ...cfg, ...r, errors: [] });
+        console.log(`round ${round} ${cfg.model} ${cfg.label}: prompt ${r.promptN} tok ${r.prompt?.toFixed(1)} tok/s, gen ${r.genN} tok ${r.gen?.toFixed(1)} tok/s ${JSON.stringify(r.text.slice(0, 48))}`);
+        continue;
+      }
       const page = await browser.newPage();
       const errors = [];
       page.on('pageerror', (e) => errors.push(e.message));
@@ -117,7 +138,17 @@ try {
       const rs = rows.filter((r) => r.model === model && r.label === cfg.label);
       console.log(`| ${cfg.label} | ${range(rs.map((r) => r.prompt))} | ${range(rs.map((r) => r.gen))} | ${range(rs.map((r) => r.load))} |`);
     }
-    for (const other of ['wllama', 'ggweb-old', 'ggweb-cold']) {
+    for (const n of THREADS) {
+      // Browser generation over native, each round's ggweb run against the native run just before it.
+      const pairs = [];
+      for (let round = 1; round <= ROUNDS; round++) {
+        const g = rows.find((r) => r.model === model && r.engine === 'ggweb' && r.threads === n && r.round === round);
+        const nv = rows.find((r) => r.model === model && r.engine === 'native' && r.threads === n && r.round === round);
+        if (g && nv) pairs.push(g.gen / nv.gen);
+      }
+      if (pairs.length) console.log(`ggweb browser / native generation at ${n} thread${n > 1 ? 's' : ''}: per round ${pairs.map((x) => `${(100 * x).toFixed(0)} %`).join(', ')}`);
+    }
+    for (const other of ['wllama', 'ggweb-old', 'ggweb-cold', 'native']) {
       for (const n of THREADS) {
         const g = rows.filter((r) => r.model === model && r.engine === 'ggweb' && r.threads === n);
         const w = rows.filter((r) => r.model === model && r.engine === other && r.threads === n);
