@@ -66,11 +66,10 @@ pub(crate) unsafe fn tile<const R: usize, const C: usize>(
 /// a·b + c: one fused `f32x4.relaxed_madd` in the relaxed-simd build (an FMA on x86 with FMA3,
 /// so the low bits may differ from mul + add, within the tests' tolerance), mul + add otherwise.
 /// The f32 tile only: the f16/bf16 tiles (the LLMs' attention over their f16 KV cache) and the
-/// quantized tiles keep mul + add, so that an LLM's results in the relaxed build are bit for bit
-/// the SIMD128 build's (its activations are re-quantized to 8 bits, which turns last-bit
-/// differences into whole steps: FMA in the f16 tile moved SmolLM2's last-position logits vs
-/// llama.cpp's from 0.52 to 0.98 max abs, against a test bound of 1.0). The f16 tile's speed is
-/// bound by its conversions, the quantized tiles' by their integer dots, not by this.
+/// quantized tiles keep mul + add (an LLM's activations are re-quantized to 8 bits, which turns
+/// last-bit differences into whole steps: FMA in the f16 tile moved SmolLM2's last-position
+/// logits vs llama.cpp's from 0.52 to 0.98 max abs, against a test bound of 1.0). The f16 tile's
+/// speed is bound by its conversions, the quantized tiles' by their integer dots, not by this.
 #[inline(always)]
 fn madd(a: v128, b: v128, c: v128) -> v128 {
     #[cfg(target_feature = "relaxed-simd")]
@@ -462,42 +461,21 @@ q8_1_tile!(tile_q5_1, 24, decode_q5_1);
 use relaxed::{tile_q4_0, tile_q4_1, tile_q4_k, tile_q5_0, tile_q5_1, tile_q5_k, tile_q6_k};
 
 /// The 4- and 5-bit 32-element-block tiles of the relaxed-SIMD build: the weight quants before
-/// their offset (0..15 or 0..31) are a valid i7 operand of `i16x8.relaxed_dot_i8x16_i7x16_s`
-/// (one pmaddubsw on x86), where every engine must give the exact pair sums; two of them and the
-/// offset's share stay below 2^15, so one `i32x4.extadd_pairwise_i16x8_s` finishes the block:
-/// 3 multiply-adds per weight row × column block instead of the SIMD128 build's 4 plus its
-/// sign extensions. Both operands are first permuted with [`relaxed::LANES`] so that each i32
-/// lane sums the same 8 elements of a block as the SIMD128 build's `i32x4.dot_i16x8_s`: the
-/// integer lane sums, hence every f32 operation after them, are bit for bit the SIMD128 build's.
+/// their offset (0..15 or 0..31) are a valid i7 operand of `i32x4.relaxed_dot_i8x16_i7x16_add_s`
+/// (one `vpdpbusd` on x86 with AVX-VNNI), where every engine must give the exact sums: two of them
+/// per weight row × column block, started from the column's −off·Σ y, instead of the SIMD128
+/// build's 4 multiply-adds plus its sign extensions. The lanes of four columns' sums are then
+/// added into one vector of whole block sums (exact), so the f32 steps run once per four
+/// columns, on lanes = columns, instead of once per column on partial lanes: q4_0/q5_0 come out
+/// bit for bit the scalar `vec_dot`'s (and this build's GEMV's), no longer the SIMD128 build's
+/// partial-lane sums (whose match needed a byte permutation of both operands, a swizzle per 16
+/// bytes, gone with them).
 /// q8_0 weights keep the i16 dots: |x| as the i7 operand with the sign moved onto the column
 /// (`i8x16.relaxed_laneselect`) measured 40 % slower in Node 20's V8. The k-quant tiles at the end
 /// need no permutation: both builds sum each super-block whole (exact) before any f32 step.
 #[cfg(target_feature = "relaxed-simd")]
 mod relaxed {
     use super::*;
-
-    /// Byte order within each 16-byte half so that lane l of the 4-byte sums holds elements
-    /// 2l, 2l+1, 8+2l, 9+2l: those of lane l of `i32x4.dot_i16x8_s` over the two i16x8 halves.
-    static LANES: Aligned16 = Aligned16([0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15]);
-
-    /// 16-byte alignment for the v128 read of [`LANES`] (a plain [u8; 16] may sit anywhere, and
-    /// a misaligned `read_volatile` is undefined behaviour: debug builds' check panicked on it).
-    #[repr(C, align(16))]
-    struct Aligned16([u8; 16]);
-
-    /// [`LANES`] as a swizzle mask, read from memory once per tile: V8 rebuilds the 16-byte
-    /// immediate of an `i8x16.shuffle` (or a `v128.const`) with 5 instructions at every use.
-    #[inline(always)]
-    pub(super) fn lanes_mask() -> v128 {
-        // SAFETY: a 16-byte, 16-aligned static; volatile so that LLVM keeps it a load, not a constant.
-        unsafe { core::ptr::read_volatile(&LANES as *const Aligned16 as *const v128) }
-    }
-
-    /// `v` in [`LANES`] order: `i8x16.relaxed_swizzle` (one pshufb) is exact for indices < 16.
-    #[inline(always)]
-    pub(super) fn lanes(v: v128, mask: v128) -> v128 {
-        i8x16_relaxed_swizzle(v, mask)
-    }
 
     /// The f16 at `p[k] + at` for each k < N as f32 splats: one vector conversion per 4 (the
     /// scalar [`f16_to_f32`] takes ~10 instructions per scale, as much as a row × column dot).
@@ -533,29 +511,27 @@ mod relaxed {
         out
     }
 
-    /// Pair sums Σ u·y over both halves of a block, as i16x8; u in 0..31 (i7), y any i8:
-    /// |pair| ≤ 2·31·128, the two halves ≤ 15872.
+    /// `acc` + Σ u·y over both halves of a block as i32x4 (u in 0..31, the i7 operand; y any
+    /// i8): lane l sums bytes 4l..4l + 4 of each half. `i32x4.relaxed_dot_i8x16_i7x16_add_s` is one `vpdpbusd` in
+    /// V8 on CPUs with AVX-VNNI, else `pmaddubsw` + `pmaddwd` + `paddd` (what the i16 dot, its
+    /// widening and the add took). Exact on every engine: |u·y| ≤ 31·128, no i16 saturation.
     #[inline(always)]
-    fn dot16(y: &[v128; 2], u: &[v128; 2]) -> v128 {
-        i16x8_add(
-            i16x8_relaxed_dot_i8x16_i7x16(y[0], u[0]),
-            i16x8_relaxed_dot_i8x16_i7x16(y[1], u[1]),
+    fn dot32(y: &[v128; 2], u: &[v128; 2], acc: v128) -> v128 {
+        i32x4_relaxed_dot_i8x16_i7x16_add(
+            y[1],
+            u[1],
+            i32x4_relaxed_dot_i8x16_i7x16_add(y[0], u[0], acc),
         )
     }
 
-    /// Quants (in [`LANES`] order) of column block `yb`, at `qat`.
+    /// Quants of column block `yb`, at `qat`.
     ///
     /// # Safety
     /// The block must be readable.
     #[inline(always)]
-    unsafe fn column(yb: *const u8, qat: usize, m: v128) -> [v128; 2] {
+    unsafe fn column(yb: *const u8, qat: usize) -> [v128; 2] {
         // SAFETY: caller; 32 quants at `qat`.
-        unsafe {
-            [
-                lanes(load16(yb.add(qat)), m),
-                lanes(load16(yb.add(qat + 16)), m),
-            ]
-        }
+        unsafe { [load16(yb.add(qat)), load16(yb.add(qat + 16))] }
     }
 
     /// Weight quants 0..15 (q4) from 16 bytes of nibbles: elements 0..16, 16..32.
@@ -563,9 +539,9 @@ mod relaxed {
     /// # Safety
     /// 16 bytes at `p` must be readable.
     #[inline(always)]
-    unsafe fn u4(p: *const u8, m: v128) -> [v128; 2] {
-        // SAFETY: caller. The permutation commutes with the byte-wise nibble split.
-        let (lo, hi) = nibbles(lanes(unsafe { load16(p) }, m));
+    unsafe fn u4(p: *const u8) -> [v128; 2] {
+        // SAFETY: caller.
+        let (lo, hi) = nibbles(unsafe { load16(p) });
         [lo, hi]
     }
 
@@ -574,19 +550,73 @@ mod relaxed {
     /// # Safety
     /// Both must be readable.
     #[inline(always)]
-    unsafe fn u5(qh: *const u8, qs: *const u8, m: v128) -> [v128; 2] {
+    unsafe fn u5(qh: *const u8, qs: *const u8) -> [v128; 2] {
         // SAFETY: caller.
         let (h0, h1) = q5_high(unsafe { (qh as *const [u8; 4]).read_unaligned() });
         // SAFETY: caller.
-        let [lo, hi] = unsafe { u4(qs, m) };
-        [v128_or(lo, lanes(h0, m)), v128_or(hi, lanes(h1, m))]
+        let [lo, hi] = unsafe { u4(qs) };
+        [v128_or(lo, h0), v128_or(hi, h1)]
+    }
+
+    /// The f16 at `p[k] + at` for each k < N (N ≤ 8) as f32 lanes, four per vector: lane k % 4
+    /// of vector k / 4 (lanes past N are 0).
+    ///
+    /// # Safety
+    /// Every `p[k] + at .. + 2` must be readable.
+    #[inline(always)]
+    unsafe fn scale_lanes<const N: usize>(p: [*const u8; N], at: usize) -> [v128; 2] {
+        let h = |k: usize| {
+            if k < N {
+                // SAFETY: caller (only k < N is read).
+                unsafe { (p[k].add(at) as *const u16).read_unaligned() as u32 }
+            } else {
+                0
+            }
+        };
+        let mut out = [f32x4_splat(0.0); 2];
+        unroll!(q < 2 => {
+            if 4 * q < N {
+                out[q] = f16x4_to_f32x4(u32x4(h(4 * q), h(4 * q + 1), h(4 * q + 2), h(4 * q + 3)));
+            }
+        });
+        out
+    }
+
+    /// Lane c % 4 of `acc[r][c / 4]` into `out[r][c]`.
+    #[inline(always)]
+    fn store_lanes<const R: usize, const C: usize>(acc: &[[v128; 2]; R], out: &mut [[f32; C]; R]) {
+        for r in 0..R {
+            let mut l = [0f32; 8];
+            // SAFETY: 32 bytes.
+            unsafe {
+                v128_store(l.as_mut_ptr() as *mut v128, acc[r][0]);
+                v128_store(l.as_mut_ptr().add(4) as *mut v128, acc[r][1]);
+            }
+            out[r].copy_from_slice(&l[..C]);
+        }
+    }
+
+    /// One weight row's exact block sums against four columns 4g.. (`sum(c)` for c < C, 0
+    /// past it) as i32 lanes, column 4g + i in lane i.
+    #[inline(always)]
+    fn block_sums<const C: usize>(g: usize, sum: impl Fn(usize) -> v128) -> v128 {
+        let s = |i: usize| {
+            if 4 * g + i < C {
+                sum(4 * g + i)
+            } else {
+                i32x4_splat(0)
+            }
+        };
+        super::super::gemv::reduce4([s(0), s(1), s(2), s(3)])
     }
 
     macro_rules! offset_tile {
-        ($name:ident, $xsize:expr, $off:expr, |$xb:ident, $m:ident| $decode:expr) => {
+        ($name:ident, $xsize:expr, $off:expr, $sumi_dx:expr, |$xb:ident| $decode:expr) => {
             /// R×C dot products of weight rows (f16 d, then quants u − off, u in 0..32) against
-            /// q8_0 columns: Σ (u − off)·y = Σ u·y − off·Σ y, off·Σ y (≤ 16·4·128 per i16
-            /// lane) once per column block.
+            /// q8_0 columns (C ≤ 8): each block's exact Σ (u − off)·y = Σ u·y − off·Σ y of four
+            /// columns in one vector's lanes, then the scalar reference's f32 steps on the
+            /// lanes (`quant/legacy.rs`: q4_0 (sumi·dx)·dy, q5_0 (dx·dy)·sumi, added to the
+            /// column's sum): bit for bit the scalar `vec_dot` and this build's GEMV.
             ///
             /// # Safety
             /// Pointers address n/32 blocks.
@@ -598,51 +628,60 @@ mod relaxed {
                 out: &mut [[f32; C]; R],
             ) {
                 const YS: usize = 34;
-                let mut acc = [[f32x4_splat(0.0); C]; R];
+                const { assert!(C <= 8) };
+                let mut acc = [[f32x4_splat(0.0); 2]; R];
                 let off = i8x16_splat($off);
-                let $m = lanes_mask();
                 for blk in 0..n / 32 {
                     // SAFETY: blk < n/32, so every block read lies inside its row.
                     unsafe {
                         let yb: [*const u8; C] = core::array::from_fn(|c| b[c].add(blk * YS));
                         let xbs: [*const u8; R] = core::array::from_fn(|r| a[r].add(blk * $xsize));
-                        let dy = scales(yb, 0);
+                        let dy = scale_lanes(yb, 0);
                         let dxs = scales(xbs, 0);
                         let mut qy = [[i8x16_splat(0); 2]; C];
-                        let mut base = [i16x8_splat(0); C];
+                        // −off·Σ y per lane: the dot-adds below start from it.
+                        let mut base = [i32x4_splat(0); C];
                         unroll!(c < C => {
-                            let q = column(yb[c], 2, $m);
+                            let q = column(yb[c], 2);
                             qy[c] = q;
-                            base[c] = dot16(&q, &[off, off]);
+                            base[c] = i32x4_neg(dot32(&q, &[off, off], i32x4_splat(0)));
                         });
                         unroll!(r < R => {
                             let $xb = xbs[r];
                             let dx = dxs[r];
                             let u: [v128; 2] = $decode;
-                            unroll!(c < C => {
-                                let s16 = i16x8_sub(dot16(&qy[c], &u), base[c]);
-                                let s = f32x4_convert_i32x4(i32x4_extadd_pairwise_i16x8(s16));
-                                acc[r][c] = qacc(s, f32x4_mul(dx, dy[c]), acc[r][c]);
+                            unroll!(g < 2 => {
+                                if 4 * g < C {
+                                    let sf = f32x4_convert_i32x4(block_sums::<C>(g, |c| {
+                                        dot32(&qy[c], &u, base[c])
+                                    }));
+                                    let t = if $sumi_dx {
+                                        f32x4_mul(f32x4_mul(sf, dx), dy[g])
+                                    } else {
+                                        f32x4_mul(f32x4_mul(dx, dy[g]), sf)
+                                    };
+                                    acc[r][g] = f32x4_add(acc[r][g], t);
+                                }
                             });
                         });
                     }
                 }
-                for r in 0..R {
-                    for c in 0..C {
-                        out[r][c] = hsum_f32(acc[r][c]);
-                    }
-                }
+                store_lanes(&acc, out);
             }
         };
     }
 
-    offset_tile!(tile_q4_0, 18, 8, |xb, m| u4(xb.add(2), m));
-    offset_tile!(tile_q5_0, 22, 16, |xb, m| u5(xb.add(2), xb.add(6), m));
+    offset_tile!(tile_q4_0, 18, 8, true, |xb| u4(xb.add(2)));
+    offset_tile!(tile_q5_0, 22, 16, false, |xb| u5(xb.add(2), xb.add(6)));
 
     macro_rules! min_tile {
-        ($name:ident, $xsize:expr, |$xb:ident, $m:ident| $decode:expr) => {
+        ($name:ident, $xsize:expr, |$xb:ident| $decode:expr) => {
             /// R×C dot products of weight rows with a min (f16 d, f16 m, quants u in 0..32)
-            /// against q8_1 columns, as the SIMD128 build's `q8_1_tile`.
+            /// against q8_1 columns (C ≤ 8), as [`offset_tile`]'s, except that the min terms
+            /// mx·sy are summed apart and added at the end, as llama.cpp's CPU dot does: per
+            /// block and lane, the scalar's (dx·dy)·sumi + mx·sy moved SmolLM2's last-position
+            /// logits from llama.cpp's by up to 1.48 (KL 7e-3; the tests' bound is 1.0), apart
+            /// 0.88 (KL 2e-3; the partial-lane tiles before: 0.61, 2.6e-3).
             ///
             /// # Safety
             /// Pointers address n/32 blocks.
@@ -654,47 +693,51 @@ mod relaxed {
                 out: &mut [[f32; C]; R],
             ) {
                 const YS: usize = 36;
-                let mut acc = [[f32x4_splat(0.0); C]; R];
-                let mut summ = [[0f32; C]; R];
-                let $m = lanes_mask();
+                const { assert!(C <= 8) };
+                let mut acc = [[f32x4_splat(0.0); 2]; R];
+                let mut summ = [[f32x4_splat(0.0); 2]; R];
                 for blk in 0..n / 32 {
                     // SAFETY: blk < n/32, so every block read lies inside its row.
                     unsafe {
                         let yb: [*const u8; C] = core::array::from_fn(|c| b[c].add(blk * YS));
                         let xbs: [*const u8; R] = core::array::from_fn(|r| a[r].add(blk * $xsize));
-                        let dy = scales(yb, 0);
+                        let dy = scale_lanes(yb, 0);
+                        let sy = scale_lanes(yb, 2);
                         let dxs = scales(xbs, 0);
-                        let mut sy = [0f32; C];
+                        let mxs = scales(xbs, 2);
                         let mut qy = [[i8x16_splat(0); 2]; C];
                         unroll!(c < C => {
-                            sy[c] = f16_at(yb[c].add(2));
-                            qy[c] = column(yb[c], 4, $m);
+                            qy[c] = column(yb[c], 4);
                         });
                         unroll!(r < R => {
                             let $xb = xbs[r];
-                            let dx = dxs[r];
-                            let mx = f16_at($xb.add(2));
+                            let (dx, mx) = (dxs[r], mxs[r]);
                             let u: [v128; 2] = $decode;
-                            unroll!(c < C => {
-                                let s16 = dot16(&qy[c], &u);
-                                let s = f32x4_convert_i32x4(i32x4_extadd_pairwise_i16x8(s16));
-                                acc[r][c] = qacc(s, f32x4_mul(dx, dy[c]), acc[r][c]);
-                                summ[r][c] += mx * sy[c];
+                            unroll!(g < 2 => {
+                                if 4 * g < C {
+                                    let sf = f32x4_convert_i32x4(block_sums::<C>(g, |c| {
+                                        dot32(&qy[c], &u, i32x4_splat(0))
+                                    }));
+                                    let t = f32x4_mul(f32x4_mul(dx, dy[g]), sf);
+                                    acc[r][g] = f32x4_add(acc[r][g], t);
+                                    summ[r][g] = f32x4_add(summ[r][g], f32x4_mul(mx, sy[g]));
+                                }
                             });
                         });
                     }
                 }
                 for r in 0..R {
-                    for c in 0..C {
-                        out[r][c] = hsum_f32(acc[r][c]) + summ[r][c];
+                    for g in 0..2 {
+                        acc[r][g] = f32x4_add(acc[r][g], summ[r][g]);
                     }
                 }
+                store_lanes(&acc, out);
             }
         };
     }
 
-    min_tile!(tile_q4_1, 20, |xb, m| u4(xb.add(4), m));
-    min_tile!(tile_q5_1, 24, |xb, m| u5(xb.add(4), xb.add(8), m));
+    min_tile!(tile_q4_1, 20, |xb| u4(xb.add(4)));
+    min_tile!(tile_q5_1, 24, |xb| u5(xb.add(4), xb.add(8)));
 
     /// Scale, quants (i8) and bsums of super-block `blk` of the C q8_K columns.
     ///
