@@ -6,7 +6,7 @@
 //! Both sides see the same quantized bytes (weights quantized once, columns converted with the
 //! backend's own `from_f32`), so integer sums are exact and only the f32 accumulation order and
 //! the per-block scale products differ: tolerance 2e-5 of Σ|w·y| (dequantized terms) per output.
-//! The relaxed-SIMD build's q4_0/q5_0 tiles and the k-quant tiles are bit for bit the scalar
+//! The SIMD builds' q4_0/q5_0/q8_0 tiles and the k-quant tiles are bit for bit the scalar
 //! `vec_dot` (checked); the ±1 data (every quant at its extreme: nibbles 0/15, column quants
 //! ±127) is the integer sums' worst case.
 use ggweb::backend::cpu::{cpu_buffer_type, type_traits, CpuBackend};
@@ -74,11 +74,11 @@ fn check_data(dt: DType, k: usize, extreme: bool, m: usize) {
                     .sum();
                 // The k-quant tiles sum each super-block whole and add the scalar's f32 terms in
                 // its order: bit for bit the scalar `vec_dot` in the SIMD builds.
-                // The relaxed build's q4_0/q5_0 tiles sum each block whole per column (exact) and
-                // run the scalar's f32 steps on the lanes, as its GEMV does: bit for bit too.
-                // (q4_1/q5_1 keep the min terms' sum apart, as llama.cpp does.)
-                let exact_32 =
-                    cfg!(target_feature = "relaxed-simd") && matches!(dt, DType::Q4_0 | DType::Q5_0);
+                // The SIMD builds' q4_0/q5_0/q8_0 tiles sum each block whole per column (exact)
+                // and run the scalar's f32 steps on the lanes, as their GEMVs do: bit for bit
+                // too. (q4_1/q5_1 keep the min terms' sum apart, as llama.cpp does.)
+                let exact_32 = cfg!(target_feature = "simd128")
+                    && matches!(dt, DType::Q4_0 | DType::Q5_0 | DType::Q8_0);
                 if (dt.block_size() == 256 && cfg!(target_feature = "simd128")) || exact_32 {
                     assert_eq!(
                         got[j * m + i].to_bits(),

@@ -269,10 +269,66 @@ pub(super) fn dot32(x: &[v128; 4], y: &[v128; 4]) -> v128 {
     )
 }
 
+/// The f16 at `p[k] + at` for each k < N (N ≤ 8) as f32 lanes, four per vector: lane k % 4
+/// of vector k / 4 (lanes past N are 0).
+///
+/// # Safety
+/// Every `p[k] + at .. + 2` must be readable.
+#[inline(always)]
+unsafe fn scale_lanes<const N: usize>(p: [*const u8; N], at: usize) -> [v128; 2] {
+    let h = |k: usize| {
+        if k < N {
+            // SAFETY: caller (only k < N is read).
+            unsafe { (p[k].add(at) as *const u16).read_unaligned() as u32 }
+        } else {
+            0
+        }
+    };
+    let mut out = [f32x4_splat(0.0); 2];
+    unroll!(q < 2 => {
+        if 4 * q < N {
+            out[q] = f16x4_to_f32x4(u32x4(h(4 * q), h(4 * q + 1), h(4 * q + 2), h(4 * q + 3)));
+        }
+    });
+    out
+}
+
+/// Lane c % 4 of `acc[r][c / 4]` into `out[r][c]`.
+#[inline(always)]
+fn store_lanes<const R: usize, const C: usize>(acc: &[[v128; 2]; R], out: &mut [[f32; C]; R]) {
+    for r in 0..R {
+        let mut l = [0f32; 8];
+        // SAFETY: 32 bytes.
+        unsafe {
+            v128_store(l.as_mut_ptr() as *mut v128, acc[r][0]);
+            v128_store(l.as_mut_ptr().add(4) as *mut v128, acc[r][1]);
+        }
+        out[r].copy_from_slice(&l[..C]);
+    }
+}
+
+/// One weight row's exact block sums against four columns 4g.. (`sum(c)` for c < C, 0
+/// past it) as i32 lanes, column 4g + i in lane i.
+#[inline(always)]
+fn block_sums<const C: usize>(g: usize, sum: impl Fn(usize) -> v128) -> v128 {
+    let s = |i: usize| {
+        if 4 * g + i < C {
+            sum(4 * g + i)
+        } else {
+            i32x4_splat(0)
+        }
+    };
+    super::gemv::reduce4([s(0), s(1), s(2), s(3)])
+}
+
 macro_rules! q8_0_tile {
-    ($name:ident, $xsize:expr, $decode:ident) => {
+    ($name:ident, $xsize:expr, $sumi_dx:expr, $decode:ident) => {
         /// R×C dot products of weight rows (blocks of 32 with an f16 scale first) against q8_0
-        /// columns; each weight block is decoded once for all C columns.
+        /// columns (C ≤ 8); each weight block is decoded once for all C columns. Each block's
+        /// exact integer sums of four columns meet in one vector's lanes (lane = column), then
+        /// the scalar reference's f32 steps run on the lanes (`quant/legacy.rs`: q4_0
+        /// (sumi·dx)·dy, q5_0 and q8_0 (dx·dy)·sumi): bit for bit the scalar `vec_dot`, and
+        /// the relaxed build's tiles.
         ///
         /// # Safety
         /// Pointers address n/32 blocks.
@@ -284,33 +340,38 @@ macro_rules! q8_0_tile {
             out: &mut [[f32; C]; R],
         ) {
             const YS: usize = 34;
-            let mut acc = [[f32x4_splat(0.0); C]; R];
+            const { assert!(C <= 8) };
+            let mut acc = [[f32x4_splat(0.0); 2]; R];
             for blk in 0..n / 32 {
                 // SAFETY: blk < n/32, so every block read lies inside its row.
                 unsafe {
-                    let mut dy = [f32x4_splat(0.0); C];
+                    let yb: [*const u8; C] = core::array::from_fn(|c| b[c].add(blk * YS));
+                    let dy = scale_lanes(yb, 0);
                     let mut qy = [[i16x8_splat(0); 4]; C];
                     unroll!(c < C => {
-                        let yb = b[c].add(blk * YS);
-                        dy[c] = f32x4_splat(f16_at(yb));
-                        qy[c] = ext_i8x32(yb.add(2));
+                        qy[c] = ext_i8x32(yb[c].add(2));
                     });
                     unroll!(r < R => {
                         let xb = a[r].add(blk * $xsize);
                         let dx = f32x4_splat(f16_at(xb));
                         let qx: [v128; 4] = $decode(xb);
-                        unroll!(c < C => {
-                            let s = f32x4_convert_i32x4(dot32(&qx, &qy[c]));
-                            acc[r][c] = qacc(s, f32x4_mul(dx, dy[c]), acc[r][c]);
+                        unroll!(g < 2 => {
+                            if 4 * g < C {
+                                let sf = f32x4_convert_i32x4(block_sums::<C>(g, |c| {
+                                    dot32(&qx, &qy[c])
+                                }));
+                                let t = if $sumi_dx {
+                                    f32x4_mul(f32x4_mul(sf, dx), dy[g])
+                                } else {
+                                    f32x4_mul(f32x4_mul(dx, dy[g]), sf)
+                                };
+                                acc[r][g] = f32x4_add(acc[r][g], t);
+                            }
                         });
                     });
                 }
             }
-            for r in 0..R {
-                for c in 0..C {
-                    out[r][c] = hsum_f32(acc[r][c]);
-                }
-            }
+            store_lanes(&acc, out);
         }
     };
 }
@@ -395,16 +456,18 @@ pub(super) unsafe fn decode_q5_1(xb: *const u8) -> [v128; 4] {
 }
 
 #[cfg(not(target_feature = "relaxed-simd"))]
-q8_0_tile!(tile_q4_0, 18, decode_q4_0);
+q8_0_tile!(tile_q4_0, 18, true, decode_q4_0);
 #[cfg(not(target_feature = "relaxed-simd"))]
-q8_0_tile!(tile_q5_0, 22, decode_q5_0);
-q8_0_tile!(tile_q8_0, 34, decode_q8_0);
+q8_0_tile!(tile_q5_0, 22, false, decode_q5_0);
+q8_0_tile!(tile_q8_0, 34, false, decode_q8_0);
 
 #[cfg(not(target_feature = "relaxed-simd"))]
 macro_rules! q8_1_tile {
     ($name:ident, $xsize:expr, $decode:ident) => {
         /// R×C dot products of weight rows with a min (x = d·q + m: f16 d, f16 m first) against
-        /// q8_1 columns (f16 d, f16 s = d·Σq, 32 i8): Σ = dx·dy·Σ q·y + m·s per block.
+        /// q8_1 columns (f16 d, f16 s = d·Σq, 32 i8; C ≤ 8): per block and column (lane)
+        /// (dx·dy)·Σ q·y, and m·s summed apart and added at the end (as llama.cpp's CPU dot),
+        /// the relaxed build's `min_tile` bit for bit.
         ///
         /// # Safety
         /// Pointers address n/32 blocks.
@@ -416,38 +479,43 @@ macro_rules! q8_1_tile {
             out: &mut [[f32; C]; R],
         ) {
             const YS: usize = 36;
-            let mut acc = [[f32x4_splat(0.0); C]; R];
-            let mut summ = [[0f32; C]; R];
+            const { assert!(C <= 8) };
+            let mut acc = [[f32x4_splat(0.0); 2]; R];
+            let mut summ = [[f32x4_splat(0.0); 2]; R];
             for blk in 0..n / 32 {
                 // SAFETY: blk < n/32, so every block read lies inside its row.
                 unsafe {
-                    let mut dy = [f32x4_splat(0.0); C];
-                    let mut sy = [0f32; C];
+                    let yb: [*const u8; C] = core::array::from_fn(|c| b[c].add(blk * YS));
+                    let dy = scale_lanes(yb, 0);
+                    let sy = scale_lanes(yb, 2);
                     let mut qy = [[i16x8_splat(0); 4]; C];
                     unroll!(c < C => {
-                        let yb = b[c].add(blk * YS);
-                        dy[c] = f32x4_splat(f16_at(yb));
-                        sy[c] = f16_at(yb.add(2));
-                        qy[c] = ext_i8x32(yb.add(4));
+                        qy[c] = ext_i8x32(yb[c].add(4));
                     });
                     unroll!(r < R => {
                         let xb = a[r].add(blk * $xsize);
                         let dx = f32x4_splat(f16_at(xb));
-                        let mx = f16_at(xb.add(2));
+                        let mx = f32x4_splat(f16_at(xb.add(2)));
                         let qx: [v128; 4] = $decode(xb);
-                        unroll!(c < C => {
-                            let s = f32x4_convert_i32x4(dot32(&qx, &qy[c]));
-                            acc[r][c] = qacc(s, f32x4_mul(dx, dy[c]), acc[r][c]);
-                            summ[r][c] += mx * sy[c];
+                        unroll!(g < 2 => {
+                            if 4 * g < C {
+                                let sf = f32x4_convert_i32x4(block_sums::<C>(g, |c| {
+                                    dot32(&qx, &qy[c])
+                                }));
+                                let t = f32x4_mul(f32x4_mul(dx, dy[g]), sf);
+                                acc[r][g] = f32x4_add(acc[r][g], t);
+                                summ[r][g] = f32x4_add(summ[r][g], f32x4_mul(mx, sy[g]));
+                            }
                         });
                     });
                 }
             }
             for r in 0..R {
-                for c in 0..C {
-                    out[r][c] = hsum_f32(acc[r][c]) + summ[r][c];
+                for g in 0..2 {
+                    acc[r][g] = f32x4_add(acc[r][g], summ[r][g]);
                 }
             }
+            store_lanes(&acc, out);
         }
     };
 }
@@ -466,10 +534,9 @@ use relaxed::{tile_q4_0, tile_q4_1, tile_q4_k, tile_q5_0, tile_q5_1, tile_q5_k, 
 /// per weight row × column block, started from the column's −off·Σ y, instead of the SIMD128
 /// build's 4 multiply-adds plus its sign extensions. The lanes of four columns' sums are then
 /// added into one vector of whole block sums (exact), so the f32 steps run once per four
-/// columns, on lanes = columns, instead of once per column on partial lanes: q4_0/q5_0 come out
-/// bit for bit the scalar `vec_dot`'s (and this build's GEMV's), no longer the SIMD128 build's
-/// partial-lane sums (whose match needed a byte permutation of both operands, a swizzle per 16
-/// bytes, gone with them).
+/// columns, on lanes = columns: the same integers and f32 steps as the SIMD128 build's tiles
+/// (`q8_0_tile`, `q8_1_tile`), so both builds give the same bits, q4_0/q5_0 those of the scalar
+/// `vec_dot` (and of the GEMVs). (npm `builds-parity.test.mjs` checks SmolLM2's logits.)
 /// q8_0 weights keep the i16 dots: |x| as the i7 operand with the sign moved onto the column
 /// (`i8x16.relaxed_laneselect`) measured 40 % slower in Node 20's V8. The k-quant tiles at the end
 /// need no permutation: both builds sum each super-block whole (exact) before any f32 step.
@@ -556,58 +623,6 @@ mod relaxed {
         // SAFETY: caller.
         let [lo, hi] = unsafe { u4(qs) };
         [v128_or(lo, h0), v128_or(hi, h1)]
-    }
-
-    /// The f16 at `p[k] + at` for each k < N (N ≤ 8) as f32 lanes, four per vector: lane k % 4
-    /// of vector k / 4 (lanes past N are 0).
-    ///
-    /// # Safety
-    /// Every `p[k] + at .. + 2` must be readable.
-    #[inline(always)]
-    unsafe fn scale_lanes<const N: usize>(p: [*const u8; N], at: usize) -> [v128; 2] {
-        let h = |k: usize| {
-            if k < N {
-                // SAFETY: caller (only k < N is read).
-                unsafe { (p[k].add(at) as *const u16).read_unaligned() as u32 }
-            } else {
-                0
-            }
-        };
-        let mut out = [f32x4_splat(0.0); 2];
-        unroll!(q < 2 => {
-            if 4 * q < N {
-                out[q] = f16x4_to_f32x4(u32x4(h(4 * q), h(4 * q + 1), h(4 * q + 2), h(4 * q + 3)));
-            }
-        });
-        out
-    }
-
-    /// Lane c % 4 of `acc[r][c / 4]` into `out[r][c]`.
-    #[inline(always)]
-    fn store_lanes<const R: usize, const C: usize>(acc: &[[v128; 2]; R], out: &mut [[f32; C]; R]) {
-        for r in 0..R {
-            let mut l = [0f32; 8];
-            // SAFETY: 32 bytes.
-            unsafe {
-                v128_store(l.as_mut_ptr() as *mut v128, acc[r][0]);
-                v128_store(l.as_mut_ptr().add(4) as *mut v128, acc[r][1]);
-            }
-            out[r].copy_from_slice(&l[..C]);
-        }
-    }
-
-    /// One weight row's exact block sums against four columns 4g.. (`sum(c)` for c < C, 0
-    /// past it) as i32 lanes, column 4g + i in lane i.
-    #[inline(always)]
-    fn block_sums<const C: usize>(g: usize, sum: impl Fn(usize) -> v128) -> v128 {
-        let s = |i: usize| {
-            if 4 * g + i < C {
-                sum(4 * g + i)
-            } else {
-                i32x4_splat(0)
-            }
-        };
-        super::super::gemv::reduce4([s(0), s(1), s(2), s(3)])
     }
 
     macro_rules! offset_tile {

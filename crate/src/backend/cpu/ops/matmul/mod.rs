@@ -789,14 +789,11 @@ fn mul_mat_chunk(
                                 2 => quant_tile!(4, 2),
                                 4 => quant_tile!(2, 4),
                                 6 => quant_tile!(1, 6),
-                                // The relaxed wasm 4/5-bit tiles keep two accumulators a row
-                                // (lanes = columns), so four rows fit V8's registers: 4×8
-                                // measured 1.16–1.28× (SmolLM2) and 1.12–1.18× (Qwen2.5) the
-                                // 2×8 prompt in Chromium.
-                                #[cfg(all(
-                                    target_arch = "wasm32",
-                                    target_feature = "relaxed-simd"
-                                ))]
+                                // The wasm 4/5-bit tiles keep two accumulators a row (lanes =
+                                // columns), so four rows fit V8's registers: 4×8 measured
+                                // 1.16–1.28× (SmolLM2) and 1.12–1.18× (Qwen2.5) the 2×8 prompt
+                                // in Chromium (relaxed build).
+                                #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
                                 8 if !t.is_k_quant() && (t.has_min() || wasm_simd_q5_0(t)) => {
                                     quant_tile!(4, 8)
                                 }
