@@ -10,7 +10,7 @@ use core::arch::wasm32::*;
 
 use half::f16;
 
-use super::gemv::f16x8_to_f32;
+use super::gemv::{f16_consts, f16x8_to_f32, F16Consts};
 use crate::backend::cpu::arch::portable::{axpy_heads_f16_tail, dot4_f16_tail};
 
 /// Longest head (dk) whose four K rows are converted into the stack buffer; longer heads
@@ -23,9 +23,9 @@ const MAX_DK: usize = 512;
 /// # Safety
 /// `p..p + 8` must be readable.
 #[inline(always)]
-unsafe fn load8(p: *const f16) -> [v128; 2] {
+unsafe fn load8(p: *const f16, k: &F16Consts) -> [v128; 2] {
     // SAFETY: caller; v128 loads have no alignment needs.
-    f16x8_to_f32(unsafe { v128_load(p as *const v128) })
+    f16x8_to_f32(unsafe { v128_load(p as *const v128) }, k)
 }
 
 /// Four i32x4/f32x4 of partial sums → lane r = the (pairwise) sum of `p[r]`'s lanes.
@@ -57,6 +57,7 @@ pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32;
     }
     let dk = q.len() / g;
     let n8 = dk / 8 * 8;
+    let fk = f16_consts();
     if g == 1 || n8 > MAX_DK {
         for (h, o) in out.iter_mut().enumerate() {
             // SAFETY: forwarded.
@@ -74,7 +75,7 @@ pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32;
         for (r, row) in k.iter().enumerate() {
             let mut i = 0;
             while i < n8 {
-                let [lo, hi] = load8(row.add(i));
+                let [lo, hi] = load8(row.add(i), &fk);
                 kf.add(r * w + i / 4).write(lo);
                 kf.add(r * w + i / 4 + 1).write(hi);
                 i += 8;
@@ -110,6 +111,7 @@ pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32;
 #[inline(always)]
 unsafe fn dot4_direct(k: [*const f16; 4], q: &[f32]) -> [f32; 4] {
     let n8 = q.len() / 8 * 8;
+    let fk = f16_consts();
     let mut acc = [f32x4_splat(0.0); 4];
     let mut i = 0;
     // SAFETY: i + 8 <= n8, inside q and every row.
@@ -118,7 +120,7 @@ unsafe fn dot4_direct(k: [*const f16; 4], q: &[f32]) -> [f32; 4] {
             let q0 = v128_load(q.as_ptr().add(i) as *const v128);
             let q1 = v128_load(q.as_ptr().add(i + 4) as *const v128);
             for (a, row) in acc.iter_mut().zip(k) {
-                let [lo, hi] = load8(row.add(i));
+                let [lo, hi] = load8(row.add(i), &fk);
                 *a = f32x4_add(*a, f32x4_mul(lo, q0));
                 *a = f32x4_add(*a, f32x4_mul(hi, q1));
             }
@@ -139,11 +141,12 @@ pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) {
     let n = v.len();
     assert_eq!(accs.len(), ws.len() * n, "axpy_heads_f16: lengths");
     let n8 = n / 8 * 8;
+    let fk = f16_consts();
     let mut i = 0;
     // SAFETY: i + 8 <= n8 ≤ n inside v and inside each head's n accumulators (accs = heads × n).
     unsafe {
         while i < n8 {
-            let [lo, hi] = load8(v.as_ptr().add(i));
+            let [lo, hi] = load8(v.as_ptr().add(i), &fk);
             for (h, &w) in ws.iter().enumerate() {
                 if w == 0.0 {
                     continue;

@@ -118,20 +118,70 @@ pub(super) fn reduce4(p: [v128; 4]) -> v128 {
     )
 }
 
+/// The constants of the f16 conversions, read from memory once per kernel call and kept in
+/// registers: V8 rebuilds a `v128.const` (or a splat of a constant) with up to three
+/// instructions at every use, inside the loops (195 such rebuilds in the attention's K
+/// conversion, 3–6 per block in the GEMV's, seen in V8 14's code).
+#[derive(Clone, Copy)]
+pub(super) struct F16Consts {
+    exp: v128,
+    bits: v128,
+    rebias: v128,
+    inf: v128,
+}
+
+#[repr(C, align(16))]
+struct F16ConstsData([u32; 16]);
+
+static F16_CONSTS: F16ConstsData = F16ConstsData([
+    0x7c00,
+    0x7c00,
+    0x7c00,
+    0x7c00,
+    0x8fff_e000,
+    0x8fff_e000,
+    0x8fff_e000,
+    0x8fff_e000,
+    0x7780_0000,
+    0x7780_0000,
+    0x7780_0000,
+    0x7780_0000,
+    0x3800_0000,
+    0x3800_0000,
+    0x3800_0000,
+    0x3800_0000,
+]);
+
+/// [`F16Consts`] (volatile loads, so that LLVM keeps them loads, not constants it would
+/// rematerialize).
+#[inline(always)]
+pub(super) fn f16_consts() -> F16Consts {
+    // SAFETY: a 16-aligned static of four v128.
+    let l = |i: usize| unsafe {
+        core::ptr::read_volatile((&F16_CONSTS as *const F16ConstsData as *const v128).add(i))
+    };
+    F16Consts {
+        exp: l(0),
+        bits: l(1),
+        rebias: l(2),
+        inf: l(3),
+    }
+}
+
 /// f16 bits in i16 lanes 0..4 of `h` → f32x4, exact for every value: ±0, subnormals, normals,
 /// ±inf, NaN (payload kept). Branch-free: V8 spills every live vector around a branch or a
 /// call in the block loop.
 #[inline(always)]
-fn f16x4_to_f32(h: v128) -> v128 {
-    f16x4_exact(i32x4_extend_low_i16x8(h))
+fn f16x4_to_f32(h: v128, k: &F16Consts) -> v128 {
+    f16x4_exact(i32x4_extend_low_i16x8(h), k)
 }
 
 /// f16 bits in i16 lanes 0..8 → f32x4 of lanes 0..4 and 4..8, exact as [`f16x4_to_f32`].
 #[inline(always)]
-pub(super) fn f16x8_to_f32(h: v128) -> [v128; 2] {
+pub(super) fn f16x8_to_f32(h: v128, k: &F16Consts) -> [v128; 2] {
     [
-        f16x4_exact(i32x4_extend_low_i16x8(h)),
-        f16x4_exact(i32x4_extend_high_i16x8(h)),
+        f16x4_exact(i32x4_extend_low_i16x8(h), k),
+        f16x4_exact(i32x4_extend_high_i16x8(h), k),
     ]
 }
 
@@ -142,11 +192,11 @@ pub(super) fn f16x8_to_f32(h: v128) -> [v128; 2] {
 /// 255 with the mantissa kept. (The exponent test is on the i32 lanes: widening an i16 mask
 /// made LLVM move each lane through a general register.)
 #[inline(always)]
-fn f16x4_exact(s: v128) -> v128 {
-    let special = i32x4_eq(v128_and(s, i32x4_splat(0x7c00)), i32x4_splat(0x7c00));
-    let bits = v128_and(i32x4_shl(s, 13), u32x4_splat(0x8fff_e000));
-    let v = f32x4_mul(bits, f32x4_splat(f32::from_bits(0x7780_0000)));
-    v128_or(v, v128_and(special, u32x4_splat(0x3800_0000)))
+pub(super) fn f16x4_exact(s: v128, k: &F16Consts) -> v128 {
+    let special = i32x4_eq(v128_and(s, k.exp), k.exp);
+    let bits = v128_and(i32x4_shl(s, 13), k.bits);
+    let v = f32x4_mul(bits, k.rebias);
+    v128_or(v, v128_and(special, k.inf))
 }
 
 /// The f16 scales at `p[r] + at` of the four rows as f32x4 (exact, see [`f16x4_to_f32`]).
@@ -154,7 +204,7 @@ fn f16x4_exact(s: v128) -> v128 {
 /// # Safety
 /// Each `p[r] + at .. + 2` must be readable.
 #[inline(always)]
-pub(super) unsafe fn scales4(p: [*const u8; 4], at: usize) -> v128 {
+pub(super) unsafe fn scales4(p: [*const u8; 4], at: usize, k: &F16Consts) -> v128 {
     // SAFETY: caller; 2 bytes each.
     let h = unsafe {
         let v = v128_load16_lane::<0>(i16x8_splat(0), p[0].add(at) as *const u16);
@@ -162,7 +212,7 @@ pub(super) unsafe fn scales4(p: [*const u8; 4], at: usize) -> v128 {
         let v = v128_load16_lane::<2>(v, p[2].add(at) as *const u16);
         v128_load16_lane::<3>(v, p[3].add(at) as *const u16)
     };
-    f16x4_to_f32(h)
+    f16x4_to_f32(h, k)
 }
 
 /// The two adjacent f16 scales at `p[r] + at` and `+ 2` of the four rows (q4_1's d and m, q4_K's
@@ -171,7 +221,7 @@ pub(super) unsafe fn scales4(p: [*const u8; 4], at: usize) -> v128 {
 /// # Safety
 /// Each `p[r] + at .. + 4` must be readable.
 #[inline(always)]
-pub(super) unsafe fn scale_pairs4(p: [*const u8; 4], at: usize) -> (v128, v128) {
+pub(super) unsafe fn scale_pairs4(p: [*const u8; 4], at: usize, k: &F16Consts) -> (v128, v128) {
     // SAFETY: caller; 4 bytes each.
     let h = unsafe {
         let v = v128_load32_lane::<0>(i32x4_splat(0), p[0].add(at) as *const u32);
@@ -180,7 +230,7 @@ pub(super) unsafe fn scale_pairs4(p: [*const u8; 4], at: usize) -> (v128, v128) 
         v128_load32_lane::<3>(v, p[3].add(at) as *const u32)
     };
     // [d0 m0 d1 m1], [d2 m2 d3 m3] → [d0 d1 d2 d3], [m0 m1 m2 m3].
-    let [lo, hi] = f16x8_to_f32(h);
+    let [lo, hi] = f16x8_to_f32(h, k);
     (
         i32x4_shuffle::<0, 2, 4, 6>(lo, hi),
         i32x4_shuffle::<1, 3, 5, 7>(lo, hi),
@@ -194,8 +244,8 @@ const F16_REBIAS: f32 = f32::from_bits(0x7780_0000);
 /// rebias): exact for every finite value, subnormal f16 as f32 denormals (repacked weights have
 /// finite scales only; the column carries the 2^112, see [`run`]).
 #[inline(always)]
-fn f16x4_unbiased(s: v128) -> v128 {
-    v128_and(i32x4_shl(s, 13), u32x4_splat(0x8fff_e000))
+fn f16x4_unbiased(s: v128, k: &F16Consts) -> v128 {
+    v128_and(i32x4_shl(s, 13), k.bits)
 }
 
 /// A repacked group block's scales (`repack.rs`): d of its four rows, and m when `min`, as
@@ -204,18 +254,21 @@ fn f16x4_unbiased(s: v128) -> v128 {
 /// # Safety
 /// 8 bytes (16 when `min`) at `g` must be readable.
 #[inline(always)]
-unsafe fn group_scales(g: *const u8, min: bool) -> (v128, v128) {
+unsafe fn group_scales(g: *const u8, min: bool, k: &F16Consts) -> (v128, v128) {
     if min {
         // SAFETY: caller, 16 bytes.
         let h = unsafe { load16(g) };
         (
-            f16x4_unbiased(i32x4_extend_low_i16x8(h)),
-            f16x4_unbiased(i32x4_extend_high_i16x8(h)),
+            f16x4_unbiased(i32x4_extend_low_i16x8(h), k),
+            f16x4_unbiased(i32x4_extend_high_i16x8(h), k),
         )
     } else {
         // SAFETY: caller, 8 bytes.
         let h = unsafe { v128_load64_zero(g as *const u64) };
-        (f16x4_unbiased(i32x4_extend_low_i16x8(h)), f32x4_splat(0.0))
+        (
+            f16x4_unbiased(i32x4_extend_low_i16x8(h), k),
+            f32x4_splat(0.0),
+        )
     }
 }
 
@@ -355,6 +408,7 @@ unsafe fn run<const R4: bool>(
     // rounding scaled where it is an f32 normal (|sumi·dx| ≥ 2^-14), and exact below that (there
     // dx is an f16 subnormal m·2^-24 with |sumi·m| < 2^10).
     let pre = if R4 { F16_REBIAS } else { 1.0 };
+    let fk = f16_consts();
     // SAFETY: caller; nb ≤ MAX_BLOCKS (checked by `gemv`).
     unsafe { column_blocks(cp, nb, b, ys, qat, (min, off, signs), pre) };
     let n = pn.nrows;
@@ -408,16 +462,16 @@ unsafe fn run<const R4: bool>(
                     let body = xs - 2 * f - 4 * hb;
                     let x0 = g.add(8 * f + 16 * hb - (2 * f + 4 * hb));
                     let xb = [x0, x0.add(body), x0.add(2 * body), x0.add(3 * body)];
-                    (xb, g.add(8 * f), group_scales(g, min))
+                    (xb, g.add(8 * f), group_scales(g, min, &fk))
                 } else {
                     let x0 = base.add(blk * xs);
                     let x1 = x0.add(stride);
                     let x2 = x1.add(stride);
                     let xb = [x0, x1, x2, x2.add(stride)];
                     let sc = if min {
-                        scale_pairs4(xb, 0)
+                        scale_pairs4(xb, 0, &fk)
                     } else {
-                        (scales4(xb, 0), f32x4_splat(0.0))
+                        (scales4(xb, 0, &fk), f32x4_splat(0.0))
                     };
                     (xb, x0, sc)
                 };

@@ -18,7 +18,7 @@
 
 use core::arch::wasm32::*;
 
-use super::gemv::{reduce4, scale_pairs4, scales4, PF_PASSES};
+use super::gemv::{f16_consts, reduce4, scale_pairs4, scales4, PF_PASSES};
 use super::tiles::load16;
 use crate::backend::cpu::arch::Panel;
 
@@ -161,6 +161,7 @@ unsafe fn run<const R4: bool>(
     sums: impl Fn([*const u8; 4], *const u8) -> (v128, v128),
 ) {
     let n = pn.nrows;
+    let fk = f16_consts();
     // The last row's last byte + 1: what the touches stay below.
     let end = (n.max(1) - 1) * pn.lda + nb * xs;
     let mut i = 0;
@@ -199,9 +200,9 @@ unsafe fn run<const R4: bool>(
                 // The scalar reference's operations in its order (quant/k_quants.rs).
                 let dy = f32x4_splat((yb as *const f32).read_unaligned());
                 let (d, dmin) = if min {
-                    scale_pairs4(xb, dat)
+                    scale_pairs4(xb, dat, &fk)
                 } else {
-                    (scales4(xb, dat), f32x4_splat(0.0))
+                    (scales4(xb, dat, &fk), f32x4_splat(0.0))
                 };
                 let mut t = f32x4_mul(f32x4_mul(d, dy), f32x4_convert_i32x4(isum));
                 if min {

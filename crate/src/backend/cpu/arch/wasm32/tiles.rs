@@ -17,6 +17,7 @@
 
 use core::arch::wasm32::*;
 
+use super::gemv::{f16_consts, f16x4_exact, F16Consts};
 use super::quants::{f16x4_to_f32x4, nibbles, q5_high, q6_quants};
 use crate::backend::cpu::arch::Tiled;
 
@@ -275,11 +276,12 @@ pub(super) fn dot32(x: &[v128; 4], y: &[v128; 4]) -> v128 {
 /// # Safety
 /// Every `p[k] + at .. + 2` must be readable.
 #[inline(always)]
-unsafe fn scale_lanes<const N: usize>(p: [*const u8; N], at: usize) -> [v128; 2] {
-    let h = |k: usize| {
-        if k < N {
-            // SAFETY: caller (only k < N is read).
-            unsafe { (p[k].add(at) as *const u16).read_unaligned() as u32 }
+unsafe fn scale_lanes<const N: usize>(p: [*const u8; N], at: usize, k: &F16Consts) -> [v128; 2] {
+    // Sign-extended, as [`f16x4_exact`] takes them.
+    let h = |i: usize| {
+        if i < N {
+            // SAFETY: caller (only i < N is read).
+            unsafe { (p[i].add(at) as *const i16).read_unaligned() as i32 }
         } else {
             0
         }
@@ -287,7 +289,7 @@ unsafe fn scale_lanes<const N: usize>(p: [*const u8; N], at: usize) -> [v128; 2]
     let mut out = [f32x4_splat(0.0); 2];
     unroll!(q < 2 => {
         if 4 * q < N {
-            out[q] = f16x4_to_f32x4(u32x4(h(4 * q), h(4 * q + 1), h(4 * q + 2), h(4 * q + 3)));
+            out[q] = f16x4_exact(i32x4(h(4 * q), h(4 * q + 1), h(4 * q + 2), h(4 * q + 3)), k);
         }
     });
     out
@@ -341,12 +343,13 @@ macro_rules! q8_0_tile {
         ) {
             const YS: usize = 34;
             const { assert!(C <= 8) };
+                let fk = f16_consts();
             let mut acc = [[f32x4_splat(0.0); 2]; R];
             for blk in 0..n / 32 {
                 // SAFETY: blk < n/32, so every block read lies inside its row.
                 unsafe {
                     let yb: [*const u8; C] = core::array::from_fn(|c| b[c].add(blk * YS));
-                    let dy = scale_lanes(yb, 0);
+                    let dy = scale_lanes(yb, 0, &fk);
                     let mut qy = [[i16x8_splat(0); 4]; C];
                     unroll!(c < C => {
                         qy[c] = ext_i8x32(yb[c].add(2));
@@ -480,14 +483,15 @@ macro_rules! q8_1_tile {
         ) {
             const YS: usize = 36;
             const { assert!(C <= 8) };
+                let fk = f16_consts();
             let mut acc = [[f32x4_splat(0.0); 2]; R];
             let mut summ = [[f32x4_splat(0.0); 2]; R];
             for blk in 0..n / 32 {
                 // SAFETY: blk < n/32, so every block read lies inside its row.
                 unsafe {
                     let yb: [*const u8; C] = core::array::from_fn(|c| b[c].add(blk * YS));
-                    let dy = scale_lanes(yb, 0);
-                    let sy = scale_lanes(yb, 2);
+                    let dy = scale_lanes(yb, 0, &fk);
+                    let sy = scale_lanes(yb, 2, &fk);
                     let mut qy = [[i16x8_splat(0); 4]; C];
                     unroll!(c < C => {
                         qy[c] = ext_i8x32(yb[c].add(4));
@@ -550,18 +554,19 @@ mod relaxed {
     /// # Safety
     /// Every `p[k] + at .. + 2` must be readable.
     #[inline(always)]
-    unsafe fn scales<const N: usize>(p: [*const u8; N], at: usize) -> [v128; N] {
+    unsafe fn scales<const N: usize>(p: [*const u8; N], at: usize, k: &F16Consts) -> [v128; N] {
         let mut out = [f32x4_splat(0.0); N];
-        let h = |k: usize| {
-            if k < N {
-                // SAFETY: caller (only k < N is read).
-                unsafe { (p[k].add(at) as *const u16).read_unaligned() as u32 }
+        // Sign-extended, as [`f16x4_exact`] takes them.
+        let h = |i: usize| {
+            if i < N {
+                // SAFETY: caller (only i < N is read).
+                unsafe { (p[i].add(at) as *const i16).read_unaligned() as i32 }
             } else {
                 0
             }
         };
         unroll!(q < N.div_ceil(4) => {
-            let v = f16x4_to_f32x4(u32x4(h(4 * q), h(4 * q + 1), h(4 * q + 2), h(4 * q + 3)));
+            let v = f16x4_exact(i32x4(h(4 * q), h(4 * q + 1), h(4 * q + 2), h(4 * q + 3)), k);
             if 4 * q < N {
                 out[4 * q] = i32x4_shuffle::<0, 0, 0, 0>(v, v);
             }
@@ -644,6 +649,7 @@ mod relaxed {
             ) {
                 const YS: usize = 34;
                 const { assert!(C <= 8) };
+                let fk = f16_consts();
                 let mut acc = [[f32x4_splat(0.0); 2]; R];
                 let off = i8x16_splat($off);
                 for blk in 0..n / 32 {
@@ -651,8 +657,8 @@ mod relaxed {
                     unsafe {
                         let yb: [*const u8; C] = core::array::from_fn(|c| b[c].add(blk * YS));
                         let xbs: [*const u8; R] = core::array::from_fn(|r| a[r].add(blk * $xsize));
-                        let dy = scale_lanes(yb, 0);
-                        let dxs = scales(xbs, 0);
+                        let dy = scale_lanes(yb, 0, &fk);
+                        let dxs = scales(xbs, 0, &fk);
                         let mut qy = [[i8x16_splat(0); 2]; C];
                         // −off·Σ y per lane: the dot-adds below start from it.
                         let mut base = [i32x4_splat(0); C];
@@ -709,6 +715,7 @@ mod relaxed {
             ) {
                 const YS: usize = 36;
                 const { assert!(C <= 8) };
+                let fk = f16_consts();
                 let mut acc = [[f32x4_splat(0.0); 2]; R];
                 let mut summ = [[f32x4_splat(0.0); 2]; R];
                 for blk in 0..n / 32 {
@@ -716,10 +723,10 @@ mod relaxed {
                     unsafe {
                         let yb: [*const u8; C] = core::array::from_fn(|c| b[c].add(blk * YS));
                         let xbs: [*const u8; R] = core::array::from_fn(|r| a[r].add(blk * $xsize));
-                        let dy = scale_lanes(yb, 0);
-                        let sy = scale_lanes(yb, 2);
-                        let dxs = scales(xbs, 0);
-                        let mxs = scales(xbs, 2);
+                        let dy = scale_lanes(yb, 0, &fk);
+                        let sy = scale_lanes(yb, 2, &fk);
+                        let dxs = scales(xbs, 0, &fk);
+                        let mxs = scales(xbs, 2, &fk);
                         let mut qy = [[i8x16_splat(0); 2]; C];
                         unroll!(c < C => {
                             qy[c] = column(yb[c], 4);
