@@ -18,7 +18,9 @@
 use core::arch::wasm32::*;
 
 use super::gemv::{f16_consts, f16x4_exact, F16Consts};
-use super::quants::{f16x4_to_f32x4, nibbles, q5_high, q6_quants};
+#[cfg(not(target_feature = "relaxed-simd"))]
+use super::quants::q5_high;
+use super::quants::{f16x4_to_f32x4, nibbles, q6_quants};
 use crate::backend::cpu::arch::Tiled;
 
 /// `body` for `i` = 0, 1, … while `i < n` (n a const generic ≤ 8), with literal indices: LLVM
@@ -606,32 +608,77 @@ mod relaxed {
         unsafe { [load16(yb.add(qat)), load16(yb.add(qat + 16))] }
     }
 
-    /// Weight quants 0..15 (q4) from 16 bytes of nibbles: elements 0..16, 16..32.
+    /// The decoders' constants, read from memory once per tile call: V8 rebuilds a `v128.const`
+    /// (4–5 instructions for 16 distinct bytes) at every use, in the block loop.
+    #[derive(Clone, Copy)]
+    struct DecK {
+        m0f: v128,
+        bits: v128,
+        lo_idx: v128,
+        hi_idx: v128,
+        x10: v128,
+    }
+
+    #[repr(C, align(16))]
+    struct DecKData([[u8; 16]; 5]);
+
+    static DEC_K: DecKData = DecKData([
+        [0x0f; 16],
+        [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128],
+        [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1],
+        [2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3],
+        [0x10; 16],
+    ]);
+
+    /// [`DecK`] (volatile loads, so that LLVM keeps them loads, not constants).
+    #[inline(always)]
+    fn dec_k() -> DecK {
+        // SAFETY: a 16-aligned static of five v128.
+        let l = |i: usize| unsafe {
+            core::ptr::read_volatile((&DEC_K as *const DecKData as *const v128).add(i))
+        };
+        DecK {
+            m0f: l(0),
+            bits: l(1),
+            lo_idx: l(2),
+            hi_idx: l(3),
+            x10: l(4),
+        }
+    }
+
+    /// Weight quants 0..15 (q4) from 16 bytes of nibbles: elements 0..16, 16..32 (a 16-bit
+    /// shift: the bits it moves across bytes are masked off).
     ///
     /// # Safety
     /// 16 bytes at `p` must be readable.
     #[inline(always)]
-    unsafe fn u4(p: *const u8) -> [v128; 2] {
+    unsafe fn u4(p: *const u8, k: &DecK) -> [v128; 2] {
         // SAFETY: caller.
-        let (lo, hi) = nibbles(unsafe { load16(p) });
-        [lo, hi]
+        let v = unsafe { load16(p) };
+        [v128_and(v, k.m0f), v128_and(u16x8_shr(v, 4), k.m0f)]
     }
 
-    /// Weight quants 0..31 (q5) from 4 bytes of high bits at `qh` and 16 bytes of nibbles at `qs`.
+    /// Weight quants 0..31 (q5) from 4 bytes of high bits at `qh` and 16 bytes of nibbles at
+    /// `qs`: element j's fifth bit (bit j % 8 of byte j / 8) as 0x10, as `quants.rs::q5_high`.
     ///
     /// # Safety
     /// Both must be readable.
     #[inline(always)]
-    unsafe fn u5(qh: *const u8, qs: *const u8) -> [v128; 2] {
+    unsafe fn u5(qh: *const u8, qs: *const u8, k: &DecK) -> [v128; 2] {
+        // SAFETY: caller; 4 bytes at qh.
+        let q = unsafe { v128_load32_splat(qh as *const u32) };
+        // `relaxed_swizzle` is exact for indices < 16.
+        let high = |idx: v128| {
+            let sel = v128_and(i8x16_relaxed_swizzle(q, idx), k.bits);
+            v128_and(i8x16_eq(sel, k.bits), k.x10)
+        };
         // SAFETY: caller.
-        let (h0, h1) = q5_high(unsafe { (qh as *const [u8; 4]).read_unaligned() });
-        // SAFETY: caller.
-        let [lo, hi] = unsafe { u4(qs) };
-        [v128_or(lo, h0), v128_or(hi, h1)]
+        let [lo, hi] = unsafe { u4(qs, k) };
+        [v128_or(lo, high(k.lo_idx)), v128_or(hi, high(k.hi_idx))]
     }
 
     macro_rules! offset_tile {
-        ($name:ident, $xsize:expr, $off:expr, $sumi_dx:expr, |$xb:ident| $decode:expr) => {
+        ($name:ident, $xsize:expr, $off:expr, $sumi_dx:expr, |$xb:ident, $k:ident| $decode:expr) => {
             /// R×C dot products of weight rows (f16 d, then quants u − off, u in 0..32) against
             /// q8_0 columns (C ≤ 8): each block's exact Σ (u − off)·y = Σ u·y − off·Σ y of four
             /// columns in one vector's lanes, then the scalar reference's f32 steps on the
@@ -650,6 +697,7 @@ mod relaxed {
                 const YS: usize = 34;
                 const { assert!(C <= 8) };
                 let fk = f16_consts();
+                let $k = &dec_k();
                 let mut acc = [[f32x4_splat(0.0); 2]; R];
                 let off = i8x16_splat($off);
                 for blk in 0..n / 32 {
@@ -692,11 +740,15 @@ mod relaxed {
         };
     }
 
-    offset_tile!(tile_q4_0, 18, 8, true, |xb| u4(xb.add(2)));
-    offset_tile!(tile_q5_0, 22, 16, false, |xb| u5(xb.add(2), xb.add(6)));
+    offset_tile!(tile_q4_0, 18, 8, true, |xb, k| u4(xb.add(2), k));
+    offset_tile!(tile_q5_0, 22, 16, false, |xb, k| u5(
+        xb.add(2),
+        xb.add(6),
+        k
+    ));
 
     macro_rules! min_tile {
-        ($name:ident, $xsize:expr, |$xb:ident| $decode:expr) => {
+        ($name:ident, $xsize:expr, |$xb:ident, $k:ident| $decode:expr) => {
             /// R×C dot products of weight rows with a min (f16 d, f16 m, quants u in 0..32)
             /// against q8_1 columns (C ≤ 8), as [`offset_tile`]'s, except that the min terms
             /// mx·sy are summed apart and added at the end, as llama.cpp's CPU dot does: per
@@ -716,6 +768,7 @@ mod relaxed {
                 const YS: usize = 36;
                 const { assert!(C <= 8) };
                 let fk = f16_consts();
+                let $k = &dec_k();
                 let mut acc = [[f32x4_splat(0.0); 2]; R];
                 let mut summ = [[f32x4_splat(0.0); 2]; R];
                 for blk in 0..n / 32 {
@@ -758,8 +811,8 @@ mod relaxed {
         };
     }
 
-    min_tile!(tile_q4_1, 20, |xb| u4(xb.add(4)));
-    min_tile!(tile_q5_1, 24, |xb| u5(xb.add(4), xb.add(8)));
+    min_tile!(tile_q4_1, 20, |xb, k| u4(xb.add(4), k));
+    min_tile!(tile_q5_1, 24, |xb, k| u5(xb.add(4), xb.add(8), k));
 
     /// Scale, quants (i8) and bsums of super-block `blk` of the C q8_K columns.
     ///
