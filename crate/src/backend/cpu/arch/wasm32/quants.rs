@@ -285,23 +285,47 @@ pub(crate) fn q5_high(qh: [u8; 4]) -> (v128, v128) {
     )
 }
 
-/// The four 16-element groups of q6_K quants (0..63, before the offset of 32) that 16 bytes of
-/// `ql` at j and j + 32 and 16 bytes of `qh` make: low/high nibbles OR'd with 2-bit pairs of `qh`.
+/// The constants of [`q6_quants`], read from memory once per kernel call: V8 rebuilds a splat
+/// constant (and the masks of its byte shifts) at every use, inside the loops.
+#[derive(Clone, Copy)]
+pub(crate) struct Q6Consts {
+    m4: v128,
+    x30: v128,
+}
+
+#[repr(C, align(16))]
+struct Q6ConstsData([[u8; 16]; 2]);
+
+static Q6_CONSTS: Q6ConstsData = Q6ConstsData([[0x0f; 16], [0x30; 16]]);
+
+/// [`Q6Consts`] (volatile loads, so that LLVM keeps them loads, not constants).
 #[inline(always)]
-pub(crate) fn q6_quants(ql_a: v128, ql_b: v128, qh: v128) -> [v128; 4] {
-    let m4 = u8x16_splat(0x0F);
-    let m3 = u8x16_splat(3);
+pub(crate) fn q6_consts() -> Q6Consts {
+    // SAFETY: a 16-aligned static of two v128.
+    let l = |i: usize| unsafe {
+        core::ptr::read_volatile((&Q6_CONSTS as *const Q6ConstsData as *const v128).add(i))
+    };
+    Q6Consts {
+        m4: l(0),
+        x30: l(1),
+    }
+}
+
+/// The four 16-element groups of q6_K quants (0..63, before the offset of 32) that 16 bytes of
+/// `ql` at j and j + 32 and 16 bytes of `qh` make: low/high nibbles OR'd with 2-bit pairs of `qh`
+/// moved to bits 4, 5. 16-bit shifts, masked: what one moves across a byte edge never lands in
+/// the bits the mask keeps.
+#[inline(always)]
+pub(crate) fn q6_quants(ql_a: v128, ql_b: v128, qh: v128, k: &Q6Consts) -> [v128; 4] {
+    let (m4, x30) = (k.m4, k.x30);
     [
-        v128_or(v128_and(ql_a, m4), u8x16_shl(v128_and(qh, m3), 4)),
+        v128_or(v128_and(ql_a, m4), v128_and(i16x8_shl(qh, 4), x30)),
+        v128_or(v128_and(ql_b, m4), v128_and(i16x8_shl(qh, 2), x30)),
+        v128_or(v128_and(u16x8_shr(ql_a, 4), m4), v128_and(qh, x30)),
         v128_or(
-            v128_and(ql_b, m4),
-            u8x16_shl(v128_and(u8x16_shr(qh, 2), m3), 4),
+            v128_and(u16x8_shr(ql_b, 4), m4),
+            v128_and(u16x8_shr(qh, 2), x30),
         ),
-        v128_or(
-            u8x16_shr(ql_a, 4),
-            u8x16_shl(v128_and(u8x16_shr(qh, 4), m3), 4),
-        ),
-        v128_or(u8x16_shr(ql_b, 4), u8x16_shl(u8x16_shr(qh, 6), 4)),
     ]
 }
 
@@ -527,6 +551,7 @@ pub fn vec_dot_q6_k_q8_k(n: usize, x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     check("vec_dot_q6_k_q8_k", x.len(), y.len());
     let mut sumf = 0f32;
     let s32 = i8x16_splat(32);
+    let q6k = q6_consts();
     for (bx, by) in x.iter().zip(y) {
         let mut isum = i32x4_splat(0);
         for half in 0..2 {
@@ -537,7 +562,7 @@ pub fn vec_dot_q6_k_q8_k(n: usize, x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
                     let ql_a = load16(bx.ql.as_ptr().add(64 * half + 16 * c));
                     let ql_b = load16(bx.ql.as_ptr().add(64 * half + 32 + 16 * c));
                     let qh = load16(bx.qh.as_ptr().add(32 * half + 16 * c));
-                    let vals = q6_quants(ql_a, ql_b, qh);
+                    let vals = q6_quants(ql_a, ql_b, qh, &q6k);
                     for (k, v) in vals.iter().enumerate() {
                         let e = 128 * half + 32 * k + 16 * c;
                         let q8 = load16(by.qs.as_ptr().add(e) as *const u8);

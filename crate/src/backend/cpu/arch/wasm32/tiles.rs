@@ -20,7 +20,7 @@ use core::arch::wasm32::*;
 use super::gemv::{f16_consts, f16x4_exact, F16Consts};
 #[cfg(not(target_feature = "relaxed-simd"))]
 use super::quants::q5_high;
-use super::quants::{f16x4_to_f32x4, nibbles, q6_quants};
+use super::quants::{f16x4_to_f32x4, nibbles, q6_consts, q6_quants};
 use crate::backend::cpu::arch::Tiled;
 
 /// `body` for `i` = 0, 1, … while `i < n` (n a const generic ≤ 8), with literal indices: LLVM
@@ -972,6 +972,7 @@ mod relaxed {
         let mut qy = [[i8x16_splat(0); 16]; C];
         let mut dy = [0f32; C];
         let mut bs = [[i16x8_splat(0); 2]; C];
+        let q6k = q6_consts();
         for blk in 0..n / 256 {
             // SAFETY: blk < n/256: every read lies inside its super-block.
             unsafe {
@@ -988,7 +989,7 @@ mod relaxed {
                             let ql_a = load16(xb.add(64 * half + 16 * cc));
                             let ql_b = load16(xb.add(64 * half + 32 + 16 * cc));
                             let qh = load16(xb.add(128 + 32 * half + 16 * cc));
-                            let vals = q6_quants(ql_a, ql_b, qh);
+                            let vals = q6_quants(ql_a, ql_b, qh, &q6k);
                             for (k, v) in vals.into_iter().enumerate() {
                                 let g = 8 * half + 2 * k + cc;
                                 let s = i16x8_splat(sc[g] as i16);
@@ -1194,6 +1195,7 @@ pub(super) unsafe fn tile_q6_k<const R: usize, const C: usize>(
     let mut qy = [[i16x8_splat(0); 32]; C];
     let mut dy = [0f32; C];
     let mut bs = [[i16x8_splat(0); 2]; C];
+    let q6k = q6_consts();
     let s32 = i8x16_splat(32);
     for blk in 0..n / 256 {
         // SAFETY: blk < n/256: every read lies inside its super-block.
@@ -1210,7 +1212,7 @@ pub(super) unsafe fn tile_q6_k<const R: usize, const C: usize>(
                         let ql_a = load16(xb.add(64 * half + 16 * cc));
                         let ql_b = load16(xb.add(64 * half + 32 + 16 * cc));
                         let qh = load16(xb.add(128 + 32 * half + 16 * cc));
-                        let vals = q6_quants(ql_a, ql_b, qh);
+                        let vals = q6_quants(ql_a, ql_b, qh, &q6k);
                         for (k, v) in vals.into_iter().enumerate() {
                             let e = 128 * half + 32 * k + 16 * cc;
                             let s = i16x8_splat(sc[e / 16] as i16);
