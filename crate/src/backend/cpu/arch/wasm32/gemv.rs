@@ -18,6 +18,8 @@
 
 use core::arch::wasm32::*;
 
+use super::{u32x4_bytes, v128s, V128s};
+
 use super::kgemv;
 #[cfg(not(target_feature = "relaxed-simd"))]
 use super::tiles::{decode_q4_0, decode_q4_1, decode_q5_0, decode_q5_1};
@@ -118,10 +120,8 @@ pub(super) fn reduce4(p: [v128; 4]) -> v128 {
     )
 }
 
-/// The constants of the f16 conversions, read from memory once per kernel call and kept in
-/// registers: V8 rebuilds a `v128.const` (or a splat of a constant) with up to three
-/// instructions at every use, inside the loops (195 such rebuilds in the attention's K
-/// conversion, 3–6 per block in the GEMV's, seen in V8 14's code).
+/// The constants of the f16 conversions ([`super::v128s`]; 195 rebuilds in the attention's K
+/// conversion and 3–6 a block in the GEMV's without it, seen in V8 14's code).
 #[derive(Clone, Copy)]
 pub(super) struct F16Consts {
     exp: v128,
@@ -130,41 +130,21 @@ pub(super) struct F16Consts {
     inf: v128,
 }
 
-#[repr(C, align(16))]
-struct F16ConstsData([u32; 16]);
-
-static F16_CONSTS: F16ConstsData = F16ConstsData([
-    0x7c00,
-    0x7c00,
-    0x7c00,
-    0x7c00,
-    0x8fff_e000,
-    0x8fff_e000,
-    0x8fff_e000,
-    0x8fff_e000,
-    0x7780_0000,
-    0x7780_0000,
-    0x7780_0000,
-    0x7780_0000,
-    0x3800_0000,
-    0x3800_0000,
-    0x3800_0000,
-    0x3800_0000,
+static F16_CONSTS: V128s<4> = V128s([
+    u32x4_bytes(0x7c00),
+    u32x4_bytes(0x8fff_e000),
+    u32x4_bytes(0x7780_0000),
+    u32x4_bytes(0x3800_0000),
 ]);
 
-/// [`F16Consts`] (volatile loads, so that LLVM keeps them loads, not constants it would
-/// rematerialize).
 #[inline(always)]
 pub(super) fn f16_consts() -> F16Consts {
-    // SAFETY: a 16-aligned static of four v128.
-    let l = |i: usize| unsafe {
-        core::ptr::read_volatile((&F16_CONSTS as *const F16ConstsData as *const v128).add(i))
-    };
+    let [exp, bits, rebias, inf] = v128s(&F16_CONSTS);
     F16Consts {
-        exp: l(0),
-        bits: l(1),
-        rebias: l(2),
-        inf: l(3),
+        exp,
+        bits,
+        rebias,
+        inf,
     }
 }
 
@@ -655,15 +635,11 @@ use relaxed::{gemv_q4_0, gemv_q4_1, gemv_q5_0, gemv_q5_1, gemv_q8_0};
 /// four rows' transpose per row and block before. Chromium 156, this Zen 5: SmolLM2 and
 /// Qwen2.5 generation at 1 thread +20 %.
 #[cfg(target_feature = "relaxed-simd")]
-mod relaxed {
+pub(super) mod relaxed {
     use super::*;
 
-    /// The constants of the decoders, read from memory once per call: V8 rebuilds a
-    /// `v128.const` with several instructions at every use.
-    #[repr(C, align(16))]
-    struct Consts([[u8; 16]; 9]);
-
-    static CONSTS: Consts = Consts([
+    /// The constants of the decoders ([`super::super::v128s`]).
+    static CONSTS: V128s<9> = V128s([
         [0x0F; 16],
         // Byte k/8 of the high bits into lane k, for elements 0..16 and 16..32.
         [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1],
@@ -680,8 +656,9 @@ mod relaxed {
         [0x18; 16],
     ]);
 
+    /// The decoders' constants; the relaxed prompt tiles (`tiles.rs`) decode with them too.
     #[derive(Clone, Copy)]
-    struct K {
+    pub(in super::super) struct K {
         m0f: v128,
         idx_lo: v128,
         idx_hi: v128,
@@ -694,22 +671,18 @@ mod relaxed {
     }
 
     #[inline(always)]
-    fn consts() -> K {
-        // SAFETY: a 16-aligned static of five v128; volatile so that LLVM keeps loads, not
-        // constants it would rematerialize in the loop.
-        let l = |i: usize| unsafe {
-            core::ptr::read_volatile((&CONSTS as *const Consts as *const v128).add(i))
-        };
+    pub(in super::super) fn consts() -> K {
+        let [m0f, idx_lo, idx_hi, bits, x10, ones, x1f, x07, x18] = v128s(&CONSTS);
         K {
-            m0f: l(0),
-            idx_lo: l(1),
-            idx_hi: l(2),
-            bits: l(3),
-            x10: l(4),
-            ones: l(5),
-            x1f: l(6),
-            x07: l(7),
-            x18: l(8),
+            m0f,
+            idx_lo,
+            idx_hi,
+            bits,
+            x10,
+            ones,
+            x1f,
+            x07,
+            x18,
         }
     }
 
@@ -718,7 +691,7 @@ mod relaxed {
     /// # Safety
     /// 16 bytes at `p` must be readable.
     #[inline(always)]
-    unsafe fn u4(p: *const u8, k: &K) -> [v128; 2] {
+    pub(in super::super) unsafe fn u4(p: *const u8, k: &K) -> [v128; 2] {
         // SAFETY: caller.
         let v = unsafe { load16(p) };
         [v128_and(v, k.m0f), v128_and(u16x8_shr(v, 4), k.m0f)]
@@ -729,7 +702,7 @@ mod relaxed {
     /// # Safety
     /// Both must be readable.
     #[inline(always)]
-    unsafe fn u5(qh: *const u8, qs: *const u8, k: &K) -> [v128; 2] {
+    pub(in super::super) unsafe fn u5(qh: *const u8, qs: *const u8, k: &K) -> [v128; 2] {
         // SAFETY: caller.
         let (h, [lo, hi]) = unsafe { (v128_load32_splat(qh as *const u32), u4(qs, k)) };
         // 0x10 where element k's high bit is set: (byte k/8 & bit k%8) == bit, masked to 0x10.

@@ -20,6 +20,7 @@ use core::arch::wasm32::*;
 
 use super::gemv::{f16_consts, reduce4, scale_pairs4, scales4, PF_PASSES};
 use super::tiles::load16;
+use super::{v128s, V128s};
 use crate::backend::cpu::arch::Panel;
 
 /// Bytes of a q8_K block: f32 d, 256 i8 quants, 16 i16 bsums (sums of 16 quants).
@@ -55,12 +56,8 @@ fn scaled<const J: usize>(d16: v128, sc: v128) -> v128 {
     i32x4_dot_i16x8(d16, bcast::<J>(sc))
 }
 
-/// The constants of the decoders, read from memory once per call: V8 rebuilds a `v128.const`
-/// with several instructions at every use.
-#[repr(C, align(16))]
-struct Consts([[u8; 16]; 7]);
-
-static CONSTS: Consts = Consts([
+/// The constants of the decoders ([`super::v128s`]).
+static CONSTS: V128s<7> = V128s([
     [0x0F; 16],
     // get_scale_min_k4 on 12 scale bytes q (lanes 0..8: scales, 8..16: mins), see `k4_scales`.
     [63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0],
@@ -88,19 +85,15 @@ struct K {
 
 #[inline(always)]
 fn consts() -> K {
-    // SAFETY: a 16-aligned static of seven v128; volatile so that LLVM keeps loads, not constants
-    // it would rematerialize in the loop.
-    let l = |i: usize| unsafe {
-        core::ptr::read_volatile((&CONSTS as *const Consts as *const v128).add(i))
-    };
+    let [m0f, lo6, hi4, top2, x10, one, x30] = v128s(&CONSTS);
     K {
-        m0f: l(0),
-        lo6: l(1),
-        hi4: l(2),
-        top2: l(3),
-        x10: l(4),
-        one: l(5),
-        x30: l(6),
+        m0f,
+        lo6,
+        hi4,
+        top2,
+        x10,
+        one,
+        x30,
     }
 }
 

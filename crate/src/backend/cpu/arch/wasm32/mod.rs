@@ -10,6 +10,34 @@ mod quants;
 pub(crate) mod tiles;
 
 pub(crate) use gemv::{gemv, gemv_repacked};
+
+/// A table of N kernel constants, 16-aligned for v128 loads.
+#[repr(C, align(16))]
+pub(crate) struct V128s<const N: usize>(pub(crate) [[u8; 16]; N]);
+
+/// The 16 bytes of four copies of `x` (little-endian), for [`V128s`] tables of u32 lanes.
+pub(crate) const fn u32x4_bytes(x: u32) -> [u8; 16] {
+    let b = x.to_le_bytes();
+    [
+        b[0], b[1], b[2], b[3], b[0], b[1], b[2], b[3], b[0], b[1], b[2], b[3], b[0], b[1], b[2],
+        b[3],
+    ]
+}
+
+/// The kernels' constants, read from memory once per kernel call and kept in registers: V8
+/// rebuilds a `v128.const` (or the splat of a constant) with 2–5 instructions at every use,
+/// inside the loops. Volatile loads, so that LLVM keeps them loads, not constants.
+#[inline(always)]
+pub(crate) fn v128s<const N: usize>(t: &'static V128s<N>) -> [core::arch::wasm32::v128; N] {
+    core::array::from_fn(|i| {
+        // SAFETY: entry i < N of a 16-aligned static table.
+        unsafe {
+            core::ptr::read_volatile(
+                (t as *const V128s<N> as *const core::arch::wasm32::v128).add(i),
+            )
+        }
+    })
+}
 pub use quants::*;
 
 use half::f16;

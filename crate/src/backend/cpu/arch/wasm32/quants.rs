@@ -11,6 +11,8 @@ use core::arch::wasm32::*;
 
 use half::f16;
 
+use super::{v128s, V128s};
+
 use crate::quant::{
     BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0,
     BlockQ8_1, GgmlBlock,
@@ -285,30 +287,19 @@ pub(crate) fn q5_high(qh: [u8; 4]) -> (v128, v128) {
     )
 }
 
-/// The constants of [`q6_quants`], read from memory once per kernel call: V8 rebuilds a splat
-/// constant (and the masks of its byte shifts) at every use, inside the loops.
+/// The constants of [`q6_quants`] ([`super::v128s`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Q6Consts {
     m4: v128,
     x30: v128,
 }
 
-#[repr(C, align(16))]
-struct Q6ConstsData([[u8; 16]; 2]);
+static Q6_CONSTS: V128s<2> = V128s([[0x0f; 16], [0x30; 16]]);
 
-static Q6_CONSTS: Q6ConstsData = Q6ConstsData([[0x0f; 16], [0x30; 16]]);
-
-/// [`Q6Consts`] (volatile loads, so that LLVM keeps them loads, not constants).
 #[inline(always)]
 pub(crate) fn q6_consts() -> Q6Consts {
-    // SAFETY: a 16-aligned static of two v128.
-    let l = |i: usize| unsafe {
-        core::ptr::read_volatile((&Q6_CONSTS as *const Q6ConstsData as *const v128).add(i))
-    };
-    Q6Consts {
-        m4: l(0),
-        x30: l(1),
-    }
+    let [m4, x30] = v128s(&Q6_CONSTS);
+    Q6Consts { m4, x30 }
 }
 
 /// The four 16-element groups of q6_K quants (0..63, before the offset of 32) that 16 bytes of

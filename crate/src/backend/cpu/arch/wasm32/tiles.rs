@@ -325,6 +325,17 @@ fn block_sums<const C: usize>(g: usize, sum: impl Fn(usize) -> v128) -> v128 {
     super::gemv::reduce4([s(0), s(1), s(2), s(3)])
 }
 
+/// One block's term of four columns (lane = column): the scalar reference's f32 steps on the
+/// lanes' exact block sums `sf` (`quant/legacy.rs`): q4_0 (sumi·dx)·dy, the others (dx·dy)·sumi.
+#[inline(always)]
+fn block_term(sf: v128, dx: v128, dy: v128, sumi_dx: bool) -> v128 {
+    if sumi_dx {
+        f32x4_mul(f32x4_mul(sf, dx), dy)
+    } else {
+        f32x4_mul(f32x4_mul(dx, dy), sf)
+    }
+}
+
 macro_rules! q8_0_tile {
     ($name:ident, $xsize:expr, $sumi_dx:expr, $decode:ident) => {
         /// R×C dot products of weight rows (blocks of 32 with an f16 scale first) against q8_0
@@ -365,11 +376,7 @@ macro_rules! q8_0_tile {
                                 let sf = f32x4_convert_i32x4(block_sums::<C>(g, |c| {
                                     dot32(&qx, &qy[c])
                                 }));
-                                let t = if $sumi_dx {
-                                    f32x4_mul(f32x4_mul(sf, dx), dy[g])
-                                } else {
-                                    f32x4_mul(f32x4_mul(dx, dy[g]), sf)
-                                };
+                                let t = block_term(sf, dx, dy[g], $sumi_dx);
                                 acc[r][g] = f32x4_add(acc[r][g], t);
                             }
                         });
@@ -508,7 +515,7 @@ macro_rules! q8_1_tile {
                                 let sf = f32x4_convert_i32x4(block_sums::<C>(g, |c| {
                                     dot32(&qx, &qy[c])
                                 }));
-                                let t = f32x4_mul(f32x4_mul(dx, dy[g]), sf);
+                                let t = block_term(sf, dx, dy[g], false);
                                 acc[r][g] = f32x4_add(acc[r][g], t);
                                 summ[r][g] = f32x4_add(summ[r][g], f32x4_mul(mx, sy[g]));
                             }
@@ -548,6 +555,7 @@ use relaxed::{tile_q4_0, tile_q4_1, tile_q4_k, tile_q5_0, tile_q5_1, tile_q5_k, 
 /// need no permutation: both builds sum each super-block whole (exact) before any f32 step.
 #[cfg(target_feature = "relaxed-simd")]
 mod relaxed {
+    use super::super::gemv::relaxed::{consts, u4, u5};
     use super::*;
 
     /// The f16 at `p[k] + at` for each k < N as f32 splats: one vector conversion per 4 (the
@@ -608,75 +616,6 @@ mod relaxed {
         unsafe { [load16(yb.add(qat)), load16(yb.add(qat + 16))] }
     }
 
-    /// The decoders' constants, read from memory once per tile call: V8 rebuilds a `v128.const`
-    /// (4–5 instructions for 16 distinct bytes) at every use, in the block loop.
-    #[derive(Clone, Copy)]
-    struct DecK {
-        m0f: v128,
-        bits: v128,
-        lo_idx: v128,
-        hi_idx: v128,
-        x10: v128,
-    }
-
-    #[repr(C, align(16))]
-    struct DecKData([[u8; 16]; 5]);
-
-    static DEC_K: DecKData = DecKData([
-        [0x0f; 16],
-        [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128],
-        [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1],
-        [2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3],
-        [0x10; 16],
-    ]);
-
-    /// [`DecK`] (volatile loads, so that LLVM keeps them loads, not constants).
-    #[inline(always)]
-    fn dec_k() -> DecK {
-        // SAFETY: a 16-aligned static of five v128.
-        let l = |i: usize| unsafe {
-            core::ptr::read_volatile((&DEC_K as *const DecKData as *const v128).add(i))
-        };
-        DecK {
-            m0f: l(0),
-            bits: l(1),
-            lo_idx: l(2),
-            hi_idx: l(3),
-            x10: l(4),
-        }
-    }
-
-    /// Weight quants 0..15 (q4) from 16 bytes of nibbles: elements 0..16, 16..32 (a 16-bit
-    /// shift: the bits it moves across bytes are masked off).
-    ///
-    /// # Safety
-    /// 16 bytes at `p` must be readable.
-    #[inline(always)]
-    unsafe fn u4(p: *const u8, k: &DecK) -> [v128; 2] {
-        // SAFETY: caller.
-        let v = unsafe { load16(p) };
-        [v128_and(v, k.m0f), v128_and(u16x8_shr(v, 4), k.m0f)]
-    }
-
-    /// Weight quants 0..31 (q5) from 4 bytes of high bits at `qh` and 16 bytes of nibbles at
-    /// `qs`: element j's fifth bit (bit j % 8 of byte j / 8) as 0x10, as `quants.rs::q5_high`.
-    ///
-    /// # Safety
-    /// Both must be readable.
-    #[inline(always)]
-    unsafe fn u5(qh: *const u8, qs: *const u8, k: &DecK) -> [v128; 2] {
-        // SAFETY: caller; 4 bytes at qh.
-        let q = unsafe { v128_load32_splat(qh as *const u32) };
-        // `relaxed_swizzle` is exact for indices < 16.
-        let high = |idx: v128| {
-            let sel = v128_and(i8x16_relaxed_swizzle(q, idx), k.bits);
-            v128_and(i8x16_eq(sel, k.bits), k.x10)
-        };
-        // SAFETY: caller.
-        let [lo, hi] = unsafe { u4(qs, k) };
-        [v128_or(lo, high(k.lo_idx)), v128_or(hi, high(k.hi_idx))]
-    }
-
     macro_rules! offset_tile {
         ($name:ident, $xsize:expr, $off:expr, $sumi_dx:expr, |$xb:ident, $k:ident| $decode:expr) => {
             /// R×C dot products of weight rows (f16 d, then quants u − off, u in 0..32) against
@@ -697,7 +636,7 @@ mod relaxed {
                 const YS: usize = 34;
                 const { assert!(C <= 8) };
                 let fk = f16_consts();
-                let $k = &dec_k();
+                let $k = &consts();
                 let mut acc = [[f32x4_splat(0.0); 2]; R];
                 let off = i8x16_splat($off);
                 for blk in 0..n / 32 {
@@ -724,11 +663,7 @@ mod relaxed {
                                     let sf = f32x4_convert_i32x4(block_sums::<C>(g, |c| {
                                         dot32(&qy[c], &u, base[c])
                                     }));
-                                    let t = if $sumi_dx {
-                                        f32x4_mul(f32x4_mul(sf, dx), dy[g])
-                                    } else {
-                                        f32x4_mul(f32x4_mul(dx, dy[g]), sf)
-                                    };
+                                    let t = block_term(sf, dx, dy[g], $sumi_dx);
                                     acc[r][g] = f32x4_add(acc[r][g], t);
                                 }
                             });
@@ -768,7 +703,7 @@ mod relaxed {
                 const YS: usize = 36;
                 const { assert!(C <= 8) };
                 let fk = f16_consts();
-                let $k = &dec_k();
+                let $k = &consts();
                 let mut acc = [[f32x4_splat(0.0); 2]; R];
                 let mut summ = [[f32x4_splat(0.0); 2]; R];
                 for blk in 0..n / 32 {
@@ -793,7 +728,7 @@ mod relaxed {
                                     let sf = f32x4_convert_i32x4(block_sums::<C>(g, |c| {
                                         dot32(&qy[c], &u, i32x4_splat(0))
                                     }));
-                                    let t = f32x4_mul(f32x4_mul(dx, dy[g]), sf);
+                                    let t = block_term(sf, dx, dy[g], false);
                                     acc[r][g] = f32x4_add(acc[r][g], t);
                                     summ[r][g] = f32x4_add(summ[r][g], f32x4_mul(mx, sy[g]));
                                 }
