@@ -991,6 +991,8 @@ impl LlamaModel {
                     (ctx.cont(q)?, ctx.cont(k)?, ctx.cont(v)?)
                 }
             };
+            // The three products first in the graph, then the K/V stores (see `Built::order`).
+            stores.extend([k, v, q]);
             let mut q = ctx.reshape(q, &[dk, hp.n_head, n_tokens])?;
             let mut k = ctx.reshape(k, &[dk, hp.n_head_kv, n_tokens])?;
             if let Some(qn) = l.q_norm {
@@ -1068,7 +1070,9 @@ impl LlamaModel {
                 Act::Gelu => ctx.gelu(gate)?,
                 Act::Silu => ctx.silu(gate)?,
             };
-            let h = ctx.mul(act, up)?;
+            // (up, act): the graph then holds up's product before gate's activation, so both
+            // products run before one barrier (same bits: the product commutes).
+            let h = ctx.mul(up, act)?;
             let mut cur = ctx.mul_mat(l.ffn_down, h)?;
             if let Some(pn) = l.post_ffn_norm {
                 cur = ctx.rms_norm(cur, hp.rms_eps)?;
@@ -1106,6 +1110,9 @@ struct Built {
     mask: TensorId,
     mask_swa: Option<TensorId>,
     logits: TensorId,
-    /// KV-cache stores, expanded into the graph before the logits.
+    /// Expanded into the graph in this order before the logits: per layer its K, V and Q
+    /// products, then its KV-cache stores (which must run before the cache's reads). The
+    /// products side by side need one barrier between threads, not one each (the depth-first
+    /// order put each product right before its own rope and store, which thread 0 runs alone).
     stores: Vec<TensorId>,
 }
