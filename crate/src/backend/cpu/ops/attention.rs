@@ -160,7 +160,11 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     ];
 
     let items = split.groups * split.chunks;
-    for item in thread_range(items, p.ith, p.nth) {
+    // Items in turn, not one contiguous range a thread: under a causal mask a token's work grows
+    // with its position, so contiguous ranges left thread 0 the short early tokens and the last
+    // thread the long late ones (SmolLM2's prompt, 2 threads in Chromium: one thread did 2.3×
+    // the other's attention). An item's result does not depend on the thread computing it.
+    for item in (p.ith..items).step_by(p.nth.max(1)) {
         let (group, chunk) = (item / split.chunks, item % split.chunks);
         let (h0, hk, t, i3) = split.locate(group);
         let k3 = i3 % k.ne[3];
