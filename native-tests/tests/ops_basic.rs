@@ -768,6 +768,10 @@ fn flash_attn_ext() {
         // More query heads per kv head than are done together (16 → 2 blocks of 8; 9 → 3 × 3).
         (8, 8, 70, 2, 16, 1),
         (8, 8, 33, 1, 9, 1),
+        // A prompt in token blocks (8 heads a group: 4 tokens a block, the last one partial), and
+        // a two-token block whose kv range is split into chunks on 3 threads.
+        (8, 8, 70, 13, 16, 1),
+        (20, 12, 150, 2, 6, 2),
     ];
     for (dk, dv, n_kv, n_tok, n_head, n_head_kv) in shapes {
         for kv_type in [DType::F16, DType::F32] {

@@ -39,13 +39,27 @@ pub fn supported(node: &NodeRef) -> bool {
 /// heads × dv accumulators) whatever the shapes.
 const MAX_HEADS: usize = 8;
 
-/// The split of one node's work: `groups` (head block, kv head, token, seq) groups × `chunks`
-/// kv ranges.
+/// (token, head) rows done together at most in a prompt ([`Split::tq`] tokens × the group's
+/// heads): each K and V row is read (and, from f16, converted) once for all of them.
+const MAX_LANES: usize = 32;
+
+/// Mask values a thread holds at most for its lanes (4 MiB), so long contexts take fewer tokens
+/// a group.
+const MAX_MASK_VALUES: usize = 1 << 20;
+
+/// The split of one node's work: `groups` (head block, kv head, token block, seq) groups ×
+/// `chunks` kv ranges. A group's lanes are its `tq` tokens × `g` heads (lane = token · g + head);
+/// each lane runs the same operations in the same order whichever group holds it, so the
+/// results do not depend on `tq`.
 struct Split {
     groups: usize,
     /// Query heads per group: the largest divisor of n_head / n_head_kv up to MAX_HEADS, so every
     /// group is full.
     g: usize,
+    /// Tokens per group (the last group of a sequence may have fewer): 1 when generating.
+    tq: usize,
+    /// Token blocks per (kv head, seq).
+    n_blocks: usize,
     /// Groups per kv head.
     n_sub: usize,
     n_head_kv: usize,
@@ -64,11 +78,18 @@ impl Split {
             .find(|d| per_kv % d == 0)
             .unwrap_or(1);
         let n_sub = per_kv / g;
-        let groups = q.ne[1] * k.ne[2] * q.ne[3] * n_sub;
+        let n_tokens = q.ne[1];
+        let tq = (MAX_LANES / g)
+            .min(MAX_MASK_VALUES / (g * n_kv).max(1))
+            .clamp(1, n_tokens.max(1));
+        let n_blocks = n_tokens.div_ceil(tq);
+        let groups = n_blocks * k.ne[2] * q.ne[3] * n_sub;
         // Enough items for every thread (4 per thread evens out uneven groups), but chunks of at
-        // least MIN_CHUNK positions: below that the merge costs more than it spreads.
+        // least MIN_CHUNK positions: below that the merge costs more than it spreads. Counted
+        // over single tokens whatever `tq` is, so that the chunks (and the bits) stay the same.
+        let rows = n_tokens * k.ne[2] * q.ne[3] * n_sub;
         let want = if nth > 1 {
-            (4 * nth).div_ceil(groups.max(1))
+            (4 * nth).div_ceil(rows.max(1))
         } else {
             1
         };
@@ -78,6 +99,8 @@ impl Split {
         Split {
             groups,
             g,
+            tq,
+            n_blocks,
             n_sub,
             n_head_kv: k.ne[2],
             n_tokens: q.ne[1],
@@ -86,19 +109,25 @@ impl Split {
         }
     }
 
-    /// Group `group`'s first query head, kv head, token and seq.
-    fn locate(&self, group: usize) -> (usize, usize, usize, usize) {
+    /// Group `group`'s first query head, kv head, first token, seq and lane count.
+    fn locate(&self, group: usize) -> (usize, usize, usize, usize, usize) {
         let sub = group % self.n_sub;
         let rest = group / self.n_sub;
         let hk = rest % self.n_head_kv;
-        let t = (rest / self.n_head_kv) % self.n_tokens;
-        let i3 = rest / (self.n_head_kv * self.n_tokens);
-        ((hk * self.n_sub + sub) * self.g, hk, t, i3)
+        let t0 = (rest / self.n_head_kv) % self.n_blocks * self.tq;
+        let i3 = rest / (self.n_head_kv * self.n_blocks);
+        let lanes = self.tq.min(self.n_tokens - t0) * self.g;
+        ((hk * self.n_sub + sub) * self.g, hk, t0, i3, lanes)
     }
 
-    /// f32 values of one partial: per head its max, its sum and dv accumulators.
+    /// Lanes a group holds at most.
+    fn max_lanes(&self) -> usize {
+        self.tq * self.g
+    }
+
+    /// f32 values of one partial: per lane its max, its sum and dv accumulators.
     fn partial_len(&self, dv: usize) -> usize {
-        self.g * (dv + 2)
+        self.max_lanes() * (dv + 2)
     }
 }
 
@@ -131,6 +160,8 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     let (dk, dv, n_kv) = (q.ne[0], v.ne[0], k.ne[1]);
     let split = Split::new(node, p.nth);
     let g = split.g;
+    // Buffers for the most lanes a group holds; a group uses its first `nl`.
+    let ml = split.max_lanes();
     let alibi = Alibi::new(max_bias, q.ne[2]);
     let kt = type_traits(k.dtype).expect("k type checked by supported");
     let qt = type_traits(kt.vec_dot_type).expect("a vec_dot type has traits");
@@ -143,20 +174,20 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     let dot4 = k.dtype == DType::F16
         && unsafe { arch::dot4_f16_f32([std::ptr::null(); 4], &[]) }.is_some();
 
-    let mut qf = vec![0f32; g * dk];
-    let mut qv = vec![0u8; if dot4 { 0 } else { g * q_bytes }];
-    let mut masks = vec![0f32; if mask.is_some() { g * n_kv } else { 0 }];
-    let mut scores = vec![0f32; g * BLOCK];
+    let mut qf = vec![0f32; ml * dk];
+    let mut qv = vec![0u8; if dot4 { 0 } else { ml * q_bytes }];
+    let mut masks = vec![0f32; if mask.is_some() { ml * n_kv } else { 0 }];
+    let mut scores = vec![0f32; ml * BLOCK];
     let mut vrow = vec![0f32; dv];
-    let mut accs = vec![0f32; g * dv];
-    let mut ws = vec![0f32; g];
-    let mut dots = [[0f32; 4]; MAX_HEADS];
+    let mut accs = vec![0f32; ml * dv];
+    let mut ws = vec![0f32; ml];
+    let mut dots = [[0f32; 4]; MAX_LANES];
     let mut heads = vec![
         HeadState {
             max: f32::NEG_INFINITY,
             sum: 0.0
         };
-        g
+        ml
     ];
 
     let items = split.groups * split.chunks;
@@ -166,13 +197,20 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     // the other's attention). An item's result does not depend on the thread computing it.
     for item in (p.ith..items).step_by(p.nth.max(1)) {
         let (group, chunk) = (item / split.chunks, item % split.chunks);
-        let (h0, hk, t, i3) = split.locate(group);
+        let (h0, hk, t0, i3, nl) = split.locate(group);
         let k3 = i3 % k.ne[3];
         let j_lo = chunk * split.chunk_len;
         let j_hi = (j_lo + split.chunk_len).min(n_kv);
+        // This group's lanes (lane gi: token t0 + gi / g, head h0 + gi % g), and their state.
+        let (qf, accs, ws, heads) = (
+            &mut qf[..nl * dk],
+            &mut accs[..nl * dv],
+            &mut ws[..nl],
+            &mut heads[..nl],
+        );
 
-        for gi in 0..g {
-            let h = h0 + gi;
+        for gi in 0..nl {
+            let (t, h) = (t0 + gi / g, h0 + gi % g);
             let qrow = &mut qf[gi * dk..(gi + 1) * dk];
             // SAFETY: t < q.ne1, h < q.ne2, i3 < q.ne3.
             unsafe { load_row(q, t, h, i3, qrow) };
@@ -211,8 +249,8 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
                 let masked = |gi: usize, r: usize| {
                     mask.is_some() && masks[gi * n_kv + j + r] == f32::NEG_INFINITY
                 };
-                if (0..g).all(|gi| (0..cnt).all(|r| masked(gi, r))) {
-                    for gi in 0..g {
+                if (0..nl).all(|gi| (0..cnt).all(|r| masked(gi, r))) {
+                    for gi in 0..nl {
                         scores[gi * BLOCK + j - b0..gi * BLOCK + j - b0 + cnt]
                             .fill(f32::NEG_INFINITY);
                     }
@@ -224,11 +262,11 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
                 let krow = |r: usize| unsafe { k.at(0, j + r.min(cnt - 1), hk, k3) };
                 if dot4 {
                     let rows = [0, 1, 2, 3].map(|r| krow(r) as *const half::f16);
-                    // SAFETY: each row holds dk f16 values; qf holds g queries of dk.
-                    let done = unsafe { arch::dot4_heads_f16_f32(rows, &qf, &mut dots[..g]) };
+                    // SAFETY: each row holds dk f16 values; qf holds nl queries of dk.
+                    let done = unsafe { arch::dot4_heads_f16_f32(rows, qf, &mut dots[..nl]) };
                     debug_assert!(done, "dot4 checked above");
                 } else {
-                    for (gi, d) in dots.iter_mut().enumerate().take(g) {
+                    for (gi, d) in dots.iter_mut().enumerate().take(nl) {
                         let qrow = &qv[gi * q_bytes..(gi + 1) * q_bytes];
                         for (r, dr) in d.iter_mut().enumerate().take(cnt) {
                             if masked(gi, r) {
@@ -240,7 +278,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
                         }
                     }
                 }
-                for (gi, d) in dots.iter().enumerate().take(g) {
+                for (gi, d) in dots.iter().enumerate().take(nl) {
                     for (r, &dr) in d.iter().enumerate().take(cnt) {
                         let mv = if mask.is_some() {
                             masks[gi * n_kv + j + r]
@@ -300,7 +338,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
                     let vp = v.at(0, j, hk, k3);
                     if v.dtype == DType::F16 {
                         let x = std::slice::from_raw_parts(vp as *const half::f16, dv);
-                        arch::axpy_heads_f16(&ws, x, &mut accs);
+                        arch::axpy_heads_f16(ws, x, accs);
                     } else {
                         let x = std::slice::from_raw_parts(vp as *const f32, dv);
                         for (w, acc) in ws.iter().zip(accs.chunks_exact_mut(dv)) {
@@ -315,11 +353,11 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
 
         if split.chunks == 1 {
             for (gi, hs) in heads.iter().enumerate() {
+                let (t, h) = (t0 + gi / g, h0 + gi % g);
                 // SAFETY: dst is contiguous f32 [dv, n_head, n_tokens, ne3]; this row belongs to
                 // this item alone.
-                let out = unsafe {
-                    std::slice::from_raw_parts_mut(d.at(0, h0 + gi, t, i3) as *mut f32, dv)
-                };
+                let out =
+                    unsafe { std::slice::from_raw_parts_mut(d.at(0, h, t, i3) as *mut f32, dv) };
                 finish(out, &accs[gi * dv..(gi + 1) * dv], hs.sum);
             }
         } else {
@@ -338,11 +376,15 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
         return;
     }
 
-    // Merge the chunks of each (group, head) row.
+    // Merge the chunks of each (group, lane) row.
     p.barrier.wait();
-    for row in thread_range(split.groups * g, p.ith, p.nth) {
-        let (group, gi) = (row / g, row % g);
-        let (h0, _, t, i3) = split.locate(group);
+    for row in thread_range(split.groups * ml, p.ith, p.nth) {
+        let (group, gi) = (row / ml, row % ml);
+        let (h0, _, t0, i3, nl) = split.locate(group);
+        if gi >= nl {
+            continue;
+        }
+        let (t, h) = (t0 + gi / g, h0 + gi % g);
         let o = gi * (dv + 2);
         let mut max = f32::NEG_INFINITY;
         for c in 0..split.chunks {
@@ -365,8 +407,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
             }
         }
         // SAFETY: as in the unsplit case; rows are split between threads.
-        let out =
-            unsafe { std::slice::from_raw_parts_mut(d.at(0, h0 + gi, t, i3) as *mut f32, dv) };
+        let out = unsafe { std::slice::from_raw_parts_mut(d.at(0, h, t, i3) as *mut f32, dv) };
         finish(out, &vrow, sum);
     }
 }
