@@ -885,7 +885,7 @@ impl LlamaModel {
         let n_past = self.n_past;
         let n_kv = n_past + n_tokens;
         let g = self.build(n_tokens, all_logits)?;
-        let mut outputs = g.stores.clone();
+        let mut outputs = g.order.clone();
         outputs.push(g.logits);
         let graph = Graph::build(&self.ctx, &outputs);
         self.runner.alloc(&mut self.ctx, &graph)?;
@@ -939,7 +939,7 @@ impl LlamaModel {
             None
         };
 
-        let mut stores = Vec::with_capacity(2 * hp.n_layer);
+        let mut order = Vec::with_capacity(5 * hp.n_layer);
         let mut x = ctx.get_rows(self.tok_embd, tokens)?;
         if spec.embd_scale {
             x = ctx.scale(x, (hp.n_embd as f32).sqrt())?;
@@ -992,7 +992,7 @@ impl LlamaModel {
                 }
             };
             // The three products first in the graph, then the K/V stores (see `Built::order`).
-            stores.extend([k, v, q]);
+            order.extend([k, v, q]);
             let mut q = ctx.reshape(q, &[dk, hp.n_head, n_tokens])?;
             let mut k = ctx.reshape(k, &[dk, hp.n_head_kv, n_tokens])?;
             if let Some(qn) = l.q_norm {
@@ -1024,7 +1024,7 @@ impl LlamaModel {
 
             // Attention over all cached positions. The stores are expanded into the graph before
             // the logits (as llama.cpp does), so they run before these reads of the cache.
-            stores.extend([k_store, v_store]);
+            order.extend([k_store, v_store]);
             let kc = ctx.view(l.k_cache, &[dk, n_kv, hp.n_head_kv], &[k_row, 2 * dk], 0)?;
             let vc = ctx.view(l.v_cache, &[dv, n_kv, hp.n_head_kv], &[v_row, 2 * dv], 0)?;
             let qp = ctx.permute(q, [0, 2, 1, 3])?; // [dk, n_tokens, n_head]
@@ -1099,7 +1099,7 @@ impl LlamaModel {
             mask,
             mask_swa,
             logits,
-            stores,
+            order,
         })
     }
 }
@@ -1114,5 +1114,5 @@ struct Built {
     /// products, then its KV-cache stores (which must run before the cache's reads). The
     /// products side by side need one barrier between threads, not one each (the depth-first
     /// order put each product right before its own rope and store, which thread 0 runs alone).
-    stores: Vec<TensorId>,
+    order: Vec<TensorId>,
 }
