@@ -23,6 +23,7 @@ pub struct MulMatBench {
     ctx: Context,
     graph: Graph,
     flops: f64,
+    weight: ggweb::TensorId,
     engine: Engine,
     _buf: Option<std::sync::Arc<dyn ggweb::backend::Buffer>>,
 }
@@ -80,6 +81,7 @@ fn build(backend: &str, dtype: &str, m: usize, n: usize, k: usize) -> Result<Mul
         ctx,
         graph,
         flops: 2.0 * m as f64 * n as f64 * k as f64,
+        weight: w,
         engine,
         _buf: buf,
     })
@@ -97,6 +99,19 @@ impl MulMatBench {
     #[wasm_bindgen(getter)]
     pub fn flops(&self) -> f64 {
         self.flops
+    }
+
+    /// Repack the weight for the CPU GEMV as an LLM's load does (`backend::cpu::repack`), so
+    /// that n = 1 runs the kernel generation runs; false where this build or type keeps it plain.
+    pub fn repack(&mut self) -> Result<bool, JsError> {
+        if !matches!(self.engine, Engine::Cpu(_)) {
+            return Ok(false);
+        }
+        let dtype = self.ctx.get(self.weight).map_err(js_err)?.dtype;
+        if !ggweb::backend::cpu::repack::pays_for(dtype) {
+            return Ok(false);
+        }
+        ggweb::backend::cpu::repack::repack_tensor(&mut self.ctx, self.weight).map_err(js_err)
     }
 
     /// Compute once and wait until it finished (a Promise: WebGPU completion is async).
