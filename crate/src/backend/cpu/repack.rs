@@ -14,6 +14,8 @@
 //! k-quants:    [row 0's super-block] … [row 3's super-block]   (whole, scales as they are)
 //! ```
 //!
+//! (The relaxed-SIMD wasm builds chunk the k-quants too, below.)
+//!
 //! In the fifth bits' 16 bytes, bit p of byte j is row p / 2's element j + 16·(p % 2), so the
 //! GEMV takes a row half's bits with one shift and one mask.
 //!
@@ -26,8 +28,11 @@
 //! (in its chunk j / 4, at 4·r + j % 4) holds element j whole in bits 0..5 and bits 0..3 of
 //! element 16 + j in bits 5..8, and the group's 16 shared bytes hold bits 3 and 4 of element
 //! 16 + 4c + j of row r at bits 2c and 2c + 1 of byte 4·r + j (c = 0..4), so a chunk decodes with
-//! one mask (elements j) and a shift, two masks and an or (elements 16 + j). The last `ne1 % 4`
-//! rows stay as they were. Only weights whose d (and m) are all finite are repacked, so the
+//! one mask (elements j) and a shift, two masks and an or (elements 16 + j). A k-quant group
+//! block there is `[d × 4] ([dmin × 4])` and then the rest of each row's super-block (q4_K,
+//! q5_K: scales, (qh,) qs; q6_K: ql, qh, scales; in the block's order) in the same 4-byte
+//! chunks, so that its scales too come four rows to a vector, one row per i32 lane. The last
+//! `ne1 % 4` rows stay as they were. Only weights whose d (and m) are all finite are repacked, so the
 //! kernels may convert them without the inf/NaN fix-up.
 //!
 //! A repacked tensor carries [`crate::tensor::Flags::REPACKED`]. Its bytes read or written
@@ -44,8 +49,8 @@ use crate::{Context, DType, Error, Result, TensorId};
 pub struct Spec {
     /// Bytes of one block.
     pub xs: usize,
-    /// f16 scale fields at the start of a block gathered per group: 1 (d) or 2 (d, m); 0 for
-    /// the k-quants, whose blocks are interleaved whole.
+    /// f16 scale fields of a block gathered per group: 1 (d) or 2 (d, m); 0 for the k-quants
+    /// outside the chunked layout, whose blocks are interleaved whole.
     pub fields: usize,
     /// Elements per block (32, or 256 for the k-quants).
     pub qk: usize,
@@ -56,6 +61,9 @@ pub struct Spec {
     /// The rows' quants interleaved in 4-byte chunks (and the fifth bits in that order), for
     /// the relaxed-SIMD wasm GEMV; else each row's quants whole, one row after another.
     pub chunked: bool,
+    /// Where the f16 fields are in a plain block: 0, or 208 for q6_K (its d is last). A
+    /// chunked k-quant's body is its block without them, in order.
+    pub fat: usize,
 }
 
 impl Spec {
@@ -97,13 +105,32 @@ pub fn spec(dtype: DType) -> Option<Spec> {
         _ => return None,
     };
     let hbits = matches!(dtype, DType::Q5_0 | DType::Q5_1);
-    Some(Spec {
-        xs,
-        fields,
-        qk,
-        hbits,
-        chunked: CHUNKED && fields > 0,
+    Some(if qk == 256 && CHUNKED {
+        kq_chunked(dtype, xs)
+    } else {
+        Spec {
+            xs,
+            fields,
+            qk,
+            hbits,
+            chunked: CHUNKED,
+            fat: 0,
+        }
     })
+}
+
+/// The chunked layout of k-quant `dtype` (block bytes `xs`): d (and dmin) gathered, the rest
+/// of the super-block (scales and quants, in the block's order) in 4-byte chunks.
+fn kq_chunked(dtype: DType, xs: usize) -> Spec {
+    let q6 = dtype == DType::Q6_K;
+    Spec {
+        xs,
+        fields: if q6 { 1 } else { 2 },
+        qk: 256,
+        hbits: false,
+        chunked: true,
+        fat: if q6 { 208 } else { 0 },
+    }
 }
 
 /// Whether repacking weights of `dtype` pays here: this CPU's GEMV reads them directly
@@ -132,6 +159,9 @@ pub fn pack_group(s: Spec, nb: usize, src: &[u8], dst: &mut [u8]) {
         (144, 0, false, false) => pack_n(spec_n::<144, 0, false, false>(), nb, src, dst),
         (176, 0, false, false) => pack_n(spec_n::<176, 0, false, false>(), nb, src, dst),
         (210, 0, false, false) => pack_n(spec_n::<210, 0, false, false>(), nb, src, dst),
+        (144, 2, false, true) => pack_n(spec_n::<144, 2, false, true>(), nb, src, dst),
+        (176, 2, false, true) => pack_n(spec_n::<176, 2, false, true>(), nb, src, dst),
+        (210, 1, false, true) => pack_n(spec_n::<210, 1, false, true>(), nb, src, dst),
         _ => pack_n(s, nb, src, dst),
     }
 }
@@ -153,6 +183,9 @@ pub fn unpack_group(s: Spec, nb: usize, group: &[u8], dst: &mut [u8]) {
         (144, 0, false, false) => unpack_n(spec_n::<144, 0, false, false>(), nb, group, dst),
         (176, 0, false, false) => unpack_n(spec_n::<176, 0, false, false>(), nb, group, dst),
         (210, 0, false, false) => unpack_n(spec_n::<210, 0, false, false>(), nb, group, dst),
+        (144, 2, false, true) => unpack_n(spec_n::<144, 2, false, true>(), nb, group, dst),
+        (176, 2, false, true) => unpack_n(spec_n::<176, 2, false, true>(), nb, group, dst),
+        (210, 1, false, true) => unpack_n(spec_n::<210, 1, false, true>(), nb, group, dst),
         _ => unpack_n(s, nb, group, dst),
     }
 }
@@ -166,6 +199,8 @@ fn spec_n<const XS: usize, const F: usize, const HB: bool, const CH: bool>() -> 
         qk: 0,
         hbits: HB,
         chunked: CH,
+        // q6_K's d is last; the other types' fields lead.
+        fat: if XS == 210 && F > 0 { 208 } else { 0 },
     }
 }
 
@@ -299,9 +334,18 @@ pub fn unpack_row(s: Spec, nb: usize, group: &[u8], r: usize, dst: &mut [u8]) {
 #[inline(always)]
 fn row_from_group(s: Spec, g: &[u8], r: usize, x: &mut [u8]) {
     for f in 0..s.fields {
-        x[2 * f..2 * f + 2].copy_from_slice(&g[8 * f + 2 * r..8 * f + 2 * r + 2]);
+        let at = s.fat + 2 * f;
+        x[at..at + 2].copy_from_slice(&g[8 * f + 2 * r..8 * f + 2 * r + 2]);
     }
     let mut at = 2 * s.fields;
+    if s.fat > 0 {
+        // q6_K: the body is the block before its d.
+        let from = s.head() + 4 * r;
+        for (c, q) in x[..s.fat].chunks_exact_mut(4).enumerate() {
+            q.copy_from_slice(&g[from + 16 * c..from + 16 * c + 4]);
+        }
+        return;
+    }
     if s.chunked {
         if s.hbits {
             q5_chunked_of(
@@ -337,9 +381,17 @@ fn row_from_group(s: Spec, g: &[u8], r: usize, x: &mut [u8]) {
 #[inline(always)]
 fn row_into_group(s: Spec, x: &[u8], r: usize, g: &mut [u8]) {
     for f in 0..s.fields {
-        g[8 * f + 2 * r..8 * f + 2 * r + 2].copy_from_slice(&x[2 * f..2 * f + 2]);
+        let at = s.fat + 2 * f;
+        g[8 * f + 2 * r..8 * f + 2 * r + 2].copy_from_slice(&x[at..at + 2]);
     }
     let mut at = 2 * s.fields;
+    if s.fat > 0 {
+        let to = s.head() + 4 * r;
+        for (c, q) in x[..s.fat].chunks_exact(4).enumerate() {
+            g[to + 16 * c..to + 16 * c + 4].copy_from_slice(q);
+        }
+        return;
+    }
     if s.chunked {
         if s.hbits {
             let (hv, body) = g[8 * s.fields..].split_at_mut(16);
@@ -370,7 +422,10 @@ fn row_into_group(s: Spec, x: &[u8], r: usize, g: &mut [u8]) {
 /// Whether every f16 scale of these plain blocks is finite (exponent field below 31).
 pub fn scales_finite(s: Spec, blocks: &[u8]) -> bool {
     blocks.chunks_exact(s.xs).all(|x| {
-        (0..s.fields).all(|f| u16::from_le_bytes([x[2 * f], x[2 * f + 1]]) & 0x7c00 != 0x7c00)
+        (0..s.fields).all(|f| {
+            let at = s.fat + 2 * f;
+            u16::from_le_bytes([x[at], x[at + 1]]) & 0x7c00 != 0x7c00
+        })
     })
 }
 
@@ -506,7 +561,7 @@ mod tests {
         // Finite scales (exponent < 31).
         for b in v.chunks_exact_mut(s.xs) {
             for f in 0..s.fields {
-                b[2 * f + 1] &= 0x3f;
+                b[s.fat + 2 * f + 1] &= 0x3f;
             }
         }
         v
@@ -564,6 +619,58 @@ mod tests {
                         assert_eq!(row, src[r * nb * s.xs..(r + 1) * nb * s.xs]);
                     }
                 }
+            }
+        }
+    }
+
+    /// The chunked k-quant layout (the relaxed wasm builds'), built here on every target: the
+    /// round trip, and row r's body byte 4c + j at head + 16c + 4r + j.
+    #[test]
+    fn chunked_k_quants_round_trip_and_layout() {
+        for dt in [DType::Q4_K, DType::Q5_K, DType::Q6_K] {
+            let s = kq_chunked(dt, dt.type_size());
+            let (fat, f) = (s.fat, s.fields);
+            assert_eq!(s.head() + 4 * s.body(), 4 * s.xs);
+            for nb in [1, 2] {
+                let src = rows(s, nb, 7 + nb as u32);
+                let mut g = vec![0u8; src.len()];
+                pack_group(s, nb, &src, &mut g);
+                for b in 0..nb {
+                    let gb = &g[b * 4 * s.xs..(b + 1) * 4 * s.xs];
+                    for r in 0..4 {
+                        let x = &src[(r * nb + b) * s.xs..(r * nb + b + 1) * s.xs];
+                        for k in 0..f {
+                            assert_eq!(
+                                gb[8 * k + 2 * r..8 * k + 2 * r + 2],
+                                x[fat + 2 * k..fat + 2 * k + 2]
+                            );
+                        }
+                        let body: Vec<u8> = if fat > 0 {
+                            x[..fat].to_vec()
+                        } else {
+                            x[2 * f..].to_vec()
+                        };
+                        for (i, &v) in body.iter().enumerate() {
+                            assert_eq!(
+                                gb[s.head() + 16 * (i / 4) + 4 * r + i % 4],
+                                v,
+                                "{dt:?} row {r} byte {i}"
+                            );
+                        }
+                    }
+                }
+                let mut back = vec![0u8; src.len()];
+                unpack_group(s, nb, &g, &mut back);
+                assert_eq!(back, src);
+                for r in 0..4 {
+                    let mut row = vec![0u8; nb * s.xs];
+                    unpack_row(s, nb, &g, r, &mut row);
+                    assert_eq!(row, src[r * nb * s.xs..(r + 1) * nb * s.xs]);
+                }
+                // A non-finite d (or dmin) is found where the type keeps it.
+                let mut bad = src.clone();
+                bad[s.xs * nb + fat + 2 * (f - 1) + 1] = 0x7c;
+                assert!(scales_finite(s, &src) && !scales_finite(s, &bad));
             }
         }
     }

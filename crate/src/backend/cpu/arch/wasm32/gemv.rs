@@ -75,6 +75,22 @@ unsafe fn dispatch<const R4: bool>(
             return false;
         }
         let nb = k / 256;
+        // The relaxed build repacks the k-quants chunked (`repack.rs`).
+        #[cfg(target_feature = "relaxed-simd")]
+        if R4 {
+            if nb > kgemv::chunked::MAX_SB {
+                return false;
+            }
+            // SAFETY: forwarded from the caller; nb ≤ MAX_SB.
+            unsafe {
+                match t {
+                    Tiled::Q4K => kgemv::chunked::gemv_q4_k(nb, pn, b, accumulate),
+                    Tiled::Q5K => kgemv::chunked::gemv_q5_k(nb, pn, b, accumulate),
+                    _ => kgemv::chunked::gemv_q6_k(nb, pn, b, accumulate),
+                }
+            }
+            return true;
+        }
         // SAFETY: forwarded from the caller.
         unsafe {
             match t {
@@ -224,7 +240,7 @@ const F16_REBIAS: f32 = f32::from_bits(0x7780_0000);
 /// rebias): exact for every finite value, subnormal f16 as f32 denormals (repacked weights have
 /// finite scales only; the column carries the 2^112, see [`run`]).
 #[inline(always)]
-fn f16x4_unbiased(s: v128, k: &F16Consts) -> v128 {
+pub(super) fn f16x4_unbiased(s: v128, k: &F16Consts) -> v128 {
     v128_and(i32x4_shl(s, 13), k.bits)
 }
 

@@ -435,3 +435,429 @@ pub(super) unsafe fn gemv_q6_k<const R4: bool>(
         })
     }
 }
+
+/// The relaxed build's GEMV of k-quants repacked in the chunked layout (`repack.rs`,
+/// `Spec::chunked`: the four rows' d (and dmin) together, then their super-blocks' other bytes
+/// in 4-byte chunks, chunk c of row r at 16c + 4r). One 16-byte load holds the same four quant
+/// bytes of each row, and one `i32x4.relaxed_dot_i8x16_i7x16_add` against the column's four
+/// matching quants splatted sums each row in its own lane (one `vpdpbusd` in V8 on x86 with
+/// AVX-VNNI): no transposes, and the scales too come one row per i32 lane, so a sub-block's
+/// scale multiplies its four rows' sums at once. Per super-block of four rows about a third of
+/// the instructions of the row-per-tile path above.
+///
+/// The integer sums are the same exact ones (the reference's isum, summ), then the f32
+/// operations of [`run`] in its order: the same bits.
+#[cfg(target_feature = "relaxed-simd")]
+pub(super) mod chunked {
+    use super::super::gemv::f16x4_unbiased;
+    use super::super::u32x4_bytes;
+    use super::*;
+
+    /// `$body` once per value, `$v` bound to it: straight-line code whose shifts and offsets
+    /// are constants (LLVM left these loops rolled, their shift amounts and scale picks then
+    /// computed per iteration).
+    macro_rules! unroll {
+        ($v:ident in [$($n:expr),*] $body:block) => {
+            $({
+                let $v: usize = $n;
+                $body
+            })*
+        };
+    }
+
+    /// Most super-blocks of a repacked row (k ≤ 16384, `repack::MAX_BLOCKS`): the column's
+    /// facts live on the stack.
+    pub(in super::super) const MAX_SB: usize = crate::backend::cpu::repack::MAX_BLOCKS / 8;
+
+    /// A column super-block's facts: dy in every lane, and `w`: for q4_K / q5_K the mins'
+    /// partners (i16 pairs per i32 lane: [b0, b2], [b1, b3], [b4, b6], [b5, b7], b_j the sum of
+    /// sub-block j's 32 quants), for q6_K 32·Σ of each 16 quants as 16 i32.
+    #[repr(C, align(16))]
+    #[derive(Clone, Copy)]
+    struct KCol {
+        dy: v128,
+        w: [v128; 4],
+    }
+
+    static CONSTS: V128s<8> = V128s([
+        [0x0F; 16],
+        [0x10; 16],
+        [0x30; 16],
+        u32x4_bytes(0x3F),
+        u32x4_bytes(0xFF),
+        u32x4_bytes(0x0F0F_0F0F),
+        u32x4_bytes(0x3030_3030),
+        u32x4_bytes(0x003F_003F),
+    ]);
+
+    #[derive(Clone, Copy)]
+    struct C {
+        m0f: v128,
+        x10: v128,
+        x30: v128,
+        b3f: v128,
+        bff: v128,
+        n0f: v128,
+        n30: v128,
+        p3f: v128,
+    }
+
+    #[inline(always)]
+    fn consts() -> C {
+        let [m0f, x10, x30, b3f, bff, n0f, n30, p3f] = v128s(&CONSTS);
+        C {
+            m0f,
+            x10,
+            x30,
+            b3f,
+            bff,
+            n0f,
+            n30,
+            p3f,
+        }
+    }
+
+    /// `v` shifted left by `s` bits (right by −s) in 16-bit lanes.
+    #[inline(always)]
+    fn shift16(v: v128, s: i32) -> v128 {
+        match s.cmp(&0) {
+            core::cmp::Ordering::Greater => i16x8_shl(v, s as u32),
+            core::cmp::Ordering::Less => u16x8_shr(v, (-s) as u32),
+            core::cmp::Ordering::Equal => v,
+        }
+    }
+
+    /// The column's facts for every super-block: `q6` the q6_K ones.
+    ///
+    /// # Safety
+    /// `b` addresses nb ≤ MAX_SB q8_K blocks; `c` has room for nb.
+    #[inline(always)]
+    unsafe fn column(c: *mut KCol, nb: usize, b: *const u8, q6: bool) {
+        let ones = i16x8_splat(1);
+        for blk in 0..nb {
+            // SAFETY: blk < nb, inside the column and `c`.
+            unsafe {
+                let yb = b.add(blk * YS);
+                let [s0, s1] = bsums(yb);
+                let w = if q6 {
+                    // 32·bsum_g, g = 0..16, as i32.
+                    [
+                        i32x4_shl(i32x4_extend_low_i16x8(s0), 5),
+                        i32x4_shl(i32x4_extend_high_i16x8(s0), 5),
+                        i32x4_shl(i32x4_extend_low_i16x8(s1), 5),
+                        i32x4_shl(i32x4_extend_high_i16x8(s1), 5),
+                    ]
+                } else {
+                    // b_j = bsums[2j] + bsums[2j + 1] (|b_j| ≤ 4096), as i16 lanes b0..b8.
+                    let bj =
+                        i16x8_narrow_i32x4(i32x4_dot_i16x8(s0, ones), i32x4_dot_i16x8(s1, ones));
+                    let p = i16x8_shuffle::<0, 2, 1, 3, 4, 6, 5, 7>(bj, bj);
+                    [
+                        i32x4_shuffle::<0, 0, 0, 0>(p, p),
+                        i32x4_shuffle::<1, 1, 1, 1>(p, p),
+                        i32x4_shuffle::<2, 2, 2, 2>(p, p),
+                        i32x4_shuffle::<3, 3, 3, 3>(p, p),
+                    ]
+                };
+                c.add(blk).write(KCol {
+                    dy: f32x4_splat((yb as *const f32).read_unaligned()),
+                    w,
+                });
+            }
+        }
+    }
+
+    /// Every group of `pn` (whole groups of four rows) against column `b`: `sums(g, w, yq)`
+    /// gives the four rows' exact (isum, summ) of one group block `g` (summ: 0 without dmin)
+    /// with the column super-block's facts at `w` and its quants at `yq`.
+    ///
+    /// # Safety
+    /// As [`super::super::gemv::gemv_repacked`]; nb ≤ MAX_SB; `sums` reads one group block and
+    /// one column block.
+    #[inline(always)]
+    unsafe fn run(
+        nb: usize,
+        pn: &Panel,
+        b: *const u8,
+        accumulate: bool,
+        (xs, min): (usize, bool),
+        sums: impl Fn(*const u8, *const u8, *const u8) -> (v128, v128),
+    ) {
+        let mut col = core::mem::MaybeUninit::<[KCol; MAX_SB]>::uninit();
+        let cp = col.as_mut_ptr() as *mut KCol;
+        // SAFETY: caller; nb ≤ MAX_SB.
+        unsafe { column(cp, nb, b, !min) };
+        let fk = f16_consts();
+        let rebias = f32x4_splat(f32::from_bits(0x7780_0000));
+        let mut i = 0;
+        while i < pn.nrows {
+            // SAFETY: group i / 4 is inside the panel.
+            let base = unsafe { pn.a0.add(i * pn.lda) };
+            let mut acc = f32x4_splat(0.0);
+            for blk in 0..nb {
+                // SAFETY: blk < nb: one group block and one column block (set above).
+                unsafe {
+                    let g = base.add(blk * 4 * xs);
+                    let cb = cp.add(blk);
+                    let head = if min { 16 } else { 8 };
+                    let (isum, summ) = sums(
+                        g.add(head),
+                        (&raw const (*cb).w) as *const u8,
+                        b.add(blk * YS + YQ),
+                    );
+                    // d (and dmin) of the four rows: finite (`repack.rs`), so the bits moved
+                    // into place times 2^112 are their values exactly.
+                    let h = if min {
+                        load16(g)
+                    } else {
+                        v128_load64_zero(g as *const u64)
+                    };
+                    let conv = |s: v128| f32x4_mul(f16x4_unbiased(s, &fk), rebias);
+                    let dy = (*cb).dy;
+                    let d = conv(i32x4_extend_low_i16x8(h));
+                    // The scalar reference's operations in its order (quant/k_quants.rs).
+                    let mut t = f32x4_mul(f32x4_mul(d, dy), f32x4_convert_i32x4(isum));
+                    if min {
+                        let dmin = conv(i32x4_extend_high_i16x8(h));
+                        t = f32x4_sub(t, f32x4_mul(f32x4_mul(dmin, dy), f32x4_convert_i32x4(summ)));
+                    }
+                    acc = f32x4_add(acc, t);
+                }
+            }
+            let mut o = [0f32; 4];
+            // SAFETY: 16 bytes.
+            unsafe { v128_store(o.as_mut_ptr() as *mut v128, acc) };
+            for (r, v) in o.iter().enumerate() {
+                // SAFETY: row i + r < nrows (whole groups) of the panel's single column.
+                unsafe {
+                    let p = pn.out0.add((i + r) * 4) as *mut f32;
+                    if accumulate {
+                        *p += *v
+                    } else {
+                        *p = *v
+                    }
+                }
+            }
+            i += 4;
+        }
+    }
+
+    /// The q4_K / q5_K scales and the mins' sum of one group block whose first three chunks
+    /// are the 12 scale bytes q (A = q[0..4], B = q[4..8], C = q[8..12], lane r = row r):
+    /// `sc(j)` of sub-block j as i32 lanes, and Σ_j m_j·b_j (`w`: the column's pairs).
+    /// ggml's get_scale_min_k4: scale j < 4 is q[j] & 63, j ≥ 4 (q[j+4] & 15) | (q[j−4] >> 6) << 4;
+    /// min j < 4 is q[j+4] & 63, j ≥ 4 (q[j+4] >> 4) | (q[j] >> 6) << 4.
+    ///
+    /// # Safety
+    /// 48 bytes at `x`, 64 at `w`.
+    #[inline(always)]
+    unsafe fn k4_scales(x: *const u8, w: *const u8, k: &C) -> ([v128; 2], v128) {
+        // SAFETY: caller.
+        let (a, bq, cq, w) = unsafe {
+            (
+                load16(x),
+                load16(x.add(16)),
+                load16(x.add(32)),
+                [
+                    load16(w),
+                    load16(w.add(16)),
+                    load16(w.add(32)),
+                    load16(w.add(48)),
+                ],
+            )
+        };
+        // Scales 4..8 as bytes (each masked: no shifted bit crosses into a kept one).
+        let hi = v128_or(v128_and(cq, k.n0f), v128_and(u32x4_shr(a, 2), k.n30));
+        // Mins in i16 lanes: [m0, m2], [m1, m3], [m4, m6], [m5, m7] of each row.
+        let m02 = v128_and(bq, k.p3f);
+        let m13 = v128_and(u32x4_shr(bq, 8), k.p3f);
+        let top = |s: u32| v128_and(u32x4_shr(bq, s), i32x4_splat(0x0030_0030));
+        let low = |s: u32| v128_and(u32x4_shr(cq, s), i32x4_splat(0x000F_000F));
+        let m46 = v128_or(low(4), top(2));
+        let m57 = v128_or(low(12), top(10));
+        let summ = i32x4_add(
+            i32x4_add(i32x4_dot_i16x8(m02, w[0]), i32x4_dot_i16x8(m13, w[1])),
+            i32x4_add(i32x4_dot_i16x8(m46, w[2]), i32x4_dot_i16x8(m57, w[3])),
+        );
+        ([a, hi], summ)
+    }
+
+    /// Scale j (0..8) from [`k4_scales`]' `sc`: byte j % 4 of `sc[j / 4]`'s lanes (`sc[0]`
+    /// unmasked: its top two bits are another scale's).
+    #[inline(always)]
+    fn k4_scale(sc: &[v128; 2], j: u32, k: &C) -> v128 {
+        let v = sc[(j / 4) as usize];
+        let s = 8 * (j % 4);
+        match (j / 4, j % 4) {
+            (0, _) => v128_and(u32x4_shr(v, s), k.b3f),
+            (_, 3) => u32x4_shr(v, 24),
+            _ => v128_and(u32x4_shr(v, s), k.bff),
+        }
+    }
+
+    /// Σ_j sc_j·Σ u·y over the eight sub-blocks of a q4_K / q5_K super-block, `quants(g, j)`
+    /// the operands of chunk 8g + j (low nibbles: elements 64g + 4j + 0..4 of each row,
+    /// sub-block 2g; high nibbles the same + 32, sub-block 2g + 1). The loop over g stays
+    /// rolled: unrolled, LLVM hoisted loads across it and V8 spilled (q4_K 30 % slower).
+    ///
+    /// # Safety
+    /// 256 quants at `yq`.
+    #[inline(always)]
+    unsafe fn k4_isum(
+        sc: &[v128; 2],
+        yq: *const u8,
+        k: &C,
+        quants: impl Fn(usize, usize) -> (v128, v128),
+    ) -> v128 {
+        let mut isum = i32x4_splat(0);
+        for g in 0..4 {
+            // Two chains per sub-block (`gemv.rs` chunked_sums).
+            let mut a = [i32x4_splat(0); 4];
+            unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
+                let (lo, hi) = quants(g, j);
+                // SAFETY: caller; elements 64g + 4j (+ 32) + 0..4.
+                let (ylo, yhi) = unsafe {
+                    (
+                        v128_load32_splat(yq.add(64 * g + 4 * j) as *const u32),
+                        v128_load32_splat(yq.add(64 * g + 32 + 4 * j) as *const u32),
+                    )
+                };
+                a[j % 2] = i32x4_relaxed_dot_i8x16_i7x16_add(ylo, lo, a[j % 2]);
+                a[2 + j % 2] = i32x4_relaxed_dot_i8x16_i7x16_add(yhi, hi, a[2 + j % 2]);
+            });
+            // |Σ| < 2^16 per sub-block, · sc ≤ 63: exact in i32.
+            let s0 = i32x4_mul(i32x4_add(a[0], a[1]), k4_scale(sc, 2 * g as u32, k));
+            let s1 = i32x4_mul(i32x4_add(a[2], a[3]), k4_scale(sc, 2 * g as u32 + 1, k));
+            isum = i32x4_add(isum, i32x4_add(s0, s1));
+        }
+        isum
+    }
+
+    /// q4_K groups: body = 3 chunks of scales, 32 of nibbles.
+    ///
+    /// # Safety
+    /// As [`super::super::gemv::gemv_repacked`], nb ≤ MAX_SB.
+    #[inline(never)]
+    pub(in super::super) unsafe fn gemv_q4_k(
+        nb: usize,
+        pn: &Panel,
+        b: *const u8,
+        accumulate: bool,
+    ) {
+        let k = consts();
+        // SAFETY: forwarded; each closure call reads one group block and one column block.
+        unsafe {
+            run(nb, pn, b, accumulate, (144, true), |x, w, yq| {
+                let (sc, summ) = k4_scales(x, w, &k);
+                let qs = x.add(48);
+                let isum = k4_isum(&sc, yq, &k, |g, j| {
+                    let v = load16(qs.add(16 * (8 * g + j)));
+                    (v128_and(v, k.m0f), v128_and(u16x8_shr(v, 4), k.m0f))
+                });
+                (isum, summ)
+            })
+        }
+    }
+
+    /// q5_K groups: body = 3 chunks of scales, 8 of qh (bit 2g of byte l: element l of
+    /// sub-block 2g, bit 2g + 1: of 2g + 1), 32 of nibbles.
+    ///
+    /// # Safety
+    /// As [`gemv_q4_k`].
+    #[inline(never)]
+    pub(in super::super) unsafe fn gemv_q5_k(
+        nb: usize,
+        pn: &Panel,
+        b: *const u8,
+        accumulate: bool,
+    ) {
+        let k = consts();
+        // SAFETY: forwarded; each closure call reads one group block and one column block.
+        unsafe {
+            run(nb, pn, b, accumulate, (176, true), |x, w, yq| {
+                let (sc, summ) = k4_scales(x, w, &k);
+                let (qh, qs) = (x.add(48), x.add(176));
+                let isum = k4_isum(&sc, yq, &k, |g, j| {
+                    let v = load16(qs.add(16 * (8 * g + j)));
+                    // Bits 2g, 2g + 1 of qh to bit 4: one shift by the loop's 2g (16-bit
+                    // lanes, always right: no branch), then constant ones; the masks drop
+                    // what crosses a byte.
+                    let h = u16x8_shr(load16(qh.add(16 * j)), 2 * g as u32);
+                    (
+                        v128_or(v128_and(v, k.m0f), v128_and(i16x8_shl(h, 4), k.x10)),
+                        v128_or(
+                            v128_and(u16x8_shr(v, 4), k.m0f),
+                            v128_and(i16x8_shl(h, 3), k.x10),
+                        ),
+                    )
+                });
+                (isum, summ)
+            })
+        }
+    }
+
+    /// q6_K groups: body = 32 chunks of ql, 16 of qh, 4 of i8 scales. Σ sc·(q − 32)·y per 16
+    /// elements as Σ sc·(Σ q·y − 32·bsum) (the column's bsums, exact), q the unsigned operand.
+    ///
+    /// # Safety
+    /// As [`gemv_q4_k`].
+    #[inline(never)]
+    pub(in super::super) unsafe fn gemv_q6_k(
+        nb: usize,
+        pn: &Panel,
+        b: *const u8,
+        accumulate: bool,
+    ) {
+        let k = consts();
+        // SAFETY: forwarded; each closure call reads one group block and one column block.
+        unsafe {
+            run(nb, pn, b, accumulate, (210, false), |x, w, yq| {
+                let (ql, qh, scp) = (x, x.add(512), x.add(768));
+                let mut isum = i32x4_splat(0);
+                // Chunks cc = 4q + t of half h: elements 128h + 4cc + 0..4 (low nibbles; qh
+                // bits 0, 1 for cc < 8, else 2, 3) and + 64 (high nibbles; qh bits 4, 5 or 6,
+                // 7), qh byte 32h + 4(cc % 8); groups 8h + q and 8h + 4 + q. Two rolled loops
+                // (q < 2, q ≥ 2: their qh shifts constant) over (h, q) (see `k4_isum`).
+                let mut quarter = |h: usize, q: usize, (slo, shi): (i32, i32)| {
+                    let mut a = [i32x4_splat(0); 4];
+                    unroll!(t in [0, 1, 2, 3] {
+                        let cc = 4 * q + t;
+                        let v = load16(ql.add(16 * (16 * h + cc)));
+                        let hq = load16(qh.add(16 * (8 * h + cc % 8)));
+                        let lo = v128_or(v128_and(v, k.m0f), v128_and(shift16(hq, slo), k.x30));
+                        let hi = v128_or(
+                            v128_and(u16x8_shr(v, 4), k.m0f),
+                            v128_and(shift16(hq, shi), k.x30),
+                        );
+                        let e = 128 * h + 4 * cc;
+                        let ylo = v128_load32_splat(yq.add(e) as *const u32);
+                        let yhi = v128_load32_splat(yq.add(e + 64) as *const u32);
+                        a[t % 2] = i32x4_relaxed_dot_i8x16_i7x16_add(ylo, lo, a[t % 2]);
+                        a[2 + t % 2] = i32x4_relaxed_dot_i8x16_i7x16_add(yhi, hi, a[2 + t % 2]);
+                    });
+                    // Scales of groups 8h..8h + 8: row r's bytes in lane r; group g's is byte
+                    // g % 4 of vector g / 4, sign-extended.
+                    let sc = |g: usize| {
+                        let v = load16(scp.add(32 * h + 16 * (g / 4)));
+                        i32x4_shr(i32x4_shl(v, 24 - 8 * (g % 4) as u32), 24)
+                    };
+                    // Groups 8h + q and 8h + 4 + q: (Σ q·y − 32·bsum)·sc, exact in i32.
+                    let off = |g: usize| v128_load32_splat(w.add(4 * (8 * h + g)) as *const u32);
+                    let slo = i32x4_sub(i32x4_add(a[0], a[1]), off(q));
+                    let shi = i32x4_sub(i32x4_add(a[2], a[3]), off(4 + q));
+                    isum = i32x4_add(
+                        isum,
+                        i32x4_add(i32x4_mul(slo, sc(q)), i32x4_mul(shi, sc(4 + q))),
+                    );
+                };
+                for i in 0..4 {
+                    quarter(i / 2, i % 2, (4, 0));
+                }
+                for i in 0..4 {
+                    quarter(i / 2, 2 + i % 2, (2, -2));
+                }
+                (isum, i32x4_splat(0))
+            })
+        }
+    }
+}
