@@ -205,21 +205,32 @@ unsafe fn run<const R4: bool>(
                 acc = f32x4_add(acc, t);
             }
         }
-        let mut o = [0f32; 4];
-        // SAFETY: 16 bytes.
-        unsafe { v128_store(o.as_mut_ptr() as *mut v128, acc) };
-        for (r, v) in o.iter().enumerate().take((n - i).min(4)) {
-            // SAFETY: row i + r < n of the panel's single column.
-            unsafe {
-                let p = pn.out0.add((i + r) * 4) as *mut f32;
-                if accumulate {
-                    *p += *v
-                } else {
-                    *p = *v
-                }
+        // SAFETY: rows i..i + min(n − i, 4) are the panel's.
+        unsafe { store_rows(pn, i, (n - i).min(4), acc, accumulate) };
+        i += 4;
+    }
+}
+
+/// Lanes 0..count of `acc` into the panel's rows i.. of its single column (added when
+/// `accumulate`).
+///
+/// # Safety
+/// Rows i..i + count must be in the panel.
+#[inline(always)]
+unsafe fn store_rows(pn: &Panel, i: usize, count: usize, acc: v128, accumulate: bool) {
+    let mut o = [0f32; 4];
+    // SAFETY: 16 bytes.
+    unsafe { v128_store(o.as_mut_ptr() as *mut v128, acc) };
+    for (r, v) in o.iter().enumerate().take(count) {
+        // SAFETY: caller; row i + r of the panel's single column.
+        unsafe {
+            let p = pn.out0.add((i + r) * 4) as *mut f32;
+            if accumulate {
+                *p += *v
+            } else {
+                *p = *v
             }
         }
-        i += 4;
     }
 }
 
@@ -624,20 +635,8 @@ pub(super) mod chunked {
                     acc = f32x4_add(acc, t);
                 }
             }
-            let mut o = [0f32; 4];
-            // SAFETY: 16 bytes.
-            unsafe { v128_store(o.as_mut_ptr() as *mut v128, acc) };
-            for (r, v) in o.iter().enumerate() {
-                // SAFETY: row i + r < nrows (whole groups) of the panel's single column.
-                unsafe {
-                    let p = pn.out0.add((i + r) * 4) as *mut f32;
-                    if accumulate {
-                        *p += *v
-                    } else {
-                        *p = *v
-                    }
-                }
-            }
+            // SAFETY: rows i..i + 4 < nrows (whole groups) are the panel's.
+            unsafe { store_rows(pn, i, 4, acc, accumulate) };
             i += 4;
         }
     }
