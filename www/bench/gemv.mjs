@@ -12,6 +12,7 @@
 // they see the same load. Prints the median over rounds of each (shape, build).
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { RELAXED_FLAGS } from './node-flags.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -65,7 +66,7 @@ const add = (name, key, where, v) => {
 };
 for (let r = 0; r < rounds; r++) {
   for (const b of builds) {
-    const p = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--no-liftoff', self, '--child', b.spec, '--shapes',
+    const p = spawnSync(process.execPath, [...RELAXED_FLAGS, '--no-liftoff', self, '--child', b.spec, '--shapes',
       shapes.map((s) => `${s.type}:${s.k}x${s.m}`).join(','), '--mib', `${mib}`, '--seconds', `${seconds}`], { encoding: 'utf8', maxBuffer: 1 << 24 });
     if (p.status !== 0) throw new Error(`build ${b.name} failed:\n${p.stderr}`);
     const o = JSON.parse(p.stdout.trim().split('\n').pop());

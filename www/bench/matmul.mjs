@@ -13,6 +13,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import os from 'node:os';
+import { RELAXED_FLAGS } from './node-flags.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -85,8 +86,7 @@ const load = [];
 for (let round = 0; round < rounds; round++) {
   load.push(os.loadavg()[0]);
   for (const v of variants) {
-    // Node 20's V8 has relaxed SIMD behind a flag (Chrome has it on since 114).
-    const r = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--no-liftoff', self, '--child', v.spec, '--size', `${size}`, '--n', ns.join(','),
+    const r = spawnSync(process.execPath, [...RELAXED_FLAGS, '--no-liftoff', self, '--child', v.spec, '--size', `${size}`, '--n', ns.join(','),
       '--types', types.join(','), '--reps', `${reps}`, '--clock', opt('clock', 'wall')], { encoding: 'utf8', maxBuffer: 1 << 24 });
     if (r.status !== 0) throw new Error(`variant ${v.name} failed:\n${r.stderr}`);
     const o = JSON.parse(r.stdout.trim().split('\n').pop());

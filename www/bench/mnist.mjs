@@ -14,6 +14,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 import path from 'node:path';
+import { RELAXED_FLAGS } from './node-flags.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -101,8 +102,7 @@ for (let round = 0; round < rounds; round++) {
     if (v.spec === 'chromium') {
       o = await chromiumRun();
     } else {
-      // Node 20's V8 has relaxed SIMD behind a flag (Chrome has it on since 114).
-      const r = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--no-liftoff', self, '--child', v.spec, '--models', models.join(',')],
+      const r = spawnSync(process.execPath, [...RELAXED_FLAGS, '--no-liftoff', self, '--child', v.spec, '--models', models.join(',')],
         { encoding: 'utf8', maxBuffer: 1 << 24 });
       if (r.status !== 0) throw new Error(`variant ${v.name} failed:\n${r.stderr}`);
       o = JSON.parse(r.stdout.trim().split('\n').pop());

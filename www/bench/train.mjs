@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { RELAXED_FLAGS } from './node-flags.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -64,7 +65,7 @@ function runNative() {
 }
 
 function runNode(v) {
-  const flags = v === 'relaxed' ? ['--experimental-wasm-relaxed-simd', '--no-liftoff'] : [];
+  const flags = v === 'relaxed' ? [...RELAXED_FLAGS, '--no-liftoff'] : [];
   const r = spawnSync(process.execPath, [...flags, fileURLToPath(import.meta.url), ...args], {
     encoding: 'utf8', env: { ...process.env, GGWEB_TRAIN_CHILD: v },
   });
