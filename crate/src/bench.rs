@@ -77,7 +77,9 @@ pub fn bench_mul_mat(
 /// As [`bench_mul_mat`], over enough copies of the weight that together they hold at least
 /// `stream_bytes` (one graph of one mul_mat per copy, all with the same x): with
 /// `stream_bytes` well over the last-level cache every weight comes from DRAM, as the layers
-/// of an LLM do during generation. `seconds_per_iter` is per mul_mat (graph time / copies).
+/// of an LLM do during generation. With one copy, the graph holds several mul_mats of it
+/// where they are small (`SAME_WEIGHT_BYTES`). `seconds_per_iter` is per mul_mat (graph time /
+/// mul_mat nodes).
 #[allow(clippy::too_many_arguments)] // (the shape, the threads, and how the weights are held)
 pub fn bench_mul_mat_streamed(
     dtype: DType,
@@ -97,13 +99,27 @@ pub fn bench_mul_mat_streamed(
     let row_bytes = dtype.row_size(k)?;
     let weight_bytes = row_bytes * m;
     let copies = stream_bytes.div_ceil(weight_bytes.max(1)).max(1);
+    // One weight (from cache): as many mul_mats of it in the graph as read SAME_WEIGHT_BYTES,
+    // as a model's forward has many nodes per compute. One node per graph timed the threads'
+    // wake-up per compute with it (at 2 threads a small GEMV measured 5-30x slower than at 1),
+    // which a forward pays once, not per node. Outputs kept to SAME_WEIGHT_OUT bytes in all.
+    let per_copy = if copies == 1 {
+        SAME_WEIGHT_BYTES
+            .div_ceil(weight_bytes.max(1))
+            .min(SAME_WEIGHT_OUT / (m * n * 4).max(1))
+            .clamp(1, 256)
+    } else {
+        1
+    };
     let mut ctx = Context::new();
     let x = ctx.new_tensor_2d(DType::F32, k, n)?;
     let mut ws = Vec::with_capacity(copies);
-    let mut ys = Vec::with_capacity(copies);
+    let mut ys = Vec::with_capacity(copies * per_copy);
     for _ in 0..copies {
         let w = ctx.new_tensor_2d(dtype, k, m)?;
-        ys.push(ctx.mul_mat(w, x)?);
+        for _ in 0..per_copy {
+            ys.push(ctx.mul_mat(w, x)?);
+        }
         ws.push(w);
     }
     alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type())?;
@@ -148,8 +164,9 @@ pub fn bench_mul_mat_streamed(
         times.push(el);
     }
     times.sort_by(f64::total_cmp);
-    let spi = times[times.len() / 2] / copies as f64;
-    let best = times[0] / copies as f64;
+    let nodes = ys.len() as f64;
+    let spi = times[times.len() / 2] / nodes;
+    let best = times[0] / nodes;
     Ok(BenchResult {
         op: "mul_mat".into(),
         dtype,
@@ -165,6 +182,12 @@ pub fn bench_mul_mat_streamed(
         repacked,
     })
 }
+
+/// Weight bytes the mul_mat nodes over one weight read per graph, at most 256 nodes (see
+/// [`bench_mul_mat_streamed`]).
+const SAME_WEIGHT_BYTES: usize = 16 << 20;
+/// The most output bytes of those nodes together.
+const SAME_WEIGHT_OUT: usize = 8 << 20;
 
 /// One weight matrix of a model: its type, row length k and row count m (mul_mat's
 /// weight [k, m]).
