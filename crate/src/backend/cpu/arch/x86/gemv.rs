@@ -1097,7 +1097,7 @@ fn k4_scales(s: &[u8; 12]) -> (u64, u64) {
 
 /// The k-quant rows of the panel against one q8_K column, one row at a time (several rows at
 /// once only add register pressure: a super-block's work per row is large). `block` adds one
-/// super-block's dot to the row's accumulator.
+/// super-block's dot (its index, weight and column block) to the row's accumulator.
 ///
 /// # Safety
 /// As [`rows`], with k/256 super-blocks of `XS` bytes.
@@ -1107,7 +1107,7 @@ unsafe fn krows<const XS: usize>(
     pn: &Panel,
     y: *const u8,
     accumulate: bool,
-    block: impl Fn(*const u8, *const u8, __m256) -> __m256,
+    block: impl Fn(usize, *const u8, *const u8, __m256) -> __m256,
 ) {
     // SAFETY: forwarded from the caller.
     unsafe {
@@ -1120,7 +1120,7 @@ unsafe fn krows<const XS: usize>(
             let mut acc = _mm256_setzero_ps();
             for blk in 0..k / 256 {
                 prefetch_block(pf.wrapping_add(blk * XS), XS);
-                acc = block(a.add(blk * XS), y.add(blk * Q8K_SIZE), acc);
+                acc = block(blk, a.add(blk * XS), y.add(blk * Q8K_SIZE), acc);
             }
             store_tile::<1, 1>(pn, i, &[[hsum(acc)]], accumulate);
         }
@@ -1356,11 +1356,11 @@ unsafe fn gemv_avx512_k4<const Q5: bool>(k: usize, pn: &Panel, y: *const u8, acc
         if nsb > Q4K_PERM_MAX {
             let dotw = |acc, p, s| _mm256_dpwssd_epi32(acc, p, s);
             if Q5 {
-                krows::<176>(k, pn, y, accumulate, |xb, yb, acc| {
+                krows::<176>(k, pn, y, accumulate, |_, xb, yb, acc| {
                     q5_k_block::<true>(xb, yb, acc, dotw)
                 });
             } else {
-                krows::<144>(k, pn, y, accumulate, |xb, yb, acc| {
+                krows::<144>(k, pn, y, accumulate, |_, xb, yb, acc| {
                     q4_k_block::<true>(xb, yb, acc, dotw)
                 });
             }
@@ -1384,13 +1384,11 @@ unsafe fn gemv_avx512_k4<const Q5: bool>(k: usize, pn: &Panel, y: *const u8, acc
         ];
         let pp = pp as *const u8;
         if Q5 {
-            krows::<176>(k, pn, y, accumulate, |xb, yb, acc| {
-                let sb = (yb as usize - y as usize) / Q8K_SIZE;
+            krows::<176>(k, pn, y, accumulate, |sb, xb, yb, acc| {
                 q4_k_block512p::<true>(xb, yb, pp.add(256 * sb), &ctl, acc)
             });
         } else {
-            krows::<144>(k, pn, y, accumulate, |xb, yb, acc| {
-                let sb = (yb as usize - y as usize) / Q8K_SIZE;
+            krows::<144>(k, pn, y, accumulate, |sb, xb, yb, acc| {
                 q4_k_block512p::<false>(xb, yb, pp.add(256 * sb), &ctl, acc)
             });
         }
@@ -1574,13 +1572,13 @@ macro_rules! gemv_fn {
                         },
                         dot,
                     ),
-                    Tiled::Q4K => krows::<144>(k, pn, y, accumulate, |xb, yb, acc| {
+                    Tiled::Q4K => krows::<144>(k, pn, y, accumulate, |_, xb, yb, acc| {
                         q4_k_block::<$opaque>(xb, yb, acc, dotw)
                     }),
-                    Tiled::Q5K => krows::<176>(k, pn, y, accumulate, |xb, yb, acc| {
+                    Tiled::Q5K => krows::<176>(k, pn, y, accumulate, |_, xb, yb, acc| {
                         q5_k_block::<$opaque>(xb, yb, acc, dotw)
                     }),
-                    Tiled::Q6K => krows::<210>(k, pn, y, accumulate, |xb, yb, acc| {
+                    Tiled::Q6K => krows::<210>(k, pn, y, accumulate, |_, xb, yb, acc| {
                         q6_k_block(xb, yb, acc, dotw)
                     }),
                     _ => unreachable!("checked by handles"),
