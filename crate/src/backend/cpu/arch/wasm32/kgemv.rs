@@ -460,7 +460,7 @@ pub(super) unsafe fn gemv_q6_k<const R4: bool>(
 /// operations of [`run`] in its order: the same bits.
 #[cfg(target_feature = "relaxed-simd")]
 pub(super) mod chunked {
-    use super::super::gemv::f16x4_unbiased;
+    use super::super::gemv::{f16x4_unbiased, touch_page_ahead};
     use super::super::u32x4_bytes;
     use super::*;
 
@@ -600,6 +600,7 @@ pub(super) mod chunked {
         unsafe { column(cp, nb, b, !min) };
         let fk = f16_consts();
         let rebias = f32x4_splat(f32::from_bits(0x7780_0000));
+        let lim = pn.a0 as usize + pn.nrows * pn.lda;
         let mut i = 0;
         while i < pn.nrows {
             // SAFETY: group i / 4 is inside the panel.
@@ -609,6 +610,8 @@ pub(super) mod chunked {
                 // SAFETY: blk < nb: one group block and one column block (set above).
                 unsafe {
                     let g = base.add(blk * 4 * xs);
+                    // The panel's groups run to a0 + nrows · lda.
+                    touch_page_ahead(g, 4 * xs, lim);
                     let cb = cp.add(blk);
                     let head = if min { 16 } else { 8 };
                     let (isum, summ) = sums(
