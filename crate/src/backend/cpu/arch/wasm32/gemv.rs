@@ -295,9 +295,9 @@ pub(super) const PF_PASSES: usize = 2;
 /// (a load of one byte): the hardware prefetcher follows a stream within a page and starts over
 /// at each new one, so the touch starts it early, while the one load that may miss comes once a
 /// page. Touching every line instead (4–16 KiB ahead) measured 0.68–0.83× (session 23); one byte
-/// a page 8 KiB ahead, on an Intel Emerald Rapids in Node 26: the GEMVs from DRAM 1.16–1.23×,
-/// from cache 0.92–0.94× (q4_1, q5_0), Chromium 1-thread generation 1.09× SmolLM2, 1.07×
-/// Qwen2.5 (session 26; 4 and 12–16 KiB ahead a little less; not measured on AMD).
+/// a page 8 KiB ahead, on an Intel Emerald Rapids in Node 26: the GEMVs from DRAM 1.06–1.23×,
+/// from cache 0.97–1.0×; Chromium 1-thread generation 1.10× SmolLM2, 1.11× Qwen2.5 (session 26;
+/// 4 and 12–16 KiB ahead a little less; not measured on AMD).
 pub(super) const PAGE_AHEAD: usize = 8192;
 
 /// Before the work on `bytes` bytes at `p` of a repacked stream that ends at `end`: touches the
