@@ -438,6 +438,8 @@ unsafe fn run<const R4: bool>(
     let lda = pn.lda;
     // The last row's last byte + 1: what the touches stay below.
     let end = (n.max(1) - 1) * lda + nb * xs;
+    // Its address: where the repacked stream's page touches stop.
+    let lim = pn.a0 as usize + end;
     let mut i = 0;
     while i < n {
         // Four rows at one stride, so the loop steps one pointer: rows i..i + 4, or for a last
@@ -471,7 +473,6 @@ unsafe fn run<const R4: bool>(
         } else {
             0
         };
-        let lim = pn.a0 as usize + end;
         let mut block = |blk: usize| {
             // SAFETY: blk < nb: one block of every row (rows first..first + 3·stride are in
             // the panel) and of the column copy, which is set for it.
