@@ -192,3 +192,48 @@ fn gemma3_tokenization_matches_llama_cpp() {
     }
     assert_eq!(n, 24);
 }
+
+/// gemma3 (q5_0, q8_0, q4_K and q6_K matrices) loaded as the CLI loads it (`open_repacked`):
+/// every 2-D layer matrix of a type `repack::pays_for` is repacked, the others stay plain, and
+/// the logits of a prompt (the prompt path, which unpacks the groups) and of tokens after it
+/// (the GEMVs, over the groups and over the plain k-quant rows) are bit for bit the mapped
+/// plain model's, on 1 and 2 threads.
+#[test]
+fn gemma3_repacked_weights_give_the_same_logits() {
+    use ggweb::backend::cpu::repack::pays_for;
+    let file = ggweb::gguf::GgufFile::open(gemma3()).unwrap();
+    let layer = |want: fn(ggweb::DType) -> bool| {
+        file.header()
+            .tensors
+            .iter()
+            .filter(|t| t.name.starts_with("blk.") && t.n_dims == 2 && want(t.dtype))
+            .count()
+    };
+    assert!(
+        layer(|d| d == ggweb::DType::Q4_K) > 0,
+        "gemma3 Q4_K_M has q4_K layer matrices"
+    );
+    let prompt: Vec<u32> = vec![2, 818, 5279, 529, 7001, 563];
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    for threads in [1, 2] {
+        let mut plain = LlamaModel::open(&gemma3(), 64, threads).unwrap();
+        let mut packed = LlamaModel::open_repacked(&gemma3(), 64, threads).unwrap();
+        // The layer matrices of every type this CPU's GEMV reads repacked (the embedding,
+        // tied to the output, is counted by the model, not here).
+        let layers = layer(pays_for);
+        assert!(packed.repacked_weights() >= layers, "{threads} threads");
+        assert!(packed.repacked_weights() <= layers + 1, "{threads} threads");
+        assert_eq!(
+            bits(packed.eval(&prompt, true).unwrap()),
+            bits(plain.eval(&prompt, true).unwrap()),
+            "prompt, {threads} threads"
+        );
+        for t in [506, 5279, 529] {
+            assert_eq!(
+                bits(packed.eval(&[t], false).unwrap()),
+                bits(plain.eval(&[t], false).unwrap()),
+                "token {t}, {threads} threads"
+            );
+        }
+    }
+}

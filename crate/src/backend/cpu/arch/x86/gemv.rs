@@ -74,15 +74,6 @@ pub fn set_next_read(p: *const u8, len: usize) {
     NEXT_READ.with(|c| c.set((p, len)));
 }
 
-/// Requests the panel's first `ahead` bytes (the blocks' prefetch runs `ahead` on, so never
-/// covers them); its byte count.
-#[inline(always)]
-fn panel_head(pn: &Panel, ahead: usize) -> usize {
-    let total = pn.nrows.saturating_mul(pn.lda);
-    super::tiles::prefetch(pn.a0, total.min(ahead));
-    total
-}
-
 /// Where a tile whose prefetch target `ahead` on from panel offset `at` would pass the panel's
 /// `total` bytes prefetches instead: as far into the next weight read (the thread's next
 /// node's, when known) as the target is past the end — a small weight read cold costs
@@ -98,6 +89,78 @@ fn prefetch_target(at: usize, ahead: usize, total: usize, here: *const u8) -> *c
         next.wrapping_add(end - total)
     } else {
         here
+    }
+}
+
+/// The order in which a GEMV reads the panel's whole tiles of `rows` rows: two interleaved
+/// halves — tile 0, tile h, tile 1, tile h + 1, … (h = ⌈tiles / 2⌉) — so that one thread reads
+/// its share of a weight as two streams. From DRAM a loop that reads 64 bytes and works on them
+/// streams 12.5–13.3 GB/s as one stream and 14.4–15.5 as two, alternating by 64 bytes to 4 KiB
+/// (Emerald Rapids, 1 thread, `prefetcht1` 8 KiB ahead on both); the GEMVs of SmolLM2's,
+/// gemma3's and Qwen2.5's 20 weight shapes from DRAM 1.08× (geometric mean, 8 rounds 1.00–1.16;
+/// the AVX2 path 1.06×), at 2 threads level (1.01×). The first half's prefetch stays in it; the
+/// second's runs on into the thread's next weight read ([`prefetch_target`]). A tile's results
+/// do not depend on the order.
+/// (Visit j gives the tile and its prefetch target, rather than a loop taking the tile as a
+/// closure: a closure defined outside the `target_feature` function would not inline its
+/// intrinsics.)
+struct TwoStreams {
+    a0: *const u8,
+    rows: usize,
+    span: usize,
+    ahead: usize,
+    /// Whole tiles, tiles in the first half.
+    n: usize,
+    h: usize,
+}
+
+impl TwoStreams {
+    /// The order of `pn`'s tiles; requests both halves' first `ahead` bytes (the blocks'
+    /// prefetch runs `ahead` on, so never covers them).
+    #[inline(always)]
+    fn new(pn: &Panel, rows: usize, ahead: usize) -> Self {
+        let span = rows.saturating_mul(pn.lda);
+        let n = pn.nrows / rows.max(1);
+        let h = n.div_ceil(2);
+        let mid = h * span;
+        super::tiles::prefetch(pn.a0, mid.min(ahead));
+        super::tiles::prefetch(pn.a0.wrapping_add(mid), (n * span - mid).min(ahead));
+        TwoStreams {
+            a0: pn.a0,
+            rows,
+            span,
+            ahead,
+            n,
+            h,
+        }
+    }
+
+    /// Visits: the whole tiles.
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Visit j (< len): its tile's first row and where its blocks' prefetch starts.
+    #[inline(always)]
+    fn visit(&self, j: usize) -> (usize, *const u8) {
+        let (h, span) = (self.h, self.span);
+        // (An odd n: the first half's last tile is the last visit.)
+        let t = if j.is_multiple_of(2) {
+            j / 2
+        } else {
+            h + j / 2
+        };
+        let at = t * span;
+        let a = self.a0.wrapping_add(at);
+        let pf = if t >= h || h == self.n {
+            prefetch_target(at, self.ahead, self.n * span, a)
+        } else if at + self.ahead < h * span {
+            a.wrapping_add(self.ahead)
+        } else {
+            a
+        };
+        (t * self.rows, pf)
     }
 }
 
@@ -129,18 +192,18 @@ unsafe fn rows<
         // Saturating as in tiles.rs (a panel of fewer than R rows may have any row stride).
         let span = R.saturating_mul(pn.lda);
         let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
-        // The panel's head now, its tail prefetching nothing past it (see quad_groups).
-        let total = panel_head(pn, ahead);
+        let order = TwoStreams::new(pn, R, ahead);
+        for j in 0..order.len() {
+            let (i, pf) = order.visit(j);
+            // (R4: a[0] is the group.)
+            let a: [*const u8; R] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
+            let o = tile::<R, XS, YS, BIAS, MIN, R4>(k, a, pf, y, decode, dot);
+            store_tile::<R, 1>(pn, i, &o, accumulate);
+        }
+        let mut i = order.len() * R;
+        let total = pn.nrows.saturating_mul(pn.lda);
         let pf =
             |i: usize, a: *const u8| prefetch_target(i.saturating_mul(pn.lda), ahead, total, a);
-        let mut i = 0;
-        while i + R <= pn.nrows {
-            let a: [*const u8; R] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
-            // Short rows defeat the hardware prefetcher (see tiles.rs panel_impl).
-            let o = tile::<R, XS, YS, BIAS, MIN, R4>(k, a, pf(i, a[0]), y, decode, dot);
-            store_tile::<R, 1>(pn, i, &o, accumulate);
-            i += R;
-        }
         // (Repacked groups are whole: nothing is left.)
         while !R4 && i < pn.nrows {
             let a = pn.a0.add(i * pn.lda);
@@ -392,16 +455,15 @@ unsafe fn pair_panel<
         // Repacked: a tile is a group, its PR rows one stream of PR·lda bytes (the same span).
         let span = PR.saturating_mul(pn.lda);
         let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
-        // The head now, the next weight past the end (see quad_groups).
-        let total = panel_head(pn, ahead);
-        let mut i = 0;
-        while i + PR <= pn.nrows {
+        let order = TwoStreams::new(pn, PR, ahead);
+        for j in 0..order.len() {
+            let (i, pf) = order.visit(j);
             let a: [*const u8; PR] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
-            let pf = prefetch_target(i.saturating_mul(pn.lda), ahead, total, a[0]);
             let o = pair_tile::<XS, YS, MIN, QS, QH, HI, R4>(k, a, pf, y, dot, fifth, col);
             store_tile::<PR, 1>(pn, i, &o, accumulate);
-            i += PR;
         }
+        let i = order.len() * PR;
+        let total = pn.nrows.saturating_mul(pn.lda);
         if R4 {
             // (Groups are whole: the caller's rows are a multiple of four.)
             return;
@@ -812,14 +874,11 @@ unsafe fn quad_groups<const XS: usize, const YS: usize, const MIN: bool, const H
         // ([`prefetch_target`]): a thread's panel is its whole share of a weight, and in a
         // model the next weight read is elsewhere (2 threads, DRAM, bench --llm with the copies
         // in reverse: q5_0 m = 128 25.9 → 34.1 GB/s without the next weight, the head alone).
-        let total = panel_head(pn, ahead);
-        let mut i = 0;
-        while i + PR <= pn.nrows {
-            let g = pn.a0.add(i * pn.lda);
-            let pf = prefetch_target(i * pn.lda, ahead, total, g);
-            let o = quad_tile::<XS, YS, MIN, HI>(k, g, pf, y, col);
+        let order = TwoStreams::new(pn, PR, ahead);
+        for j in 0..order.len() {
+            let (i, pf) = order.visit(j);
+            let o = quad_tile::<XS, YS, MIN, HI>(k, pn.a0.add(i * pn.lda), pf, y, col);
             store_tile::<PR, 1>(pn, i, &o, accumulate);
-            i += PR;
         }
     }
 }
@@ -949,17 +1008,17 @@ unsafe fn q8_rows(k: usize, pn: &Panel, y: *const u8, accumulate: bool) {
     unsafe {
         let span = QR.saturating_mul(pn.lda);
         let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
-        // The head now, the next weight past the end (see quad_groups).
-        let total = panel_head(pn, ahead);
+        let order = TwoStreams::new(pn, QR, ahead);
+        for j in 0..order.len() {
+            let (i, pf) = order.visit(j);
+            let a: [*const u8; QR] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
+            let o = q8_tile(k, a, pf, y);
+            store_tile::<QR, 1>(pn, i, &o, accumulate);
+        }
+        let i = order.len() * QR;
+        let total = pn.nrows.saturating_mul(pn.lda);
         let pf =
             |i: usize, a: *const u8| prefetch_target(i.saturating_mul(pn.lda), ahead, total, a);
-        let mut i = 0;
-        while i + QR <= pn.nrows {
-            let a: [*const u8; QR] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
-            let o = q8_tile(k, a, pf(i, a[0]), y);
-            store_tile::<QR, 1>(pn, i, &o, accumulate);
-            i += QR;
-        }
         // The last rows through the same tile, the missing ones repeating the last row: a row's
         // lanes never meet another's, so its bits do not depend on the tile or the thread's
         // share it falls in.
@@ -1112,11 +1171,10 @@ unsafe fn krows<const XS: usize>(
     // SAFETY: forwarded from the caller.
     unsafe {
         let ahead = pn.lda * LOOKAHEAD.div_ceil(pn.lda.max(1));
-        // The head now, the next weight past the end (see quad_groups).
-        let total = panel_head(pn, ahead);
-        for i in 0..pn.nrows {
+        let order = TwoStreams::new(pn, 1, ahead);
+        for j in 0..order.len() {
+            let (i, pf) = order.visit(j);
             let a = pn.a0.add(i * pn.lda);
-            let pf = prefetch_target(i * pn.lda, ahead, total, a);
             let mut acc = _mm256_setzero_ps();
             for blk in 0..k / 256 {
                 prefetch_block(pf.wrapping_add(blk * XS), XS);
@@ -1246,9 +1304,8 @@ const Q4K_PERM: [usize; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
 /// AVX-512 F/BW/VNNI, AVX2, FMA and F16C enabled by the caller; `xb` and `yb` address one block
 /// each, `yq` 256 readable bytes.
 ///
-/// `Q5`: a q5_K super-block (176 bytes: the same header, 32 bytes qh, the nibbles at 48): group
-/// g's fifth bits, bit g of qh byte i, go to bit 4 of each byte by one 16-bit shift per 256-bit
-/// half (what crosses a byte edge misses bit 4), masked and merged with the nibbles.
+/// `Q5`: a q5_K super-block (176 bytes: the same header, 32 bytes qh, the nibbles at 48), see
+/// [`k4_isum512`].
 #[inline(always)]
 unsafe fn q4_k_block512p<const Q5: bool>(
     xb: *const u8,
@@ -1263,11 +1320,63 @@ unsafe fn q4_k_block512p<const Q5: bool>(
         let scz = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
         let m8 = _mm_cvtsi64_si128(mn as i64);
         let mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+        let yv = col_groups(yq);
         let qs = xb.add(if Q5 { 48 } else { 16 });
+        let isum = k4_isum512::<Q5>(qs, xb.add(16), scz, &yv, ctl);
+        let isum = _mm256_add_epi32(
+            _mm512_castsi512_si256(isum),
+            _mm512_extracti64x4_epi64::<1>(isum),
+        );
+        let bs = _mm256_loadu_si256(yb.add(Q8K_BSUMS) as *const __m256i);
+        let msum = _mm256_madd_epi16(bs, mins);
+        let dy = (yb as *const f32).read_unaligned();
+        let (d, dmin) = (half(xb), half(xb.add(2)));
+        let acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum), acc);
+        _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dy), _mm256_cvtepi32_ps(msum), acc)
+    }
+}
+
+/// A super-block's reordered column quants ([`Q4K_PERM`], 256 bytes at `yq`) as four vectors:
+/// 2j the low nibbles' of load j, 2j + 1 its high nibbles'.
+///
+/// # Safety
+/// AVX-512 F enabled by the caller; 256 readable bytes at `yq`.
+#[inline(always)]
+unsafe fn col_groups(yq: *const u8) -> [__m512i; 4] {
+    // SAFETY: as documented.
+    unsafe {
+        [
+            _mm512_loadu_si512(yq as *const _),
+            _mm512_loadu_si512(yq.add(64) as *const _),
+            _mm512_loadu_si512(yq.add(128) as *const _),
+            _mm512_loadu_si512(yq.add(192) as *const _),
+        ]
+    }
+}
+
+/// One q4_K / q5_K row's super-block against the column's reordered quants (`yv`, see
+/// [`col_groups`]), each group's pair products weighted by its scale (`scz` through the pshufb
+/// controls `ctl`): 16 i32 lanes, whose two 256-bit halves make the block's integer sum.
+/// `qs`: the row's 128 bytes of nibbles; `qh` (`Q5`): its 32 bytes of fifth bits — group g's,
+/// bit g of qh byte i, go to bit 4 of each byte by one 16-bit shift per 256-bit half (what
+/// crosses a byte edge misses bit 4), masked and merged with the nibbles.
+///
+/// # Safety
+/// AVX-512 F/BW/VNNI enabled by the caller; 128 readable bytes at `qs` (and 32 at `qh`).
+#[inline(always)]
+unsafe fn k4_isum512<const Q5: bool>(
+    qs: *const u8,
+    qh: *const u8,
+    scz: __m512i,
+    yv: &[__m512i; 4],
+    ctl: &[__m512i; 4],
+) -> __m512i {
+    // SAFETY: as documented.
+    unsafe {
         let m4 = _mm512_set1_epi8(0x0F);
         let b16 = _mm512_set1_epi8(0x10);
         let qh = if Q5 {
-            _mm512_broadcast_i64x4(_mm256_loadu_si256(xb.add(16) as *const __m256i))
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(qh as *const __m256i))
         } else {
             _mm512_setzero_si512()
         };
@@ -1301,23 +1410,14 @@ unsafe fn q4_k_block512p<const Q5: bool>(
                     _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
                 )
             };
-            let ylo = _mm512_loadu_si512(yq.add(128 * j) as *const _);
-            let yhi = _mm512_loadu_si512(yq.add(128 * j + 64) as *const _);
-            let (plo, phi) = (_mm512_maddubs_epi16(lo, ylo), _mm512_maddubs_epi16(hi, yhi));
+            let (plo, phi) = (
+                _mm512_maddubs_epi16(lo, yv[2 * j]),
+                _mm512_maddubs_epi16(hi, yv[2 * j + 1]),
+            );
             isum[0] = _mm512_dpwssd_epi32(isum[0], plo, _mm512_shuffle_epi8(scz, ctl[2 * j]));
             isum[1] = _mm512_dpwssd_epi32(isum[1], phi, _mm512_shuffle_epi8(scz, ctl[2 * j + 1]));
         }
-        let isum = _mm512_add_epi32(isum[0], isum[1]);
-        let isum = _mm256_add_epi32(
-            _mm512_castsi512_si256(isum),
-            _mm512_extracti64x4_epi64::<1>(isum),
-        );
-        let bs = _mm256_loadu_si256(yb.add(Q8K_BSUMS) as *const __m256i);
-        let msum = _mm256_madd_epi16(bs, mins);
-        let dy = (yb as *const f32).read_unaligned();
-        let (d, dmin) = (half(xb), half(xb.add(2)));
-        let acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum), acc);
-        _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dy), _mm256_cvtepi32_ps(msum), acc)
+        _mm512_add_epi32(isum[0], isum[1])
     }
 }
 
@@ -1367,31 +1467,198 @@ unsafe fn gemv_avx512_k4<const Q5: bool>(k: usize, pn: &Panel, y: *const u8, acc
             return;
         }
         let mut perm = core::mem::MaybeUninit::<[u8; Q4K_PERM_MAX * 256]>::uninit();
+        let mut sums = core::mem::MaybeUninit::<[__m256i; Q4K_PERM_MAX]>::uninit();
         let pp = perm.as_mut_ptr() as *mut u8;
+        let sp = sums.as_mut_ptr() as *mut __m256i;
         for sb in 0..nsb {
-            let q = y.add(sb * Q8K_SIZE + Q8K_QS);
+            let yb = y.add(sb * Q8K_SIZE);
             for (i, g) in Q4K_PERM.iter().enumerate() {
-                let v = _mm256_loadu_si256(q.add(32 * g) as *const __m256i);
+                let v = _mm256_loadu_si256(yb.add(Q8K_QS + 32 * g) as *const __m256i);
                 _mm256_storeu_si256(pp.add(256 * sb + 32 * i) as *mut __m256i, v);
             }
+            // Group j's two 16-element sums (|b + b'| ≤ 2 · 16 · 128), for k4_tile's mins.
+            let bs = _mm256_loadu_si256(yb.add(Q8K_BSUMS) as *const __m256i);
+            sp.add(sb)
+                .write_unaligned(_mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
         }
         // (Opaque, as control_opaque: LLVM would rewrite the constant splats.)
-        let ctl = [
-            core::ptr::read_volatile(SPLAT_Q.0[0].as_ptr() as *const __m512i),
-            core::ptr::read_volatile(SPLAT_Q.0[1].as_ptr() as *const __m512i),
-            core::ptr::read_volatile(SPLAT_Q.0[2].as_ptr() as *const __m512i),
-            core::ptr::read_volatile(SPLAT_Q.0[3].as_ptr() as *const __m512i),
-        ];
+        let opaque = |t: &Controls<64, 4>| {
+            [
+                core::ptr::read_volatile(t.0[0].as_ptr() as *const __m512i),
+                core::ptr::read_volatile(t.0[1].as_ptr() as *const __m512i),
+                core::ptr::read_volatile(t.0[2].as_ptr() as *const __m512i),
+                core::ptr::read_volatile(t.0[3].as_ptr() as *const __m512i),
+            ]
+        };
         let pp = pp as *const u8;
+        // Four rows a tile (k4_tile), the panel's tiles as two streams.
+        let ctlb = opaque(&SPLAT_QB);
+        let span = PR.saturating_mul(pn.lda);
+        let ahead = span.saturating_mul(LOOKAHEAD.div_ceil(span.max(1)));
+        let order = TwoStreams::new(pn, PR, ahead);
+        for j in 0..order.len() {
+            let (i, pf) = order.visit(j);
+            let a: [*const u8; PR] = std::array::from_fn(|r| pn.a0.add((i + r) * pn.lda));
+            let o = if Q5 {
+                k4_tile::<176, true>(nsb, a, pf, y, pp, sp, &ctlb)
+            } else {
+                k4_tile::<144, false>(nsb, a, pf, y, pp, sp, &ctlb)
+            };
+            store_tile::<PR, 1>(pn, i, &o, accumulate);
+        }
+        // The last rows one at a time (a row's bits are the same either way).
+        let done = order.len() * PR;
+        if done == pn.nrows {
+            return;
+        }
+        let rest = Panel {
+            a0: pn.a0.add(done * pn.lda),
+            lda: pn.lda,
+            nrows: pn.nrows - done,
+            out0: pn.out0.add(done * 4),
+            ldo: pn.ldo,
+        };
+        let ctl = opaque(&SPLAT_Q);
         if Q5 {
-            krows::<176>(k, pn, y, accumulate, |sb, xb, yb, acc| {
+            krows::<176>(k, &rest, y, accumulate, |sb, xb, yb, acc| {
                 q4_k_block512p::<true>(xb, yb, pp.add(256 * sb), &ctl, acc)
             });
         } else {
-            krows::<144>(k, pn, y, accumulate, |sb, xb, yb, acc| {
+            krows::<144>(k, &rest, y, accumulate, |sb, xb, yb, acc| {
                 q4_k_block512p::<false>(xb, yb, pp.add(256 * sb), &ctl, acc)
             });
         }
+    }
+}
+
+/// pshufb controls of [`k4_tile`]: [`SPLAT_Q`]'s, but each scale taken from its byte of the
+/// decoded scales and zero-extended to i16 by the control's 0x80 (a zeroed byte), so a row's
+/// scales need no widening.
+static SPLAT_QB: Controls<64, 4> = Controls({
+    let mut t = [[0u8; 64]; 4];
+    let mut e = 0;
+    while e < 4 {
+        let (j, h) = (e / 2, e % 2);
+        let mut b = 0;
+        while b < 64 {
+            let idx = 4 * j + h + 2 * (b / 32);
+            t[e][b] = if b % 2 == 0 { idx as u8 } else { 0x80 };
+            b += 1;
+        }
+        e += 1;
+    }
+    t
+});
+
+/// Four q4_K / q5_K rows (`a`: their first super-blocks, `XS` bytes each) · the column, with
+/// AVX-512 VNNI. The one-row block ([`q4_k_block512p`]) spends about half its work per
+/// super-block on what is not the dot: twelve scale bytes decoded with ~20 scalar operations,
+/// the column's quants loaded, two f16 conversions, the integer sum's reduction and its float
+/// steps. Here the four rows' 16-byte heads (d, dmin, scale bytes) are one vector, their scales
+/// decoded together (two dword permutes, shifts and masks), the column's quants loaded once for
+/// the four rows, their d and dmin converted by one `vcvtph2ps`, and the float work done two
+/// rows per vector. Each row's 8 i32 lanes and float steps are [`q4_k_block512p`]'s, and the
+/// mins' sum is the same integers (m·(b + b') for m·b + m·b'): the same results, bit for bit.
+/// `yq`: the column's reordered quants ([`Q4K_PERM`]); `bsum`: per super-block, its 8 groups'
+/// sums of quants as i32; `pf`: where the tile's prefetch starts.
+///
+/// # Safety
+/// As [`gemv_avx512_q4k`]; the rows hold nsb super-blocks, `yq` and `bsum` nsb each.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn k4_tile<const XS: usize, const Q5: bool>(
+    nsb: usize,
+    a: [*const u8; PR],
+    pf: *const u8,
+    y: *const u8,
+    yq: *const u8,
+    bsum: *const __m256i,
+    ctl: &[__m512i; 4],
+) -> [[f32; 1]; PR] {
+    // SAFETY: super-block indices < nsb; features enabled by the caller.
+    unsafe {
+        // Row r's head is 128-bit lane r: dword 4r its d and dmin, 4r + 1.. its scale bytes
+        // (a, b, c). The lane of its decoded scales is [a, c, b, c >> 4] masked 3f, 0f, 3f, 0f,
+        // or-ed with [0, a >> 2, 0, b >> 2] masked 30 (the scales' and mins' top two bits):
+        // bytes 0..8 its 8 scales, 8..16 its 8 mins (k4_scales' words).
+        let ix = _mm512_set_epi32(15, 14, 15, 13, 11, 10, 11, 9, 7, 6, 7, 5, 3, 2, 3, 1);
+        let iy = _mm512_set_epi32(14, 14, 13, 13, 10, 10, 9, 9, 6, 6, 5, 5, 2, 2, 1, 1);
+        let sh = _mm512_set_epi32(4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0);
+        let (lo6, lo4, hi2) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x3030_3030);
+        let m1 = _mm512_set_epi32(
+            lo4, lo6, lo4, lo6, lo4, lo6, lo4, lo6, lo4, lo6, lo4, lo6, lo4, lo6, lo4, lo6,
+        );
+        let m2 = _mm512_set_epi32(
+            hi2, 0, hi2, 0, hi2, 0, hi2, 0, hi2, 0, hi2, 0, hi2, 0, hi2, 0,
+        );
+        // The four rows' (d, dmin) words, in the low 128 bits.
+        let idm = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+        // The mins (qword 1 of each row's lane), rows 0..4 in the low 256 bits.
+        let imin = _mm512_set_epi64(7, 5, 3, 1, 7, 5, 3, 1);
+        // d·dy of rows (0, 1), (2, 3) and dmin·dy of them, each over 8 lanes, from the
+        // converted [d0, dmin0, d1, dmin1, …].
+        let pick =
+            |a: i32, b: i32| _mm512_set_epi32(b, b, b, b, b, b, b, b, a, a, a, a, a, a, a, a);
+        let (d01, d23, m01, m23) = (pick(0, 2), pick(4, 6), pick(1, 3), pick(5, 7));
+        let qoff = if Q5 { 48 } else { 16 };
+        let mut acc = [_mm512_setzero_ps(); 2];
+        for sb in 0..nsb {
+            let xb = a.map(|r| r.add(sb * XS));
+            prefetch_block(pf.wrapping_add(sb * PR * XS), PR * XS);
+            let head = _mm512_castsi128_si512(_mm_loadu_si128(xb[0] as *const __m128i));
+            let head = _mm512_inserti32x4::<1>(head, _mm_loadu_si128(xb[1] as *const __m128i));
+            let head = _mm512_inserti32x4::<2>(head, _mm_loadu_si128(xb[2] as *const __m128i));
+            let head = _mm512_inserti32x4::<3>(head, _mm_loadu_si128(xb[3] as *const __m128i));
+            let sa = _mm512_srlv_epi32(_mm512_permutexvar_epi32(ix, head), sh);
+            let sb2 = _mm512_srli_epi32::<2>(_mm512_permutexvar_epi32(iy, head));
+            let sc = _mm512_or_si512(_mm512_and_si512(sa, m1), _mm512_and_si512(sb2, m2));
+            let dy = (y.add(sb * Q8K_SIZE) as *const f32).read_unaligned();
+            let dm = _mm512_castsi512_si128(_mm512_permutexvar_epi32(idm, head));
+            let dd = _mm256_mul_ps(_mm256_cvtph_ps(dm), _mm256_set1_ps(dy));
+            let dd = _mm512_castps256_ps512(dd);
+            let yv = col_groups(yq.add(256 * sb));
+            let row = |r: usize, scz: __m512i| {
+                k4_isum512::<Q5>(xb[r].add(qoff), xb[r].add(16), scz, &yv, ctl)
+            };
+            let i0 = row(0, _mm512_shuffle_i32x4::<0x00>(sc, sc));
+            let i1 = row(1, _mm512_shuffle_i32x4::<0x55>(sc, sc));
+            let i2 = row(2, _mm512_shuffle_i32x4::<0xAA>(sc, sc));
+            let i3 = row(3, _mm512_shuffle_i32x4::<0xFF>(sc, sc));
+            // Rows (0, 1) and (2, 3): each row's two 256-bit halves added.
+            let i01 = _mm512_add_epi32(
+                _mm512_shuffle_i64x2::<0x44>(i0, i1),
+                _mm512_shuffle_i64x2::<0xEE>(i0, i1),
+            );
+            let i23 = _mm512_add_epi32(
+                _mm512_shuffle_i64x2::<0x44>(i2, i3),
+                _mm512_shuffle_i64x2::<0xEE>(i2, i3),
+            );
+            let bs = _mm512_broadcast_i64x4(bsum.add(sb).read_unaligned());
+            let mq = _mm512_permutexvar_epi64(imin, sc);
+            let ms01 = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm512_castsi512_si128(mq)), bs);
+            let ms23 =
+                _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32::<1>(mq)), bs);
+            let fin = |acc: __m512, i: __m512i, ms: __m512i, d: __m512i, m: __m512i| {
+                let acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(d, dd), _mm512_cvtepi32_ps(i), acc);
+                _mm512_fnmadd_ps(_mm512_permutexvar_ps(m, dd), _mm512_cvtepi32_ps(ms), acc)
+            };
+            acc[0] = fin(acc[0], i01, ms01, d01, m01);
+            acc[1] = fin(acc[1], i23, ms23, d23, m23);
+        }
+        let half = |v: __m512, hi: bool| {
+            let v = _mm512_castps_pd(v);
+            _mm256_castpd_ps(if hi {
+                _mm512_extractf64x4_pd::<1>(v)
+            } else {
+                _mm512_castpd512_pd256(v)
+            })
+        };
+        [
+            [hsum(half(acc[0], false))],
+            [hsum(half(acc[0], true))],
+            [hsum(half(acc[1], false))],
+            [hsum(half(acc[1], true))],
+        ]
     }
 }
 
