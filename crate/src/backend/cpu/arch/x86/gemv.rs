@@ -1220,6 +1220,25 @@ unsafe fn k4_block<const OPAQUE: bool>(
             isum[g % 2] = dotw(isum[g % 2], p, _mm256_shuffle_epi8(scb, ctl));
         }
         let isum = _mm256_add_epi32(isum[0], isum[1]);
+        k4_finish(xb, yb, isum, mins, acc)
+    }
+}
+
+/// A q4_K / q5_K super-block's float steps (the one-row blocks'): acc + d·dy·isum − dmin·dy·msum,
+/// msum the mins (each repeated for its two 16-element sums) against the column block's sums.
+///
+/// # Safety
+/// AVX2/FMA/F16C enabled by the caller; `xb` and `yb` address one block each.
+#[inline(always)]
+unsafe fn k4_finish(
+    xb: *const u8,
+    yb: *const u8,
+    isum: __m256i,
+    mins: __m256i,
+    acc: __m256,
+) -> __m256 {
+    // SAFETY: as documented.
+    unsafe {
         let bs = _mm256_loadu_si256(yb.add(Q8K_BSUMS) as *const __m256i);
         let msum = _mm256_madd_epi16(bs, mins);
         let dy = (yb as *const f32).read_unaligned();
@@ -1327,12 +1346,7 @@ unsafe fn q4_k_block512p<const Q5: bool>(
             _mm512_castsi512_si256(isum),
             _mm512_extracti64x4_epi64::<1>(isum),
         );
-        let bs = _mm256_loadu_si256(yb.add(Q8K_BSUMS) as *const __m256i);
-        let msum = _mm256_madd_epi16(bs, mins);
-        let dy = (yb as *const f32).read_unaligned();
-        let (d, dmin) = (half(xb), half(xb.add(2)));
-        let acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum), acc);
-        _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dy), _mm256_cvtepi32_ps(msum), acc)
+        k4_finish(xb, yb, isum, mins, acc)
     }
 }
 
