@@ -139,10 +139,11 @@ pub fn bench_mul_mat_streamed(
             crate::backend::cpu::repack::repack_tensor(&mut ctx, w)?;
         }
     }
-    drop(bytes);
     let mut xv = vec![0f32; k * n];
     fill_random(&mut xv, 12345);
     ctx.set_f32(x, &xv)?;
+    let check = Reference::new(dtype, k, m, n, &bytes, &xv)?;
+    drop(bytes);
 
     // The copies in reverse: each mul_mat's weight lies just before the previous one's, as in
     // a model, where the next weight read rarely follows the last in memory (a GGUF holds a
@@ -163,6 +164,9 @@ pub fn bench_mul_mat_streamed(
         total += el;
         times.push(el);
     }
+    // A kernel that is fast because it is wrong (rows skipped, read out of place) reports
+    // nothing: the products are checked after the timing.
+    check.verify(&ctx, &ys)?;
     times.sort_by(f64::total_cmp);
     let nodes = ys.len() as f64;
     let spi = times[times.len() / 2] / nodes;
@@ -181,6 +185,104 @@ pub fn bench_mul_mat_streamed(
         copies,
         repacked,
     })
+}
+
+/// Sampled rows of a benchmark's product by the scalar reference (`quant::type_traits_scalar`:
+/// the column quantized to the weight type's vec_dot type, then its scalar vec_dot), which
+/// every timed product of the same weight bytes and column must match.
+struct Reference {
+    dtype: DType,
+    m: usize,
+    n: usize,
+    rows: Vec<usize>,
+    /// want[j · rows.len() + s]: row rows[s], column j.
+    want: Vec<f32>,
+    /// The largest |want|, the tolerance's scale.
+    scale: f32,
+}
+
+impl Reference {
+    /// Up to 64 rows, evenly spread from the first to the last.
+    const ROWS: usize = 64;
+    /// At most this many output bytes are read back in all (the products checked are spread
+    /// over the timed ones, the first and the last among them).
+    const READ_BYTES: usize = 256 << 20;
+
+    fn new(dtype: DType, k: usize, m: usize, n: usize, w: &[u8], x: &[f32]) -> Result<Self> {
+        let tt = crate::quant::type_traits_scalar(dtype).ok_or_else(|| {
+            Error::UnsupportedOp(format!("bench: no scalar reference for {dtype}"))
+        })?;
+        let vt = crate::quant::type_traits_scalar(tt.vec_dot_type).ok_or_else(|| {
+            Error::UnsupportedOp(format!(
+                "bench: no scalar reference for {}",
+                tt.vec_dot_type
+            ))
+        })?;
+        let wrow = dtype.row_size(k)?;
+        let count = m.min(Self::ROWS);
+        let rows: Vec<usize> = (0..count)
+            .map(|s| {
+                if count > 1 {
+                    s * (m - 1) / (count - 1)
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let mut col = vec![0u8; tt.vec_dot_type.row_size(k)?];
+        let mut want = Vec::with_capacity(n * rows.len());
+        for xj in x.chunks_exact(k).take(n) {
+            (vt.from_f32)(xj, &mut col);
+            for &i in &rows {
+                want.push((tt.vec_dot)(k, &w[i * wrow..(i + 1) * wrow], &col));
+            }
+        }
+        let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+        Ok(Reference {
+            dtype,
+            m,
+            n,
+            rows,
+            want,
+            scale,
+        })
+    }
+
+    /// Every checked product within the tolerance of the reference: 1e-3 of the largest
+    /// |reference| for the quantized types (their block sums are exact integers; only the
+    /// float accumulation order differs, ~1e-5 in the tests), 1e-2 for f32 / f16 / bf16 (whose
+    /// kernels may keep the column in f32 where the reference rounds it).
+    fn verify(&self, ctx: &Context, outs: &[crate::TensorId]) -> Result<()> {
+        let tol = self.scale
+            * if self.dtype.is_quantized() {
+                1e-3
+            } else {
+                1e-2
+            };
+        let per = (self.m * self.n * 4).max(1);
+        let count = outs.len().min((Self::READ_BYTES / per).clamp(2, 64));
+        for c in 0..count {
+            let at = if count > 1 {
+                c * (outs.len() - 1) / (count - 1)
+            } else {
+                0
+            };
+            let got = ctx.get_f32(outs[at])?;
+            for j in 0..self.n {
+                for (s, &i) in self.rows.iter().enumerate() {
+                    let (g, w) = (got[j * self.m + i], self.want[j * self.rows.len() + s]);
+                    if !g.is_finite() || (g - w).abs() > tol {
+                        return Err(Error::InvalidArgument(format!(
+                            "bench: mul_mat {} m={} n={} result {at} row {i} column {j} is {g}, \
+                             the scalar reference {w} (tolerance {tol:e})",
+                            self.dtype, self.m, self.n
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Weight bytes the mul_mat nodes over one weight read per graph, at most 256 nodes (see
@@ -451,4 +553,44 @@ fn now() -> f64 {
 #[cfg(target_arch = "wasm32")]
 fn elapsed(_: f64) -> f64 {
     f64::INFINITY
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check that guards every timed product: the scalar reference's own values pass, one
+    /// value off by more than the tolerance, or not finite, fails.
+    #[test]
+    fn reference_check_rejects_a_wrong_product() -> Result<()> {
+        let (k, m, n) = (64, 5, 3);
+        let dtype = DType::Q4_0;
+        let wrow = dtype.row_size(k)?;
+        let mut w = vec![0u8; wrow * m];
+        let mut row = vec![0f32; k];
+        for (i, dst) in w.chunks_exact_mut(wrow).enumerate() {
+            fill_random(&mut row, 7 + i as u64);
+            crate::quant::quantize_row(dtype, &row, dst)?;
+        }
+        let mut x = vec![0f32; k * n];
+        fill_random(&mut x, 99);
+        let check = Reference::new(dtype, k, m, n, &w, &x)?;
+        assert_eq!(check.rows, vec![0, 1, 2, 3, 4]);
+        let mut ctx = Context::new();
+        let out = ctx.new_tensor_2d(DType::F32, m, n)?;
+        alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type())?;
+        // want is column-major over the sampled rows, which here are all m rows: the product.
+        let good = check.want.clone();
+        ctx.set_f32(out, &good)?;
+        check.verify(&ctx, &[out])?;
+        let mut off = good.clone();
+        off[m + 3] += 0.01 * check.scale;
+        ctx.set_f32(out, &off)?;
+        assert!(check.verify(&ctx, &[out]).is_err());
+        let mut nan = good;
+        nan[2] = f32::NAN;
+        ctx.set_f32(out, &nan)?;
+        assert!(check.verify(&ctx, &[out]).is_err());
+        Ok(())
+    }
 }
