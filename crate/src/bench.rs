@@ -187,6 +187,25 @@ pub fn bench_mul_mat_streamed(
     })
 }
 
+/// Checks `y = mul_mat(w, x)` as computed in `ctx` (CPU memory) on sampled rows against the
+/// scalar reference (see [`bench_mul_mat_streamed`]'s check): the wasm benchmark's guard.
+pub fn check_mul_mat(
+    ctx: &Context,
+    w: crate::TensorId,
+    x: crate::TensorId,
+    y: crate::TensorId,
+) -> Result<()> {
+    let (wt, xt) = (ctx.get(w)?, ctx.get(x)?);
+    let (k, m, n) = (wt.ne[0], wt.ne[1], xt.ne[1]);
+    if wt.ne[2] * wt.ne[3] != 1 || xt.ne[2] * xt.ne[3] != 1 || xt.ne[0] != k {
+        return Err(Error::InvalidArgument(
+            "check_mul_mat: a 2-D weight and column block of the same k".into(),
+        ));
+    }
+    let check = Reference::new(wt.dtype, k, m, n, &ctx.get_bytes(w)?, &ctx.get_f32(x)?)?;
+    check.verify(ctx, &[y])
+}
+
 /// Sampled rows of a benchmark's product by the scalar reference (`quant::type_traits_scalar`:
 /// the column quantized to the weight type's vec_dot type, then its scalar vec_dot), which
 /// every timed product of the same weight bytes and column must match.

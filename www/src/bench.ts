@@ -36,6 +36,11 @@ export interface MulMatBenchResult {
   runs: number;
   /** Whether the weights were repacked (`repack`; false where this build or type keeps them plain). */
   repacked: boolean;
+  /**
+   * Whether the products were checked against the scalar reference (sampled rows of the first
+   * and the last weight; a mismatch rejects): true on the CPU, false on WebGPU.
+   */
+  verified: boolean;
 }
 
 /** Time `mul_mat` on the CPU (one thread) or on WebGPU (`webgpuDevice()` must find an adapter). */
@@ -79,11 +84,15 @@ export async function benchMulMat(o: MulMatBenchOptions): Promise<MulMatBenchRes
       times.push(dt);
       total += dt;
     }
+    // The CPU products checked against the scalar reference (sampled rows; the first and the
+    // last weight): a kernel that is fast because it is wrong rejects instead of timing.
+    let verified = true;
+    for (const c of bs.length > 1 ? [bs[0], bs[bs.length - 1]] : bs) verified = c.verify() && verified;
     times.sort((x, y) => x - y);
     // Outside cross-origin isolation the clock is coarsened (~100 µs): a short run can read 0,
     // and so can the median; the mean over the whole budget cannot.
     const med = (times[times.length >> 1] || total / times.length) / 1000;
-    return { gflops: b.flops / med / 1e9, secondsPerRun: med, runs: times.length, repacked };
+    return { gflops: b.flops / med / 1e9, secondsPerRun: med, runs: times.length, repacked, verified };
   } catch (e) {
     throw toError(e);
   } finally {

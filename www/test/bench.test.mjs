@@ -11,6 +11,8 @@ test('benchMulMat repacks the weight as an LLM load does, and rotates over copie
   const r = await benchMulMat({ backend: 'cpu', type: 'q4_1', m: 12, n: 1, k: 64, seconds: 0.01, repack: true, copies: 3 });
   assert.equal(r.repacked, info.simd);
   assert.ok(r.runs >= 3 && r.gflops > 0 && r.secondsPerRun > 0, JSON.stringify(r));
+  // The CPU products were checked against the scalar reference (a wrong kernel rejects).
+  assert.equal(r.verified, true);
   // f32 weights are never repacked; without `repack` nothing is.
   assert.equal((await benchMulMat({ backend: 'cpu', type: 'f32', m: 8, n: 1, k: 32, seconds: 0.01, repack: true })).repacked, false);
   assert.equal((await benchMulMat({ backend: 'cpu', type: 'q4_1', m: 8, n: 1, k: 32, seconds: 0.01 })).repacked, false);

@@ -24,6 +24,8 @@ pub struct MulMatBench {
     graph: Graph,
     flops: f64,
     weight: ggweb::TensorId,
+    x: ggweb::TensorId,
+    y: ggweb::TensorId,
     engine: Engine,
     _buf: Option<std::sync::Arc<dyn ggweb::backend::Buffer>>,
 }
@@ -82,6 +84,8 @@ fn build(backend: &str, dtype: &str, m: usize, n: usize, k: usize) -> Result<Mul
         graph,
         flops: 2.0 * m as f64 * n as f64 * k as f64,
         weight: w,
+        x,
+        y,
         engine,
         _buf: buf,
     })
@@ -112,6 +116,17 @@ impl MulMatBench {
             return Ok(false);
         }
         ggweb::backend::cpu::repack::repack_tensor(&mut self.ctx, self.weight).map_err(js_err)
+    }
+
+    /// After `run()`: the CPU product's sampled rows against the scalar reference
+    /// (`ggweb::bench::check_mul_mat`), an error where they differ, so that a timing of a wrong
+    /// kernel is not reported. False (nothing checked) on WebGPU, whose output is on the GPU.
+    pub fn verify(&self) -> Result<bool, JsError> {
+        if !matches!(self.engine, Engine::Cpu(_)) {
+            return Ok(false);
+        }
+        ggweb::bench::check_mul_mat(&self.ctx, self.weight, self.x, self.y).map_err(js_err)?;
+        Ok(true)
     }
 
     /// Compute once and wait until it finished (a Promise: WebGPU completion is async).
