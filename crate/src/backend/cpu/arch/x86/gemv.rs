@@ -92,15 +92,34 @@ fn prefetch_target(at: usize, ahead: usize, total: usize, here: *const u8) -> *c
     }
 }
 
+/// Where the first half's prefetch goes once its target passes the half's end by `over`
+/// bytes: as far into the second half of the thread's next weight read (from its middle,
+/// rounded down to a line) — that node's second stream, which would otherwise start cold — or
+/// else `here`, in cache. (The second half's run-over covers the next read's start, see
+/// [`prefetch_target`].) From DRAM, 1 thread, 16 rounds alternating with a switch: the small
+/// weights 1.03–1.05× (SmolLM2's 576×576 and 576×192 q4_1, gemma3's 640×256 q5_0, Qwen2.5's
+/// 896×128 q5_0 and q8_0), the large level (0.98–1.02); 2 threads 1.01×.
+#[inline(always)]
+fn next_half_target(over: usize, here: *const u8) -> *const u8 {
+    let (next, len) = NEXT_READ.with(|c| c.get());
+    let mid = (len / 2) & !63;
+    if !next.is_null() && mid.saturating_add(over) < len {
+        next.wrapping_add(mid + over)
+    } else {
+        here
+    }
+}
+
 /// The order in which a GEMV reads the panel's whole tiles of `rows` rows: two interleaved
 /// halves — tile 0, tile h, tile 1, tile h + 1, … (h = ⌈tiles / 2⌉) — so that one thread reads
 /// its share of a weight as two streams. From DRAM a loop that reads 64 bytes and works on them
 /// streams 12.5–13.3 GB/s as one stream and 14.4–15.5 as two, alternating by 64 bytes to 4 KiB
 /// (Emerald Rapids, 1 thread, `prefetcht1` 8 KiB ahead on both); the GEMVs of SmolLM2's,
 /// gemma3's and Qwen2.5's 20 weight shapes from DRAM 1.08× (geometric mean, 8 rounds 1.00–1.16;
-/// the AVX2 path 1.06×), at 2 threads level (1.01×). The first half's prefetch stays in it; the
-/// second's runs on into the thread's next weight read ([`prefetch_target`]). A tile's results
-/// do not depend on the order.
+/// the AVX2 path 1.06×), at 2 threads level (1.01×). Past its half, the first half's prefetch
+/// runs on into the second half of the thread's next weight read ([`next_half_target`]), the
+/// second's into its first half ([`prefetch_target`]). A tile's results do not depend on the
+/// order.
 /// (Visit j gives the tile and its prefetch target, rather than a loop taking the tile as a
 /// closure: a closure defined outside the `target_feature` function would not inline its
 /// intrinsics.)
@@ -158,7 +177,7 @@ impl TwoStreams {
         } else if at + self.ahead < h * span {
             a.wrapping_add(self.ahead)
         } else {
-            a
+            next_half_target(at + self.ahead - h * span, a)
         };
         (t * self.rows, pf)
     }
