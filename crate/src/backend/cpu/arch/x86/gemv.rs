@@ -84,12 +84,7 @@ fn prefetch_target(at: usize, ahead: usize, total: usize, here: *const u8) -> *c
     if end < total {
         return here.wrapping_add(ahead);
     }
-    let (next, len) = NEXT_READ.with(|c| c.get());
-    if !next.is_null() && end - total < len {
-        next.wrapping_add(end - total)
-    } else {
-        here
-    }
+    next_read_at(false, end - total, here)
 }
 
 /// Where the first half's prefetch goes once its target passes the half's end by `over`
@@ -101,10 +96,17 @@ fn prefetch_target(at: usize, ahead: usize, total: usize, here: *const u8) -> *c
 /// 896×128 q5_0 and q8_0), the large level (0.98–1.02); 2 threads 1.01×.
 #[inline(always)]
 fn next_half_target(over: usize, here: *const u8) -> *const u8 {
+    next_read_at(true, over, here)
+}
+
+/// `off` bytes into the thread's next weight read — from its start, or from its middle
+/// (`half`, rounded down to a line) — where that is inside it, else `here`.
+#[inline(always)]
+fn next_read_at(half: bool, off: usize, here: *const u8) -> *const u8 {
     let (next, len) = NEXT_READ.with(|c| c.get());
-    let mid = (len / 2) & !63;
-    if !next.is_null() && mid.saturating_add(over) < len {
-        next.wrapping_add(mid + over)
+    let at = if half { (len / 2) & !63 } else { 0 }.saturating_add(off);
+    if !next.is_null() && at < len {
+        next.wrapping_add(at)
     } else {
         here
     }
