@@ -18,6 +18,7 @@ pub mod dtype;
 pub mod error;
 pub mod gguf;
 pub mod graph;
+pub mod hugepage;
 pub mod models;
 mod ops;
 pub mod quant;

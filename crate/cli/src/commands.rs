@@ -164,7 +164,7 @@ enum Cmd {
         #[arg(long, default_value = "auto")]
         flash_attn: String,
         /// Keep the file's shared mapping: no weights repacked for this CPU's GEMV (as
-        /// llama.cpp's --no-repack).
+        /// llama.cpp's --no-repack), none read into memory on huge pages.
         #[arg(long)]
         no_repack: bool,
         #[arg(long)]

@@ -679,9 +679,12 @@ impl LlamaModel {
     /// Map a GGUF file private (copy-on-write) and load it on the CPU, its weights repacked in
     /// place where this CPU's GEMV reads them so ([`LlamaModel::repacked_weights`]; as
     /// llama.cpp's CPU "repack" buffers): one sequential stream per four rows instead of four.
-    /// Only the rewritten pages become this process's memory; the file is never written. A
-    /// split model, or a CPU without such a GEMV, is opened as [`LlamaModel::open`] does: the
-    /// same results either way.
+    /// Where Linux has transparent huge pages, the weights the graphs multiply are read into
+    /// memory at open, on huge pages (`GgufFile::open_private_with`: a token embedding only
+    /// looked up stays mapped), which every token's GEMVs stream with 512× fewer page walks.
+    /// Otherwise only the rewritten pages become this process's memory; the file is never
+    /// written. A split model, or a CPU without such a GEMV and without THP, is opened as
+    /// [`LlamaModel::open`] does: the same results either way.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_repacked(
         path: &std::path::Path,
@@ -694,9 +697,10 @@ impl LlamaModel {
         }
     }
 
-    /// The GGUF file at `path` mapped private (copy-on-write: `GgufFile::open_private`) when
-    /// repacking its weights could pay (this CPU's GEMV reads some type repacked, and it is not
-    /// part of a split model); None otherwise.
+    /// The GGUF file at `path` mapped private (copy-on-write: `GgufFile::open_private_with`,
+    /// the multiplied weights read into memory on huge pages where Linux has them) when
+    /// repacking its weights or huge pages could pay (this CPU's GEMV reads some type repacked,
+    /// or THP is on) and it is not part of a split model; None otherwise.
     #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn open_for_repack(
         path: &std::path::Path,
@@ -710,10 +714,13 @@ impl LlamaModel {
         ]
         .into_iter()
         .any(crate::backend::cpu::repack::pays_for);
-        if !any {
+        if !any && !crate::hugepage::available() {
             return Ok(None);
         }
-        let file = crate::gguf::GgufFile::open_private(path)?;
+        let split = |g: &Gguf| !matches!(crate::models::split::split_of(g), Ok(None));
+        let file = crate::gguf::GgufFile::open_private_with(path, |g, t| {
+            !split(g) && multiplied(g, &t.name)
+        })?;
         if crate::models::split::split_of(file.header())?.is_some() {
             return Ok(None);
         }
@@ -1115,4 +1122,16 @@ struct Built {
     /// products side by side need one barrier between threads, not one each (the depth-first
     /// order put each product right before its own rope and store, which thread 0 runs alone).
     order: Vec<TensorId>,
+}
+
+/// Whether tensor `name` of a llama-family GGUF is a weight its graphs multiply (read whole
+/// every token, so worth reading into memory at open: `GgufFile::open_private_with`) rather
+/// than an embedding only looked up a row at a time: the token embedding when the file has its
+/// own output matrix, position and token-type embeddings.
+#[cfg(not(target_arch = "wasm32"))]
+fn multiplied(g: &Gguf, name: &str) -> bool {
+    let lookup = (name.starts_with("token_embd.") && g.tensor("output.weight").is_some())
+        || name.starts_with("position_embd.")
+        || name.starts_with("token_types.");
+    !lookup
 }

@@ -38,11 +38,19 @@ impl HostBytes for Vec<u8> {
 }
 
 /// One heap allocation aligned to [`CPU_ALIGNMENT`], freed on drop: the memory of owned
-/// [`CpuBuffer`]s and of [`AlignedBytes`].
+/// [`CpuBuffer`]s and of [`AlignedBytes`]. From [`HUGE_FROM`] bytes on, where Linux has
+/// transparent huge pages, an anonymous mapping on huge pages instead (`crate::hugepage`):
+/// weights, KV caches and compute buffers, which GEMVs and attention stream.
 struct Aligned {
     ptr: *mut u8,
     layout: Layout,
+    #[cfg(target_os = "linux")]
+    region: Option<crate::hugepage::Region>,
 }
+
+/// Buffers from this size on ask for huge pages; smaller ones are not worth a mapping.
+#[cfg(target_os = "linux")]
+const HUGE_FROM: usize = 2 * crate::hugepage::HUGE_PAGE;
 
 impl Aligned {
     /// `size` bytes (at least one is allocated); an error, not an abort, when the allocator
@@ -50,6 +58,20 @@ impl Aligned {
     fn new(size: usize, zeroed: bool) -> Result<Aligned> {
         let layout = Layout::from_size_align(size.max(1), CPU_ALIGNMENT)
             .map_err(|_| Error::OutOfMemory(format!("invalid buffer size {size}")))?;
+        #[cfg(target_os = "linux")]
+        if size >= HUGE_FROM && crate::hugepage::available() {
+            // (Zeroed either way: fresh anonymous memory; `zeroed` faults it in now.)
+            return match crate::hugepage::Region::new(size, zeroed) {
+                Some(r) => Ok(Aligned {
+                    ptr: r.ptr(),
+                    layout,
+                    region: Some(r),
+                }),
+                None => Err(Error::OutOfMemory(format!(
+                    "could not allocate a CPU buffer of {size} bytes"
+                ))),
+            };
+        }
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe {
             if zeroed {
@@ -63,7 +85,12 @@ impl Aligned {
                 "could not allocate a CPU buffer of {size} bytes"
             )));
         }
-        Ok(Aligned { ptr, layout })
+        Ok(Aligned {
+            ptr,
+            layout,
+            #[cfg(target_os = "linux")]
+            region: None,
+        })
     }
 
     /// Grow to `size` bytes, keeping the contents and the alignment (in place when the
@@ -74,6 +101,15 @@ impl Aligned {
         }
         let oom = || Error::OutOfMemory(format!("could not grow a CPU buffer to {size} bytes"));
         let layout = Layout::from_size_align(size, CPU_ALIGNMENT).map_err(|_| oom())?;
+        #[cfg(target_os = "linux")]
+        if self.region.is_some() || (size >= HUGE_FROM && crate::hugepage::available()) {
+            // A new block, the contents copied, the old one freed by the assignment.
+            let new = Aligned::new(size, false)?;
+            // SAFETY: both blocks hold at least the old size; distinct allocations.
+            unsafe { std::ptr::copy_nonoverlapping(self.ptr, new.ptr, self.layout.size()) };
+            *self = new;
+            return Ok(());
+        }
         // SAFETY: `ptr` was allocated by the global allocator with `self.layout`; `size` is
         // non-zero and valid for this alignment (checked by `from_size_align`).
         let ptr = unsafe { std::alloc::realloc(self.ptr, self.layout, size) };
@@ -88,6 +124,11 @@ impl Aligned {
 
 impl Drop for Aligned {
     fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if self.region.is_some() {
+            // (The region unmaps itself.)
+            return;
+        }
         // SAFETY: allocated in `new` with exactly this layout, freed once.
         unsafe { std::alloc::dealloc(self.ptr, self.layout) };
     }
