@@ -20,6 +20,26 @@ pub fn alloc_tensors(
     ids: &[TensorId],
     buft: &Arc<dyn BufferType>,
 ) -> Result<Option<Arc<dyn Buffer>>> {
+    alloc_tensors_with(ctx, ids, buft, |b, size| b.alloc_buffer(size))
+}
+
+/// [`alloc_tensors`] for weights: the buffer from [`BufferType::alloc_weights_buffer`] (the
+/// CPU's on transparent huge pages).
+pub fn alloc_weights(
+    ctx: &mut Context,
+    ids: &[TensorId],
+    buft: &Arc<dyn BufferType>,
+) -> Result<Option<Arc<dyn Buffer>>> {
+    alloc_tensors_with(ctx, ids, buft, |b, size| b.alloc_weights_buffer(size))
+}
+
+/// [`alloc_tensors`] with the buffer made by `make(buft, size)`.
+fn alloc_tensors_with(
+    ctx: &mut Context,
+    ids: &[TensorId],
+    buft: &Arc<dyn BufferType>,
+    make: impl FnOnce(Arc<dyn BufferType>, usize) -> Result<Arc<dyn Buffer>>,
+) -> Result<Option<Arc<dyn Buffer>>> {
     let align = buft.alignment();
     let mut size = 0usize;
     let mut todo = Vec::new();
@@ -35,7 +55,7 @@ pub fn alloc_tensors(
     if todo.is_empty() {
         return Ok(None);
     }
-    let buffer = buft.clone().alloc_buffer(size)?;
+    let buffer = make(buft.clone(), size)?;
     buffer.set_usage(BufferUsage::Any);
     for (id, offset) in todo {
         ctx.set_data(

@@ -122,6 +122,8 @@ pub fn bench_mul_mat_streamed(
         }
         ws.push(w);
     }
+    // The weights on huge pages where a model's are.
+    alloc::alloc_weights(&mut ctx, &ws, &cpu_buffer_type())?;
     alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type())?;
 
     // Weights, a row at a time (quantized once; every copy holds the same bytes).

@@ -1,5 +1,4 @@
-//! Transparent huge pages (Linux) for the memory that GEMVs stream: weights, the KV cache,
-//! large compute buffers.
+//! Transparent huge pages (Linux) for the memory that GEMVs stream: a model's weights.
 //!
 //! Why: a GEMV reading its weights from DRAM walks a new 4 KiB page every ~0.3 µs per stream,
 //! and with two streams per thread and a prefetch 8 KiB ahead the page walks show: on an Intel
@@ -80,11 +79,9 @@ unsafe impl Sync for Region {}
 #[cfg(target_os = "linux")]
 impl Region {
     /// `len` zeroed bytes at a huge-page boundary; None when the kernel refuses the mapping
-    /// (out of address space or over a strict overcommit limit). `populate`: fault the pages
-    /// in now (`MADV_POPULATE_WRITE`, Linux 5.14+; lazily on older kernels), as an
-    /// `alloc_zeroed` writing its zeros would: a compute buffer or KV cache costs its page
-    /// faults and zeroing at load, not in the first evaluation.
-    pub fn new(len: usize, populate: bool) -> Option<Region> {
+    /// (out of address space or over a strict overcommit limit). The pages fault in (a huge
+    /// page at a time) when first written.
+    pub fn new(len: usize) -> Option<Region> {
         let total = len
             .max(1)
             .checked_next_multiple_of(HUGE_PAGE)?
@@ -106,17 +103,6 @@ impl Region {
         let base = base as *mut u8;
         let ptr = base.wrapping_add((base as usize).next_multiple_of(HUGE_PAGE) - base as usize);
         advise(ptr, total - HUGE_PAGE);
-        if populate {
-            // SAFETY: the range is this fresh mapping's; populating writes nothing visible (the
-            // pages read as zeros either way). A failure (older kernels) leaves them lazy.
-            unsafe {
-                libc::madvise(
-                    ptr as *mut libc::c_void,
-                    len.max(1),
-                    libc::MADV_POPULATE_WRITE,
-                );
-            }
-        }
         Some(Region { base, total, ptr })
     }
 
@@ -151,7 +137,7 @@ mod tests {
     #[test]
     fn region_is_zeroed_aligned_and_writable() {
         let n = 3 * HUGE_PAGE + 5;
-        let r = Region::new(n, true).expect("a small mapping");
+        let r = Region::new(n).expect("a small mapping");
         assert_eq!(r.ptr() as usize % HUGE_PAGE, 0);
         // SAFETY: the region holds n bytes.
         let s = unsafe { std::slice::from_raw_parts_mut(r.ptr(), n) };

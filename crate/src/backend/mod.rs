@@ -115,6 +115,12 @@ pub trait BufferType: Send + Sync {
         ctx.tensor(t).nbytes()
     }
     fn alloc_buffer(self: Arc<Self>, size: usize) -> Result<Arc<dyn Buffer>>;
+    /// A buffer for weights, which every evaluation reads: where the backend has a better kind
+    /// of memory for them (the CPU's transparent huge pages); [`BufferType::alloc_buffer`]
+    /// otherwise.
+    fn alloc_weights_buffer(self: Arc<Self>, size: usize) -> Result<Arc<dyn Buffer>> {
+        self.alloc_buffer(size)
+    }
     /// True when the CPU can read buffers of this type directly.
     fn is_host(&self) -> bool;
     /// Identity used to compare buffer types.

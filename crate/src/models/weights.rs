@@ -59,7 +59,7 @@ impl Weights {
         let buffer: Arc<dyn Buffer> = if aligned {
             Arc::new(CpuBuffer::from_host_bytes(bytes.clone(), start, len)?)
         } else {
-            let b = crate::backend::cpu::cpu_buffer_type().alloc_buffer(len)?;
+            let b = crate::backend::cpu::cpu_buffer_type().alloc_weights_buffer(len)?;
             b.set(0, &file[start..])?;
             b.set_usage(BufferUsage::Weights);
             b
@@ -248,7 +248,7 @@ impl Weights {
             for &id in &ids {
                 ctx.tensor_mut(id).data = None;
             }
-            let Some(device) = crate::alloc::alloc_tensors(ctx, &ids, buft)? else {
+            let Some(device) = crate::alloc::alloc_weights(ctx, &ids, buft)? else {
                 continue;
             };
             device.set_usage(BufferUsage::Weights);
@@ -427,7 +427,7 @@ impl WeightsStream {
             .map(|g| (g, &self.buft))
             .chain(std::iter::once((&host, &cpu)))
         {
-            if let Some(b) = crate::alloc::alloc_tensors(ctx, ids, buft)? {
+            if let Some(b) = crate::alloc::alloc_weights(ctx, ids, buft)? {
                 b.set_usage(BufferUsage::Weights);
                 self.buffers.push(b);
             }

@@ -38,9 +38,11 @@ impl HostBytes for Vec<u8> {
 }
 
 /// One heap allocation aligned to [`CPU_ALIGNMENT`], freed on drop: the memory of owned
-/// [`CpuBuffer`]s and of [`AlignedBytes`]. From [`HUGE_FROM`] bytes on, where Linux has
-/// transparent huge pages, an anonymous mapping on huge pages instead (`crate::hugepage`):
-/// weights, KV caches and compute buffers, which GEMVs and attention stream.
+/// [`CpuBuffer`]s and of [`AlignedBytes`]. For weights (`huge`) from [`HUGE_FROM`] bytes on,
+/// where Linux has transparent huge pages, an anonymous mapping on huge pages instead
+/// (`crate::hugepage`): every token's GEMVs stream them. (Compute buffers and KV caches stay
+/// on the allocator: on the session VMs a fresh huge page's first touch cost more than its
+/// page walks saved there, docs/PERFORMANCE.md session 29.)
 struct Aligned {
     ptr: *mut u8,
     layout: Layout,
@@ -48,20 +50,21 @@ struct Aligned {
     region: Option<crate::hugepage::Region>,
 }
 
-/// Buffers from this size on ask for huge pages; smaller ones are not worth a mapping.
+/// Weights from this size on ask for huge pages; smaller ones are not worth a mapping.
 #[cfg(target_os = "linux")]
 const HUGE_FROM: usize = 2 * crate::hugepage::HUGE_PAGE;
 
 impl Aligned {
     /// `size` bytes (at least one is allocated); an error, not an abort, when the allocator
-    /// fails. `zeroed` memory may be read at once; otherwise only what was written.
-    fn new(size: usize, zeroed: bool) -> Result<Aligned> {
+    /// fails. `zeroed` memory may be read at once; otherwise only what was written. `huge`:
+    /// weights, on huge pages where they can be.
+    fn new(size: usize, zeroed: bool, huge: bool) -> Result<Aligned> {
         let layout = Layout::from_size_align(size.max(1), CPU_ALIGNMENT)
             .map_err(|_| Error::OutOfMemory(format!("invalid buffer size {size}")))?;
         #[cfg(target_os = "linux")]
-        if size >= HUGE_FROM && crate::hugepage::available() {
-            // (Zeroed either way: fresh anonymous memory; `zeroed` faults it in now.)
-            return match crate::hugepage::Region::new(size, zeroed) {
+        if huge && size >= HUGE_FROM && crate::hugepage::available() {
+            // (Zeroed either way: fresh anonymous memory.)
+            return match crate::hugepage::Region::new(size) {
                 Some(r) => Ok(Aligned {
                     ptr: r.ptr(),
                     layout,
@@ -72,6 +75,8 @@ impl Aligned {
                 ))),
             };
         }
+        #[cfg(not(target_os = "linux"))]
+        let _ = huge;
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe {
             if zeroed {
@@ -102,9 +107,9 @@ impl Aligned {
         let oom = || Error::OutOfMemory(format!("could not grow a CPU buffer to {size} bytes"));
         let layout = Layout::from_size_align(size, CPU_ALIGNMENT).map_err(|_| oom())?;
         #[cfg(target_os = "linux")]
-        if self.region.is_some() || (size >= HUGE_FROM && crate::hugepage::available()) {
+        if self.region.is_some() {
             // A new block, the contents copied, the old one freed by the assignment.
-            let new = Aligned::new(size, false)?;
+            let new = Aligned::new(size, false, true)?;
             // SAFETY: both blocks hold at least the old size; distinct allocations.
             unsafe { std::ptr::copy_nonoverlapping(self.ptr, new.ptr, self.layout.size()) };
             *self = new;
@@ -153,7 +158,7 @@ unsafe impl Sync for AlignedBytes {}
 impl AlignedBytes {
     pub fn with_capacity(cap: usize) -> Result<AlignedBytes> {
         Ok(AlignedBytes {
-            mem: Aligned::new(cap, false)?,
+            mem: Aligned::new(cap, false, true)?,
             cap,
             len: 0,
             rewritten: std::sync::atomic::AtomicBool::new(false),
@@ -244,8 +249,18 @@ impl CpuBuffer {
     /// Allocate `size` zeroed bytes aligned to [`CPU_ALIGNMENT`]; an error (not an abort) when the
     /// allocation fails.
     pub fn alloc(size: usize, buft: Arc<dyn BufferType>) -> Result<Self> {
+        Self::alloc_as(size, buft, false)
+    }
+
+    /// [`CpuBuffer::alloc`] for weights that GEMVs will stream: on transparent huge pages
+    /// where Linux has them (`crate::hugepage`), as a model's weights read into memory are.
+    pub fn alloc_weights(size: usize, buft: Arc<dyn BufferType>) -> Result<Self> {
+        Self::alloc_as(size, buft, true)
+    }
+
+    fn alloc_as(size: usize, buft: Arc<dyn BufferType>, huge: bool) -> Result<Self> {
         Ok(CpuBuffer {
-            storage: Storage::Owned(Aligned::new(size, true)?),
+            storage: Storage::Owned(Aligned::new(size, true, huge)?),
             size,
             usage: UsageCell::default(),
             buft,
@@ -401,6 +416,9 @@ impl BufferType for CpuBufferType {
     fn alloc_buffer(self: Arc<Self>, size: usize) -> Result<Arc<dyn Buffer>> {
         Ok(Arc::new(CpuBuffer::alloc(size, self)?))
     }
+    fn alloc_weights_buffer(self: Arc<Self>, size: usize) -> Result<Arc<dyn Buffer>> {
+        Ok(Arc::new(CpuBuffer::alloc_weights(size, self)?))
+    }
     fn is_host(&self) -> bool {
         true
     }
@@ -416,5 +434,40 @@ pub fn cpu_buffer_type() -> Arc<dyn BufferType> {
 impl HostBytes for &'static [u8] {
     fn bytes(&self) -> &[u8] {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Buffer;
+
+    /// Weights buffers (huge pages where Linux has them) are zeroed and hold what is written,
+    /// start at a huge-page boundary when THP is on, and a growing `AlignedBytes` keeps its
+    /// bytes when its mapping is replaced by a larger one.
+    #[test]
+    fn weights_memory_holds_its_bytes() {
+        let n = 5 * crate::hugepage::HUGE_PAGE + 3;
+        let b = cpu_buffer_type().alloc_weights_buffer(n).unwrap();
+        let mut out = vec![1u8; n];
+        b.get(0, &mut out).unwrap();
+        assert!(out.iter().all(|&x| x == 0), "not zeroed");
+        let data: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
+        b.set(0, &data).unwrap();
+        b.get(0, &mut out).unwrap();
+        assert!(out == data);
+        let cpu = b.as_any().downcast_ref::<CpuBuffer>().unwrap();
+        if cfg!(target_os = "linux") && crate::hugepage::available() {
+            assert_eq!(cpu.base() as usize % crate::hugepage::HUGE_PAGE, 0);
+        }
+
+        let mut bytes = AlignedBytes::with_capacity(n).unwrap();
+        bytes.extend_from_slice(&data).unwrap();
+        bytes.reserve_total(2 * n).unwrap();
+        bytes.extend_from_slice(&data).unwrap();
+        assert!(
+            bytes[..n] == data[..] && bytes[n..] == data[..],
+            "grown bytes changed"
+        );
     }
 }
