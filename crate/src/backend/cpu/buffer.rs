@@ -440,7 +440,6 @@ impl HostBytes for &'static [u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Buffer;
 
     /// Weights buffers (huge pages where Linux has them) are zeroed and hold what is written,
     /// start at a huge-page boundary when THP is on, and a growing `AlignedBytes` keeps its
