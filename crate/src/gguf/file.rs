@@ -220,8 +220,10 @@ fn io_at(path: &std::path::Path, e: std::io::Error) -> Error {
     ))
 }
 
-/// The byte ranges of the tensors `resident` selects, in file order, adjacent ones merged,
-/// each inside `len`.
+/// The byte ranges of the tensors `resident` selects, in file order, each inside `len`; ranges
+/// less than a huge page apart merged (what lies between is read too), so there are at most
+/// `len / 2 MiB + 1` of them whatever the header claims (each is a mapping of its own, and a
+/// process has a limited number).
 #[cfg(target_os = "linux")]
 fn resident_ranges(
     g: &Gguf,
@@ -242,8 +244,7 @@ fn resident_ranges(
     let mut out: Vec<std::ops::Range<usize>> = Vec::with_capacity(r.len());
     for x in r {
         match out.last_mut() {
-            // Tensors are `alignment` apart at most: what lies between is read too.
-            Some(last) if x.start <= last.end.saturating_add(g.alignment.max(1)) => {
+            Some(last) if x.start < last.end.saturating_add(crate::hugepage::HUGE_PAGE) => {
                 last.end = last.end.max(x.end)
             }
             _ => out.push(x),
@@ -443,6 +444,37 @@ mod tests {
             }
         }
         panic!("{addr:?} is not mapped");
+    }
+
+    /// However many tensors a header lists, the resident ranges stay few: those closer than a
+    /// huge page merge; a gap of one or more stays.
+    #[test]
+    fn resident_ranges_merge_what_is_close() {
+        let mut w = GgufWriter::new();
+        // Resident tensors 4 KiB apart (a looked-up one between each two).
+        for i in 0..2000 {
+            w.add_tensor(&format!("t{i}.weight"), DType::I8, &[64], &[1; 64])
+                .unwrap();
+            w.add_tensor(&format!("pad{i}"), DType::I8, &[4096], &[0; 4096])
+                .unwrap();
+        }
+        let big = vec![2u8; 3 << 20];
+        w.add_tensor("gap.weight", DType::I8, &[big.len() as u64], &big)
+            .unwrap();
+        w.add_tensor("last.weight", DType::I8, &[64], &[3; 64])
+            .unwrap();
+        let bytes = w.to_bytes().unwrap();
+        let g = Gguf::parse(&bytes).unwrap();
+        let pad = |t: &TensorInfo| t.name.starts_with("pad");
+        let all = resident_ranges(&g, bytes.len(), |_, t| !pad(t));
+        assert_eq!(all.len(), 1, "{all:?}");
+        let start = g.data_offset as usize;
+        assert_eq!(all[0], start..start + g.data_size() as usize);
+        let split = resident_ranges(&g, bytes.len(), |_, t| !pad(t) && t.name != "gap.weight");
+        assert_eq!(split.len(), 2, "{split:?}");
+        let t = g.tensor("last.weight").unwrap();
+        let last = start + t.offset as usize;
+        assert_eq!(split[1], last..last + 64);
     }
 
     /// `open_private_with`: the chosen tensors' bytes are the file's, held in anonymous memory
