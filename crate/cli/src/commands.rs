@@ -1037,8 +1037,9 @@ struct LlmRun {
     backend: BackendChoice,
     /// Fused attention on or off; `None`: the model's default.
     flash_attn: Option<bool>,
-    /// On the CPU, map the file private (copy-on-write) and repack the weights this CPU's GEMV
-    /// reads so (`Llm::open_repacked`); else keep the shared mapping.
+    /// On the CPU, map the file private (copy-on-write), the multiplied weights read into
+    /// huge-page memory where Linux has THP, and repack the weights this CPU's GEMV reads so
+    /// (`Llm::open_repacked`); else keep the shared mapping.
     repack: bool,
 }
 

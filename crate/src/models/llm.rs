@@ -91,8 +91,9 @@ impl Llm {
     }
 
     /// Load a GGUF file on the CPU with its weights repacked where this CPU's GEMV reads them
-    /// so, from a private copy-on-write mapping (see [`LlamaModel::open_repacked`]); as
-    /// [`Llm::open`] where nothing would be (a split model, a CPU without such a GEMV).
+    /// so, from a private copy-on-write mapping, the multiplied weights on huge pages where
+    /// Linux has THP (see [`LlamaModel::open_repacked`]); as [`Llm::open`] where neither
+    /// applies (a split model, a CPU without such a GEMV and without THP).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_repacked(path: &std::path::Path, n_ctx: usize, n_threads: usize) -> Result<Llm> {
         match LlamaModel::open_for_repack(path)? {
