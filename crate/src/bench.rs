@@ -382,7 +382,7 @@ pub fn read_bandwidth(bytes: usize, threads: usize, min_seconds: f64) -> Result<
     let words = (bytes / 8)
         .next_multiple_of(READ_UNIT * threads)
         .max(READ_UNIT * threads);
-    // Huge pages as under the weights (CPU buffers ask for them), advised before the first
+    // Huge pages as under the weights (`alloc_weights_buffer`), advised before the first
     // write: the same page walks.
     let mut buf: Vec<u64> = Vec::with_capacity(words);
     crate::hugepage::advise(buf.as_mut_ptr() as *mut u8, words * 8);

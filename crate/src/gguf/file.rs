@@ -74,10 +74,11 @@ impl GgufFile {
     /// (a token embedding read a row at a time is paged in a row at a time, as when mapped).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_private(path: impl AsRef<std::path::Path>) -> Result<GgufFile> {
-        Self::open_private_with(path, |_, _| false)
+        Self::open_private_with(path, |_| Vec::new())
     }
 
-    /// [`GgufFile::open_private`], the data of every tensor `resident` selects read into
+    /// [`GgufFile::open_private`], the data of every tensor `resident` selects (given the
+    /// header once: a flag per tensor in header order, missing ones false) read into
     /// memory at open, on transparent huge pages where Linux has them (`crate::hugepage`):
     /// the weights a model multiplies, which every token streams, walk 512× fewer pages.
     /// Tensors it leaves out (a token embedding only looked up) stay mapped: rows never read
@@ -85,7 +86,7 @@ impl GgufFile {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_private_with(
         path: impl AsRef<std::path::Path>,
-        resident: impl Fn(&Gguf, &TensorInfo) -> bool,
+        resident: impl FnOnce(&Gguf) -> Vec<bool>,
     ) -> Result<GgufFile> {
         let path = path.as_ref();
         let file = open_file(path)?;
@@ -94,7 +95,7 @@ impl GgufFile {
             let map = linux::Map::new(&file)?;
             let header = parse_at(path, map.bytes())?;
             if crate::hugepage::available() {
-                let ranges = resident_ranges(&header, map.bytes().len(), resident);
+                let ranges = resident_ranges(&header, map.bytes().len(), &resident(&header));
                 map.read_resident(&file, &ranges)
                     .map_err(|e| io_at(path, e))?;
             }
@@ -220,20 +221,18 @@ fn io_at(path: &std::path::Path, e: std::io::Error) -> Error {
     ))
 }
 
-/// The byte ranges of the tensors `resident` selects, in file order, each inside `len`; ranges
+/// The byte ranges of the tensors flagged in `resident` (header order), in file order, each inside `len`; ranges
 /// less than a huge page apart merged (what lies between is read too), so there are at most
 /// `len / 2 MiB + 1` of them whatever the header claims (each is a mapping of its own, and a
 /// process has a limited number).
 #[cfg(target_os = "linux")]
-fn resident_ranges(
-    g: &Gguf,
-    len: usize,
-    resident: impl Fn(&Gguf, &TensorInfo) -> bool,
-) -> Vec<std::ops::Range<usize>> {
+fn resident_ranges(g: &Gguf, len: usize, resident: &[bool]) -> Vec<std::ops::Range<usize>> {
     let mut r: Vec<std::ops::Range<usize>> = g
         .tensors
         .iter()
-        .filter(|t| t.size > 0 && resident(g, t))
+        .zip(resident)
+        .filter(|(t, &on)| on && t.size > 0)
+        .map(|(t, _)| t)
         .filter_map(|t| {
             let s = usize::try_from(g.data_offset.checked_add(t.offset)?).ok()?;
             let e = s.checked_add(usize::try_from(t.size).ok()?)?;
@@ -465,12 +464,19 @@ mod tests {
             .unwrap();
         let bytes = w.to_bytes().unwrap();
         let g = Gguf::parse(&bytes).unwrap();
+        let flags = |keep: &dyn Fn(&TensorInfo) -> bool| -> Vec<bool> {
+            g.tensors.iter().map(keep).collect()
+        };
         let pad = |t: &TensorInfo| t.name.starts_with("pad");
-        let all = resident_ranges(&g, bytes.len(), |_, t| !pad(t));
+        let all = resident_ranges(&g, bytes.len(), &flags(&|t| !pad(t)));
         assert_eq!(all.len(), 1, "{all:?}");
         let start = g.data_offset as usize;
         assert_eq!(all[0], start..start + g.data_size() as usize);
-        let split = resident_ranges(&g, bytes.len(), |_, t| !pad(t) && t.name != "gap.weight");
+        let split = resident_ranges(
+            &g,
+            bytes.len(),
+            &flags(&|t| !pad(t) && t.name != "gap.weight"),
+        );
         assert_eq!(split.len(), 2, "{split:?}");
         let t = g.tensor("last.weight").unwrap();
         let last = start + t.offset as usize;
@@ -499,7 +505,13 @@ mod tests {
         let bytes = w.to_bytes().unwrap();
         let path = std::env::temp_dir().join(format!("ggweb-resident-{}.gguf", std::process::id()));
         std::fs::write(&path, &bytes).unwrap();
-        let f = GgufFile::open_private_with(&path, |_, t| t.name != "token_embd.weight").unwrap();
+        let f = GgufFile::open_private_with(&path, |g| {
+            g.tensors
+                .iter()
+                .map(|t| t.name != "token_embd.weight")
+                .collect()
+        })
+        .unwrap();
         assert!(f.bytes() == &bytes[..], "the bytes are the file's");
         for (name, want) in [
             ("a.weight", &a),

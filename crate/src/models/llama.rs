@@ -717,9 +717,16 @@ impl LlamaModel {
         if !any && !crate::hugepage::available() {
             return Ok(None);
         }
-        let split = |g: &Gguf| !matches!(crate::models::split::split_of(g), Ok(None));
-        let file = crate::gguf::GgufFile::open_private_with(path, |g, t| {
-            !split(g) && multiplied(g, &t.name)
+        let file = crate::gguf::GgufFile::open_private_with(path, |g| {
+            // (A split model is opened another way: nothing read.)
+            if !matches!(crate::models::split::split_of(g), Ok(None)) {
+                return Vec::new();
+            }
+            let tied = g.tensor("output.weight").is_none();
+            g.tensors
+                .iter()
+                .map(|t| multiplied(tied, &t.name))
+                .collect()
         })?;
         if crate::models::split::split_of(file.header())?.is_some() {
             return Ok(None);
@@ -1126,11 +1133,11 @@ struct Built {
 
 /// Whether tensor `name` of a llama-family GGUF is a weight its graphs multiply (read whole
 /// every token, so worth reading into memory at open: `GgufFile::open_private_with`) rather
-/// than an embedding only looked up a row at a time: the token embedding when the file has its
-/// own output matrix, position and token-type embeddings.
+/// than an embedding only looked up a row at a time: the token embedding unless `tied` (the
+/// file has no output matrix of its own), position and token-type embeddings.
 #[cfg(not(target_arch = "wasm32"))]
-fn multiplied(g: &Gguf, name: &str) -> bool {
-    let lookup = (name.starts_with("token_embd.") && g.tensor("output.weight").is_some())
+fn multiplied(tied: bool, name: &str) -> bool {
+    let lookup = (name.starts_with("token_embd.") && !tied)
         || name.starts_with("position_embd.")
         || name.starts_with("token_types.");
     !lookup
