@@ -219,6 +219,118 @@ pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32;
     }
 }
 
+/// A block of attention scores: `out[l · ostride + r]` = the dot of f16 K row r (`n` rows,
+/// `kstride` bytes apart from `k0`) with query l (`q`: `nl` queries of dk = `q.len() / nl`
+/// values one after another), for every r < n and l < nl. The same bits as
+/// [`dot4_heads_f16_f32`] over the rows four at a time: one call a block instead of one per four
+/// rows (a generated token's attention over a long context is mostly such calls). false
+/// (nothing written) where this machine has no kernel.
+///
+/// # Safety
+/// `k0 + r · kstride` points at dk readable f16 values for every r < n;
+/// `out.len() ≥ (nl − 1) · ostride + n` and `ostride ≥ n` when nl > 0.
+#[allow(unused_variables)]
+pub unsafe fn dots_f16_block(
+    k0: *const u8,
+    kstride: usize,
+    n: usize,
+    q: &[f32],
+    nl: usize,
+    out: &mut [f32],
+    ostride: usize,
+) -> bool {
+    if nl == 0 || n == 0 {
+        return true;
+    }
+    assert!(
+        nl <= MAX_BLOCK_LANES && ostride >= n && out.len() >= (nl - 1) * ostride + n,
+        "dots_f16_block: lengths"
+    );
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as the caller guarantees (lengths checked above).
+    if unsafe { x86::attention::dots_f16_block(k0, kstride, n, q, nl, out, ostride) } {
+        return true;
+    }
+    let mut dots = [[0f32; 4]; MAX_BLOCK_LANES];
+    let mut j = 0;
+    while j < n {
+        let cnt = (n - j).min(4);
+        // Past the last row the last row again (its dots are not stored).
+        // SAFETY: rows j..j + cnt < n (caller).
+        let rows =
+            [0, 1, 2, 3].map(|r| unsafe { k0.add((j + r.min(cnt - 1)) * kstride) } as *const f16);
+        // SAFETY: each row holds dk values (caller).
+        if !unsafe { dot4_heads_f16_f32(rows, q, &mut dots[..nl]) } {
+            return false;
+        }
+        for (l, d) in dots[..nl].iter().enumerate() {
+            out[l * ostride + j..l * ostride + j + cnt].copy_from_slice(&d[..cnt]);
+        }
+        j += cnt;
+    }
+    true
+}
+
+/// Lanes (query rows) [`dots_f16_block`] and [`v_block_f16`] take at most.
+pub const MAX_BLOCK_LANES: usize = 32;
+
+/// The V update of a block of attention: for each f16 V row j < n (`vstride` bytes apart from
+/// `v0`), in order, and each lane l < nl whose weight w = `ws[l · wstride + j]` is not 0,
+/// `accs[l · dv ..][..dv] += w · row j` (dv = `accs.len() / nl`). The same bits as
+/// [`axpy_heads_f16`] row by row; the SIMD kernels keep a lane's accumulators in registers over
+/// the block instead of loading and storing them for every row.
+///
+/// # Safety
+/// `v0 + j · vstride` points at dv readable f16 values for every j < n; `ws.len() ≥ (nl − 1) ·
+/// wstride + n` and `wstride ≥ n` when nl > 0.
+pub unsafe fn v_block_f16(
+    ws: &[f32],
+    wstride: usize,
+    nl: usize,
+    v0: *const u8,
+    vstride: usize,
+    n: usize,
+    accs: &mut [f32],
+) {
+    if nl == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        nl <= MAX_BLOCK_LANES
+            && wstride >= n
+            && ws.len() >= (nl - 1) * wstride + n
+            && accs.len().is_multiple_of(nl),
+        "v_block_f16: lengths"
+    );
+    let dv = accs.len() / nl;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as the caller guarantees (lengths checked above).
+    if unsafe { x86::attention::v_block_f16(ws, wstride, nl, v0, vstride, n, accs) } {
+        return;
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        // SAFETY: as the caller guarantees (lengths checked above).
+        unsafe { wasm32::attention::v_block_f16(ws, wstride, nl, v0, vstride, n, accs) };
+        return;
+    }
+    #[allow(unreachable_code)]
+    {
+        let mut w = [0f32; MAX_BLOCK_LANES];
+        for j in 0..n {
+            for (l, x) in w[..nl].iter_mut().enumerate() {
+                *x = ws[l * wstride + j];
+            }
+            if w[..nl].iter().all(|&x| x == 0.0) {
+                continue;
+            }
+            // SAFETY: row j holds dv f16 values (caller); f16 rows are 2-byte aligned.
+            let row = unsafe { std::slice::from_raw_parts(v0.add(j * vstride) as *const f16, dv) };
+            axpy_heads_f16(&w[..nl], row, accs);
+        }
+    }
+}
+
 /// `accs[h] += ws[h] · v` for every head h (`accs`: `ws.len()` rows of `v.len()` values), the
 /// f16 row converted once for all heads where a kernel exists (x86-64 AVX2, aarch64 NEON, wasm
 /// SIMD128).
@@ -735,6 +847,130 @@ mod tests {
                         "n {n} head {h} [{j}]: {g} vs {want}"
                     );
                 }
+            }
+        }
+    }
+
+    /// A block of K rows (`n` rows of `dk`, `pad` f16 between rows) and its bytes.
+    fn block_rows(n: usize, dk: usize, pad: usize, seed: usize) -> Vec<f16> {
+        (0..n * (dk + pad))
+            .map(|i| f16::from_f32(((i * 13 + seed) % 29) as f32 / 7.0 - 2.0))
+            .collect()
+    }
+
+    /// The block scores (every lane count up to a generation group and a prompt group, odd
+    /// row counts and head sizes, padded rows) against f64 sums, and where this machine has
+    /// the four-row kernel, each score equal to it within a few ulps (the block kernel may sum
+    /// in another order on a wider ISA).
+    #[test]
+    fn dots_block_matches_scalar() {
+        for (dk, n, nl) in [
+            (64, 32, 3),
+            (64, 5, 1),
+            (7, 9, 2),
+            (67, 31, 7),
+            (256, 13, 4),
+            (16, 3, 32),
+        ] {
+            let pad = 3;
+            let k = block_rows(n, dk, pad, dk + n);
+            let q: Vec<f32> = (0..nl * dk)
+                .map(|i| f16::from_f32(((i * 5) % 17) as f32 / 8.0 - 1.0).to_f32())
+                .collect();
+            let ostride = n + 2;
+            let mut out = vec![f32::NAN; (nl - 1) * ostride + n];
+            // SAFETY: n rows of dk (+ pad) f16; out sized as required.
+            let ok = unsafe {
+                dots_f16_block(
+                    k.as_ptr() as *const u8,
+                    2 * (dk + pad),
+                    n,
+                    &q,
+                    nl,
+                    &mut out,
+                    ostride,
+                )
+            };
+            if !ok {
+                eprintln!("dots_f16_block: no kernel on this machine, skipped");
+                return;
+            }
+            for l in 0..nl {
+                for r in 0..n {
+                    let want: f64 = k[r * (dk + pad)..r * (dk + pad) + dk]
+                        .iter()
+                        .zip(&q[l * dk..(l + 1) * dk])
+                        .map(|(a, b)| a.to_f64() * *b as f64)
+                        .sum();
+                    let got = out[l * ostride + r] as f64;
+                    assert!(
+                        (got - want).abs() <= 2e-6 * (dk as f64).sqrt() * (1.0 + want.abs()),
+                        "dk {dk} n {n} lane {l} row {r}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The block V update bit for bit as [`axpy_heads_f16`] row by row (same operations in the
+    /// same order per element), zero weights skipped (a NaN row under a zero weight stays out),
+    /// every lane count 1..=9 and odd head sizes.
+    #[test]
+    fn v_block_matches_row_by_row() {
+        for (dv, n) in [
+            (64usize, 32usize),
+            (7, 5),
+            (24, 9),
+            (67, 3),
+            (256, 2),
+            (8, 1),
+        ] {
+            for nl in 1..=9 {
+                let pad = 1;
+                let mut v = block_rows(n, dv, pad, dv * 3 + n);
+                // Row 1 holds a NaN where every lane's weight is 0.
+                if n > 1 {
+                    v[(dv + pad) + dv / 2] = f16::NAN;
+                }
+                let wstride = n + 1;
+                let ws: Vec<f32> = (0..nl * wstride)
+                    .map(|i| {
+                        let j = i % wstride;
+                        if j == 1 || (i * 7) % 5 == 0 {
+                            0.0
+                        } else {
+                            ((i * 11) % 9) as f32 / 4.0 - 1.0
+                        }
+                    })
+                    .collect();
+                let init: Vec<f32> = (0..nl * dv).map(|i| (i % 13) as f32 / 3.0 - 2.0).collect();
+                let mut got = init.clone();
+                // SAFETY: n rows of dv (+ pad) f16; weights and accumulators sized as required.
+                unsafe {
+                    v_block_f16(
+                        &ws,
+                        wstride,
+                        nl,
+                        v.as_ptr() as *const u8,
+                        2 * (dv + pad),
+                        n,
+                        &mut got,
+                    )
+                };
+                let mut want = init.clone();
+                for j in 0..n {
+                    let w: Vec<f32> = (0..nl).map(|l| ws[l * wstride + j]).collect();
+                    if w.iter().all(|&x| x == 0.0) {
+                        continue;
+                    }
+                    axpy_heads_f16(&w, &v[j * (dv + pad)..j * (dv + pad) + dv], &mut want);
+                }
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "dv {dv} n {n} lanes {nl}: block {got:?} vs rows {want:?}"
+                );
             }
         }
     }

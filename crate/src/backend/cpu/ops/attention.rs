@@ -42,6 +42,7 @@ const MAX_HEADS: usize = 8;
 /// (token, head) rows done together at most in a prompt ([`Split::tq`] tokens × the group's
 /// heads): each K and V row is read (and, from f16, converted) once for all of them.
 const MAX_LANES: usize = 32;
+const _: () = assert!(MAX_LANES <= arch::MAX_BLOCK_LANES);
 
 /// Mask values a thread holds at most for its lanes (4 MiB), so long contexts take fewer tokens
 /// a group.
@@ -180,8 +181,6 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     let mut scores = vec![0f32; ml * BLOCK];
     let mut vrow = vec![0f32; dv];
     let mut accs = vec![0f32; ml * dv];
-    let mut ws = vec![0f32; ml];
-    let mut dots = [[0f32; 4]; MAX_LANES];
     let mut heads = vec![
         HeadState {
             max: f32::NEG_INFINITY,
@@ -202,12 +201,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
         let j_lo = chunk * split.chunk_len;
         let j_hi = (j_lo + split.chunk_len).min(n_kv);
         // This group's lanes (lane gi: token t0 + gi / g, head h0 + gi % g), and their state.
-        let (qf, accs, ws, heads) = (
-            &mut qf[..nl * dk],
-            &mut accs[..nl * dv],
-            &mut ws[..nl],
-            &mut heads[..nl],
-        );
+        let (qf, accs, heads) = (&mut qf[..nl * dk], &mut accs[..nl * dv], &mut heads[..nl]);
 
         for gi in 0..nl {
             let (t, h) = (t0 + gi / g, h0 + gi % g);
@@ -239,64 +233,99 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
             sum: 0.0,
         });
 
-        for b0 in (j_lo..j_hi).step_by(BLOCK) {
+        // The positions some lane attends lie in span; the blocks outside it are skipped (a
+        // prompt's causal future, a sliding window's past). Blocks stay on the grid from j_lo,
+        // so a lane's blocks do not depend on the other lanes of its group.
+        let (mut s_lo, mut s_hi) = (j_hi, j_lo);
+        if mask.is_some() {
+            for gi in 0..nl {
+                let (lo, hi) = attended_span(&masks[gi * n_kv + j_lo..gi * n_kv + j_hi]);
+                if lo < hi {
+                    s_lo = s_lo.min(j_lo + lo);
+                    s_hi = s_hi.max(j_lo + hi);
+                }
+            }
+        } else {
+            (s_lo, s_hi) = (j_lo, j_hi);
+        }
+        let first = j_lo + (s_lo.saturating_sub(j_lo)) / BLOCK * BLOCK;
+        for b0 in (first..s_hi).step_by(BLOCK) {
             let b1 = (b0 + BLOCK).min(j_hi);
-            // Scores of the block for every head of the group, four positions at a time;
-            // positions masked for every head skip the dot.
-            let mut j = b0;
-            while j < b1 {
-                let cnt = (b1 - j).min(4);
-                let masked = |gi: usize, r: usize| {
-                    mask.is_some() && masks[gi * n_kv + j + r] == f32::NEG_INFINITY
+            // The block's rows r0..r1 past the rows at either end that every lane masks (a
+            // causal mask's future, a sliding window's past): those are neither scored nor read.
+            let attended = |j: usize| {
+                mask.is_none() || (0..nl).any(|gi| masks[gi * n_kv + j] != f32::NEG_INFINITY)
+            };
+            let mut r0 = b0;
+            while r0 < b1 && !attended(r0) {
+                r0 += 1;
+            }
+            let mut r1 = b1;
+            while r1 > r0 && !attended(r1 - 1) {
+                r1 -= 1;
+            }
+            if r0 == r1 {
+                continue;
+            }
+            // SAFETY: rows r0.. < n_kv of kv head hk < n_head_kv, k3 < k.ne3.
+            let (k0, v0) = unsafe { (k.at(0, r0, hk, k3), v.at(0, r0, hk, k3)) };
+            // Scores of rows r0..r1 for every lane, at scores[gi · BLOCK + j − b0].
+            if dot4 {
+                // SAFETY: rows r0..r1 hold dk f16 values each, k.nb1 bytes apart (rows are
+                // contiguous, supported); qf holds nl queries of dk; nl ≤ MAX_LANES.
+                let done = unsafe {
+                    arch::dots_f16_block(
+                        k0,
+                        k.nb[1],
+                        r1 - r0,
+                        qf,
+                        nl,
+                        &mut scores[r0 - b0..],
+                        BLOCK,
+                    )
                 };
-                if (0..nl).all(|gi| (0..cnt).all(|r| masked(gi, r))) {
-                    for gi in 0..nl {
-                        scores[gi * BLOCK + j - b0..gi * BLOCK + j - b0 + cnt]
-                            .fill(f32::NEG_INFINITY);
-                    }
-                    j += cnt;
-                    continue;
-                }
-                // SAFETY: rows j.. < n_kv of kv head hk < n_head_kv, k3 < k.ne3; rows are
-                // contiguous (supported), dk values each.
-                let krow = |r: usize| unsafe { k.at(0, j + r.min(cnt - 1), hk, k3) };
-                if dot4 {
-                    let rows = [0, 1, 2, 3].map(|r| krow(r) as *const half::f16);
-                    // SAFETY: each row holds dk f16 values; qf holds nl queries of dk.
-                    let done = unsafe { arch::dot4_heads_f16_f32(rows, qf, &mut dots[..nl]) };
-                    debug_assert!(done, "dot4 checked above");
-                } else {
-                    for (gi, d) in dots.iter_mut().enumerate().take(nl) {
-                        let qrow = &qv[gi * q_bytes..(gi + 1) * q_bytes];
-                        for (r, dr) in d.iter_mut().enumerate().take(cnt) {
-                            if masked(gi, r) {
-                                continue;
-                            }
-                            // SAFETY: as above; k_bytes bytes per row.
-                            let kb = unsafe { std::slice::from_raw_parts(krow(r), k_bytes) };
-                            *dr = (kt.vec_dot)(dk, kb, qrow);
+                debug_assert!(done, "dot4 checked above");
+            } else {
+                for gi in 0..nl {
+                    let qrow = &qv[gi * q_bytes..(gi + 1) * q_bytes];
+                    for j in r0..r1 {
+                        if mask.is_some() && masks[gi * n_kv + j] == f32::NEG_INFINITY {
+                            continue;
                         }
+                        // SAFETY: row j < n_kv as above; k_bytes bytes per row.
+                        let kb = unsafe {
+                            std::slice::from_raw_parts(k0.add((j - r0) * k.nb[1]), k_bytes)
+                        };
+                        scores[gi * BLOCK + j - b0] = (kt.vec_dot)(dk, kb, qrow);
                     }
                 }
-                for (gi, d) in dots.iter().enumerate().take(nl) {
-                    for (r, &dr) in d.iter().enumerate().take(cnt) {
-                        let mv = if mask.is_some() {
-                            masks[gi * n_kv + j + r]
-                        } else {
-                            0.0
-                        };
-                        scores[gi * BLOCK + j - b0 + r] = if mv == f32::NEG_INFINITY {
+            }
+            // Scale (and cap) the scores and add the mask: rows outside r0..r1 and masked
+            // positions become -inf (their dots may be anything: rows never written).
+            for gi in 0..nl {
+                let sc = &mut scores[gi * BLOCK..gi * BLOCK + (b1 - b0)];
+                sc[..r0 - b0].fill(f32::NEG_INFINITY);
+                sc[r1 - b0..].fill(f32::NEG_INFINITY);
+                let mid = &mut sc[r0 - b0..r1 - b0];
+                if softcap > 0.0 {
+                    for x in mid.iter_mut() {
+                        *x = softcap * (*x * scale / softcap).tanh();
+                    }
+                } else {
+                    for x in mid.iter_mut() {
+                        *x *= scale;
+                    }
+                }
+                if mask.is_some() {
+                    let mrow = &masks[gi * n_kv + r0..gi * n_kv + r1];
+                    for (x, &mv) in mid.iter_mut().zip(mrow) {
+                        *x = if mv == f32::NEG_INFINITY {
                             f32::NEG_INFINITY
                         } else {
-                            let mut x = dr * scale;
-                            if softcap > 0.0 {
-                                x = softcap * (x / softcap).tanh();
-                            }
-                            x + mv
+                            *x + mv
                         };
                     }
                 }
-                j += cnt;
             }
             // Rescale each head's state to the block's new max, then turn scores into weights.
             let mut any = false;
@@ -325,26 +354,23 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
             if !any {
                 continue;
             }
-            for j in b0..b1 {
-                for (gi, w) in ws.iter_mut().enumerate() {
-                    *w = scores[gi * BLOCK + (j - b0)];
-                }
-                if ws.iter().all(|&w| w == 0.0) {
-                    continue;
-                }
-                // SAFETY: row j < n_kv of kv head hk, k3 < v.ne3: dv contiguous values of v's
-                // type (supported), aligned (typed views are).
+            if v.dtype == DType::F16 {
+                // SAFETY: rows r0..r1 hold dv f16 values each, v.nb1 bytes apart (contiguous
+                // rows, supported); the weights of lane gi at scores[gi · BLOCK + r0 − b0..].
                 unsafe {
-                    let vp = v.at(0, j, hk, k3);
-                    if v.dtype == DType::F16 {
-                        let x = std::slice::from_raw_parts(vp as *const half::f16, dv);
-                        arch::axpy_heads_f16(ws, x, accs);
-                    } else {
-                        let x = std::slice::from_raw_parts(vp as *const f32, dv);
-                        for (w, acc) in ws.iter().zip(accs.chunks_exact_mut(dv)) {
-                            if *w != 0.0 {
-                                arch::axpy_f32(*w, x, acc);
-                            }
+                    arch::v_block_f16(&scores[r0 - b0..], BLOCK, nl, v0, v.nb[1], r1 - r0, accs)
+                };
+            } else {
+                for j in r0..r1 {
+                    // SAFETY: row j < n_kv as above: dv contiguous f32 values, aligned (typed
+                    // views are).
+                    let x = unsafe {
+                        std::slice::from_raw_parts(v0.add((j - r0) * v.nb[1]) as *const f32, dv)
+                    };
+                    for (gi, acc) in accs.chunks_exact_mut(dv).enumerate() {
+                        let w = scores[gi * BLOCK + j - b0];
+                        if w != 0.0 {
+                            arch::axpy_f32(w, x, acc);
                         }
                     }
                 }
@@ -410,6 +436,28 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
         let out = unsafe { std::slice::from_raw_parts_mut(d.at(0, h, t, i3) as *mut f32, dv) };
         finish(out, &vrow, sum);
     }
+}
+
+/// The positions lo..hi of a mask row outside which every value is -inf (lo == hi: all are).
+fn attended_span(row: &[f32]) -> (usize, usize) {
+    const C: usize = 16;
+    // No early exit inside a chunk: the comparisons vectorize.
+    let masked = |c: &[f32]| c.iter().fold(true, |a, &x| a & (x == f32::NEG_INFINITY));
+    let mut lo = 0;
+    while lo + C <= row.len() && masked(&row[lo..lo + C]) {
+        lo += C;
+    }
+    while lo < row.len() && row[lo] == f32::NEG_INFINITY {
+        lo += 1;
+    }
+    let mut hi = row.len();
+    while hi >= lo + C && masked(&row[hi - C..hi]) {
+        hi -= C;
+    }
+    while hi > lo && row[hi - 1] == f32::NEG_INFINITY {
+        hi -= 1;
+    }
+    (lo, hi)
 }
 
 /// The partial of work item `item` in the work buffer.

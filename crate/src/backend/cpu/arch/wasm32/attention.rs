@@ -162,3 +162,103 @@ pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) {
     }
     axpy_heads_f16_tail(ws, v, accs, n8);
 }
+
+/// [`crate::backend::cpu::arch::v_block_f16`]: three lanes at a time, each eight columns'
+/// accumulators in registers over all rows (V8 has 15 vector registers on x86-64: six
+/// accumulators, the converted row, the weight and the conversion's four constants fit). Per
+/// element the same mul + add in row order as [`axpy_heads_f16`] row by row.
+///
+/// # Safety
+/// As `arch::v_block_f16` (lengths checked there).
+pub unsafe fn v_block_f16(
+    ws: &[f32],
+    wstride: usize,
+    nl: usize,
+    v0: *const u8,
+    vstride: usize,
+    n: usize,
+    accs: &mut [f32],
+) {
+    let dv = accs.len() / nl;
+    let mut l0 = 0;
+    while l0 < nl {
+        let lanes = (nl - l0).min(3);
+        // SAFETY: lanes l0.. < nl have their weights at l · wstride (n each) and their dv
+        // accumulators at l · dv (caller).
+        unsafe {
+            let w = ws.as_ptr().add(l0 * wstride);
+            let a = accs.as_mut_ptr().add(l0 * dv);
+            match lanes {
+                1 => v_lanes::<1>(w, wstride, v0, vstride, n, a, dv),
+                2 => v_lanes::<2>(w, wstride, v0, vstride, n, a, dv),
+                _ => v_lanes::<3>(w, wstride, v0, vstride, n, a, dv),
+            }
+        }
+        l0 += lanes;
+    }
+}
+
+/// `L` lanes of [`v_block_f16`].
+///
+/// # Safety
+/// Lane l's weights at `w + l · wstride` (n each) and accumulators at `a + l · dv` (dv each);
+/// row j's dv f16 values at `v0 + j · vstride`.
+#[inline(never)]
+unsafe fn v_lanes<const L: usize>(
+    w: *const f32,
+    wstride: usize,
+    v0: *const u8,
+    vstride: usize,
+    n: usize,
+    a: *mut f32,
+    dv: usize,
+) {
+    let fk = f16_consts();
+    let n8 = dv / 8 * 8;
+    let mut c = 0;
+    // SAFETY (all blocks below): c + 8 ≤ n8 ≤ dv inside every row and every lane's
+    // accumulators; j < n and l < L inside the weights (caller).
+    while c < n8 {
+        let mut acc = [[f32x4_splat(0.0); 2]; L];
+        for (l, al) in acc.iter_mut().enumerate() {
+            unsafe {
+                let p = a.add(l * dv + c) as *const v128;
+                al[0] = p.read_unaligned();
+                al[1] = p.add(1).read_unaligned();
+            }
+        }
+        for j in 0..n {
+            let [lo, hi] = unsafe { load8((v0.add(j * vstride) as *const f16).add(c), &fk) };
+            for (l, al) in acc.iter_mut().enumerate() {
+                let wl = unsafe { *w.add(l * wstride + j) };
+                if wl != 0.0 {
+                    let vw = f32x4_splat(wl);
+                    al[0] = f32x4_add(al[0], f32x4_mul(vw, lo));
+                    al[1] = f32x4_add(al[1], f32x4_mul(vw, hi));
+                }
+            }
+        }
+        for (l, al) in acc.iter().enumerate() {
+            unsafe {
+                let p = a.add(l * dv + c) as *mut v128;
+                p.write_unaligned(al[0]);
+                p.add(1).write_unaligned(al[1]);
+            }
+        }
+        c += 8;
+    }
+    if n8 < dv {
+        for j in 0..n {
+            let p = unsafe { v0.add(j * vstride) as *const f16 };
+            for l in 0..L {
+                let wl = unsafe { *w.add(l * wstride + j) };
+                if wl == 0.0 {
+                    continue;
+                }
+                for i in n8..dv {
+                    unsafe { *a.add(l * dv + i) += wl * (*p.add(i)).to_f32() };
+                }
+            }
+        }
+    }
+}

@@ -30,6 +30,64 @@ pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) -> bool {
     true
 }
 
+/// [`crate::backend::cpu::arch::dots_f16_block`] with AVX2/FMA/F16C; false without them.
+///
+/// # Safety
+/// As `arch::dots_f16_block` (lengths checked there).
+pub unsafe fn dots_f16_block(
+    k0: *const u8,
+    kstride: usize,
+    n: usize,
+    q: &[f32],
+    nl: usize,
+    out: &mut [f32],
+    ostride: usize,
+) -> bool {
+    if !available() {
+        return false;
+    }
+    // SAFETY: the CPU has avx2/fma/f16c (checked above); the rest as the caller guarantees.
+    unsafe { avx2::dots_f16_block(k0, kstride, n, q, nl, out, ostride) };
+    true
+}
+
+/// [`crate::backend::cpu::arch::v_block_f16`] with AVX2/FMA/F16C; false without them.
+///
+/// # Safety
+/// As `arch::v_block_f16` (lengths checked there).
+pub unsafe fn v_block_f16(
+    ws: &[f32],
+    wstride: usize,
+    nl: usize,
+    v0: *const u8,
+    vstride: usize,
+    n: usize,
+    accs: &mut [f32],
+) -> bool {
+    if !available() {
+        return false;
+    }
+    let dv = accs.len() / nl;
+    let mut l0 = 0;
+    while l0 < nl {
+        let lanes = (nl - l0).min(4);
+        // SAFETY: the CPU has avx2/fma/f16c (checked above); lanes l0.. < nl have their weights
+        // at l · wstride (n each) and their dv accumulators at l · dv (caller).
+        unsafe {
+            let w = ws.as_ptr().add(l0 * wstride);
+            let a = accs.as_mut_ptr().add(l0 * dv);
+            match lanes {
+                1 => avx2::v_lanes::<1>(w, wstride, v0, vstride, n, a, dv),
+                2 => avx2::v_lanes::<2>(w, wstride, v0, vstride, n, a, dv),
+                3 => avx2::v_lanes::<3>(w, wstride, v0, vstride, n, a, dv),
+                _ => avx2::v_lanes::<4>(w, wstride, v0, vstride, n, a, dv),
+            }
+        }
+        l0 += lanes;
+    }
+    true
+}
+
 mod avx2 {
     use half::f16;
 
@@ -55,6 +113,124 @@ mod avx2 {
             }
         }
         axpy_heads_f16_tail(ws, v, accs, i);
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dots_f16_block(
+        k0: *const u8,
+        kstride: usize,
+        n: usize,
+        q: &[f32],
+        nl: usize,
+        out: &mut [f32],
+        ostride: usize,
+    ) {
+        let dk = q.len() / nl;
+        let mut j = 0;
+        while j < n {
+            let cnt = (n - j).min(4);
+            // Past the last row the last row again (its dots are not stored).
+            // SAFETY: rows j..j + cnt < n, each dk f16 values (caller).
+            let rows = [0, 1, 2, 3]
+                .map(|r| unsafe { k0.add((j + r.min(cnt - 1)) * kstride) } as *const f16);
+            for l in 0..nl {
+                // SAFETY: as above; query l is q[l·dk..(l + 1)·dk].
+                let d = unsafe { dot4_f16_f32(rows, &q[l * dk..(l + 1) * dk]) };
+                out[l * ostride + j..l * ostride + j + cnt].copy_from_slice(&d[..cnt]);
+            }
+            j += cnt;
+        }
+    }
+
+    /// The V update of `L` lanes over n rows: each 16 (then 8) columns' accumulators stay in
+    /// registers over all rows; per element the same fused multiply-adds in row order as
+    /// [`axpy_heads_f16`] row by row, and the same scalar tail.
+    ///
+    /// # Safety
+    /// Lane l's weights at `w + l · wstride` (n each) and accumulators at `a + l · dv` (dv each);
+    /// row j's dv f16 values at `v0 + j · vstride`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn v_lanes<const L: usize>(
+        w: *const f32,
+        wstride: usize,
+        v0: *const u8,
+        vstride: usize,
+        n: usize,
+        a: *mut f32,
+        dv: usize,
+    ) {
+        let mut c = 0;
+        // SAFETY (all blocks below): c + 16 (8) ≤ dv inside every row and every lane's
+        // accumulators; j < n and l < L inside the weights (caller).
+        while c + 16 <= dv {
+            let mut acc = [[_mm256_setzero_ps(); 2]; L];
+            for (l, al) in acc.iter_mut().enumerate() {
+                unsafe {
+                    al[0] = _mm256_loadu_ps(a.add(l * dv + c));
+                    al[1] = _mm256_loadu_ps(a.add(l * dv + c + 8));
+                }
+            }
+            for j in 0..n {
+                let (x0, x1) = unsafe {
+                    let p = (v0.add(j * vstride) as *const f16).add(c);
+                    (
+                        _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)),
+                        _mm256_cvtph_ps(_mm_loadu_si128(p.add(8) as *const __m128i)),
+                    )
+                };
+                for (l, al) in acc.iter_mut().enumerate() {
+                    let wl = unsafe { *w.add(l * wstride + j) };
+                    if wl != 0.0 {
+                        let vw = _mm256_set1_ps(wl);
+                        al[0] = _mm256_fmadd_ps(vw, x0, al[0]);
+                        al[1] = _mm256_fmadd_ps(vw, x1, al[1]);
+                    }
+                }
+            }
+            for (l, al) in acc.iter().enumerate() {
+                unsafe {
+                    _mm256_storeu_ps(a.add(l * dv + c), al[0]);
+                    _mm256_storeu_ps(a.add(l * dv + c + 8), al[1]);
+                }
+            }
+            c += 16;
+        }
+        if c + 8 <= dv {
+            let mut acc = [_mm256_setzero_ps(); L];
+            for (l, al) in acc.iter_mut().enumerate() {
+                *al = unsafe { _mm256_loadu_ps(a.add(l * dv + c)) };
+            }
+            for j in 0..n {
+                let x = unsafe {
+                    let p = (v0.add(j * vstride) as *const f16).add(c);
+                    _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+                };
+                for (l, al) in acc.iter_mut().enumerate() {
+                    let wl = unsafe { *w.add(l * wstride + j) };
+                    if wl != 0.0 {
+                        *al = _mm256_fmadd_ps(_mm256_set1_ps(wl), x, *al);
+                    }
+                }
+            }
+            for (l, al) in acc.iter().enumerate() {
+                unsafe { _mm256_storeu_ps(a.add(l * dv + c), *al) };
+            }
+            c += 8;
+        }
+        if c < dv {
+            for j in 0..n {
+                let p = unsafe { v0.add(j * vstride) as *const f16 };
+                for l in 0..L {
+                    let wl = unsafe { *w.add(l * wstride + j) };
+                    if wl == 0.0 {
+                        continue;
+                    }
+                    for i in c..dv {
+                        unsafe { *a.add(l * dv + i) += wl * (*p.add(i)).to_f32() };
+                    }
+                }
+            }
+        }
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
