@@ -189,6 +189,134 @@ pub fn bench_mul_mat_streamed(
     })
 }
 
+/// The attention of one model's layers: its heads, kv heads, head size and layer count.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttnShape {
+    pub model: &'static str,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub n_layer: usize,
+}
+
+/// The attention shapes of the project's LLMs (SmolLM2-135M, gemma-3-270m, Qwen2.5-0.5B).
+pub const LLM_ATTN: [AttnShape; 3] = [
+    AttnShape {
+        model: "smollm2",
+        n_head: 9,
+        n_head_kv: 3,
+        head_dim: 64,
+        n_layer: 30,
+    },
+    AttnShape {
+        model: "gemma3",
+        n_head: 4,
+        n_head_kv: 1,
+        head_dim: 256,
+        n_layer: 18,
+    },
+    AttnShape {
+        model: "qwen2.5",
+        n_head: 14,
+        n_head_kv: 2,
+        head_dim: 64,
+        n_layer: 24,
+    },
+];
+
+/// One attention measurement: a forward's fused attention over every layer's f16 KV cache.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttnResult {
+    /// Seconds for all layers (median).
+    pub seconds: f64,
+    /// The fastest iteration's seconds.
+    pub best_seconds: f64,
+    /// KV cache bytes read per forward / seconds / 1e9.
+    pub kv_gbps: f64,
+}
+
+/// `FLASH_ATTN_EXT` as an LLM's forward runs it: `n_tokens` queries (the last positions of a
+/// causal mask) against `n_kv` cached positions, one node per layer, each layer its own K and
+/// V caches laid out as `models::llama` lays them out (positions `n_head_kv · head_dim` f16
+/// apart), so the caches of all layers together exceed the core's L2 as a model's do.
+pub fn bench_attention(
+    s: &AttnShape,
+    n_kv: usize,
+    n_tokens: usize,
+    threads: usize,
+    min_seconds: f64,
+) -> Result<AttnResult> {
+    if cfg!(target_arch = "wasm32") {
+        return Err(Error::UnsupportedOp(
+            "bench_attention needs a native clock".into(),
+        ));
+    }
+    if n_tokens == 0 || n_tokens > n_kv {
+        return Err(Error::InvalidArgument(format!(
+            "bench_attention: {n_tokens} queries over {n_kv} positions"
+        )));
+    }
+    let (dk, hk) = (s.head_dim, s.n_head_kv);
+    let row = 2 * dk * hk;
+    let mut ctx = Context::new();
+    let mask = ctx.new_tensor_2d(DType::F32, n_kv, n_tokens)?;
+    let mut outs = Vec::with_capacity(s.n_layer);
+    let mut caches = Vec::with_capacity(2 * s.n_layer);
+    let mut qs = Vec::with_capacity(s.n_layer);
+    for _ in 0..s.n_layer {
+        let q = ctx.new_tensor_3d(DType::F32, dk, s.n_head, n_tokens)?;
+        let kc = ctx.new_tensor_2d(DType::F16, dk * hk, n_kv)?;
+        let vc = ctx.new_tensor_2d(DType::F16, dk * hk, n_kv)?;
+        let k = ctx.view(kc, &[dk, n_kv, hk], &[row, 2 * dk], 0)?;
+        let v = ctx.view(vc, &[dk, n_kv, hk], &[row, 2 * dk], 0)?;
+        let qp = ctx.permute(q, [0, 2, 1, 3])?;
+        let scale = 1.0 / (dk as f32).sqrt();
+        outs.push(ctx.flash_attn_ext(qp, k, v, Some(mask), scale, 0.0, 0.0)?);
+        caches.extend([kc, vc]);
+        qs.push(q);
+    }
+    alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type())?;
+    let mut m = vec![f32::NEG_INFINITY; n_kv * n_tokens];
+    for (i, r) in m.chunks_mut(n_kv).enumerate() {
+        r[..n_kv - n_tokens + i + 1].fill(0.0);
+    }
+    ctx.set_f32(mask, &m)?;
+    let mut vals = vec![0f32; n_kv * dk * hk];
+    for (i, &c) in caches.iter().enumerate() {
+        fill_random(&mut vals, 0xA77E + i as u64);
+        let h: Vec<u8> = vals
+            .iter()
+            .flat_map(|x| half::f16::from_f32(*x).to_le_bytes())
+            .collect();
+        ctx.set_bytes(c, &h)?;
+    }
+    let mut qv = vec![0f32; dk * s.n_head * n_tokens];
+    for (i, &q) in qs.iter().enumerate() {
+        fill_random(&mut qv, 0x9E3 + i as u64);
+        ctx.set_f32(q, &qv)?;
+    }
+    let graph = Graph::build(&ctx, &outs);
+    let mut backend = CpuBackend::new(threads);
+    backend.compute(&ctx, &graph)?; // warm-up
+    let mut times = Vec::new();
+    let mut total = 0.0;
+    while times.len() < 3 || total < min_seconds {
+        let t = now();
+        backend.compute(&ctx, &graph)?;
+        let el = elapsed(t);
+        total += el;
+        times.push(el);
+    }
+    times.sort_by(f64::total_cmp);
+    let seconds = times[times.len() / 2];
+    let kv_bytes = (2 * n_kv * row * s.n_layer) as f64;
+    Ok(AttnResult {
+        seconds,
+        best_seconds: times[0],
+        kv_gbps: kv_bytes / seconds / 1e9,
+    })
+}
+
 /// Checks `y = mul_mat(w, x)` as computed in `ctx` (CPU memory) on sampled rows against the
 /// scalar reference (see [`bench_mul_mat_streamed`]'s check): the wasm benchmark's guard.
 pub fn check_mul_mat(

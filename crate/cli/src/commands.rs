@@ -211,7 +211,15 @@ enum Cmd {
         /// and the machine's read bandwidth (CPU only; --n defaults to 1,120).
         #[arg(long)]
         llm: bool,
-        /// With --llm: only these models (comma-separated: smollm2, gemma3, qwen2.5).
+        /// The fused attention of the project's LLMs (every layer's f16 KV cache, as a forward
+        /// reads it) at --contexts cached positions, with µs per forward and GB/s of KV read
+        /// (CPU only; --n defaults to 1: a generated token).
+        #[arg(long)]
+        attention: bool,
+        /// With --attention: cached positions (comma-separated); default 256,1024,4096.
+        #[arg(long)]
+        contexts: Option<String>,
+        /// With --llm or --attention: only these models (comma-separated: smollm2, gemma3, qwen2.5).
         #[arg(long)]
         models: Option<String>,
         /// With --llm: rotate over copies of each weight holding at least this many MiB
@@ -334,6 +342,8 @@ pub fn run() -> Result<()> {
         Cmd::Bench {
             json,
             llm,
+            attention,
+            contexts,
             models,
             stream_mib,
             no_repack,
@@ -345,7 +355,9 @@ pub fn run() -> Result<()> {
             size,
             seconds,
         } => {
-            if llm {
+            if attention {
+                bench_attention(json, models, contexts, threads, n, seconds)
+            } else if llm {
                 let filter = LlmFilter {
                     models,
                     types,
@@ -921,6 +933,61 @@ fn parse_types(t: Option<String>) -> Result<Option<Vec<DType>>> {
             .collect::<Result<_>>()
     })
     .transpose()
+}
+
+/// `ggweb bench --attention`: each model's fused attention over all its layers' KV caches.
+fn bench_attention(
+    as_json: bool,
+    models: Option<String>,
+    contexts: Option<String>,
+    threads: Option<String>,
+    ns: Option<String>,
+    seconds: f64,
+) -> Result<()> {
+    let models: Option<Vec<String>> =
+        models.map(|m| m.split(',').map(|s| s.trim().to_string()).collect());
+    let threads: Vec<usize> = parse_list(threads, "1,2", "thread count")?;
+    let threads: Vec<usize> = threads.into_iter().map(|t| cpu_threads(Some(t))).collect();
+    let ns: Vec<usize> = parse_list(ns, "1", "n")?;
+    let contexts: Vec<usize> = parse_list(contexts, "256,1024,4096", "context")?;
+    let mut rows = Vec::new();
+    for s in &ggweb::bench::LLM_ATTN {
+        if models
+            .as_ref()
+            .is_some_and(|m| !m.iter().any(|x| x == s.model))
+        {
+            continue;
+        }
+        for &n_kv in &contexts {
+            for &n in &ns {
+                for &th in &threads {
+                    let r = ggweb::bench::bench_attention(s, n_kv, n, th, seconds)?;
+                    if !as_json {
+                        println!(
+                            "{:<8} heads {:>2}/{} dk {:<3} layers {:<2} n_kv={n_kv:<5} n={n:<4} threads={th}: {:9.1} µs/forward {:6.2} GB/s KV (best {:9.1} µs)",
+                            s.model,
+                            s.n_head,
+                            s.n_head_kv,
+                            s.head_dim,
+                            s.n_layer,
+                            r.seconds * 1e6,
+                            r.kv_gbps,
+                            r.best_seconds * 1e6
+                        );
+                    }
+                    rows.push(json!({
+                        "op": "flash_attn_ext", "model": s.model, "n_kv": n_kv, "n": n,
+                        "threads": th, "seconds": r.seconds, "best_seconds": r.best_seconds,
+                        "kv_gbps": r.kv_gbps,
+                    }));
+                }
+            }
+        }
+    }
+    if as_json {
+        println!("{}", serde_json::Value::Array(rows));
+    }
+    Ok(())
 }
 
 /// `ggweb bench --llm`: the machine's read bandwidth, then every LLM weight shape streamed
