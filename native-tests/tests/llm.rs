@@ -206,19 +206,19 @@ fn generation_steps_greedy_and_stop_reasons() {
     let mut small = Llm::open(&smollm2(), 8, 1).unwrap();
     let (ids, _, reason) = run_generation(&mut small, &PROMPT[..5], 10, SamplerOptions::greedy());
     assert_eq!((ids.len(), reason), (4, StopReason::ContextFull));
-    // The chat answer ends with the end-of-turn token, which is not part of the output.
-    let prompt = llm.apply_chat_template(
-        &[ggweb::models::chat::ChatMessage::new(
-            "user",
-            "What is the capital of France?",
-        )],
-        true,
-    );
-    let prompt = llm.tokenize(&prompt, true, true);
-    // (`ggweb generate --chat --temp 0.8`'s sampling: "The capital of France is Paris.")
-    let (ids, text, reason) = run_generation(&mut llm, &prompt, 64, SamplerOptions::default());
+    // The chat answer ends with the end-of-turn token, which is not part of the output:
+    // llama.cpp's greedy answer to plain ChatML without the default system prompt
+    // (fixtures/reference/chat_smollm2_capi.gen.json: "The capital of France is Paris." and
+    // <|im_end|>). Greedy, as a sampled answer of a 135M model is a random walk that any
+    // last-bit change of the arithmetic sends elsewhere (with the default system prompt even
+    // llama.cpp's greedy answer is "L'Étoile, la Marseillaise, …").
+    let prompt =
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
+    let prompt = llm.tokenize(prompt, true, true);
+    let (ids, text, reason) = run_generation(&mut llm, &prompt, 64, SamplerOptions::greedy());
     assert_eq!(reason, StopReason::EndOfGeneration, "{text}");
     assert!(ids.iter().all(|&t| !llm.tokenizer.is_eog(t)));
+    assert_eq!(ids, [504, 3575, 282, 4649, 314, 7042, 30], "{text}");
     assert!(text.contains("Paris"), "{text}");
     assert!(llm.begin(&[], 4, SamplerOptions::greedy()).is_err());
 }

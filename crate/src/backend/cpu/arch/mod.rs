@@ -219,6 +219,60 @@ pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32;
     }
 }
 
+/// The online softmax's step over one block of scores: the largest of `sc`. Eight running
+/// maxima (the comparisons vectorize; one chain of `max` was latency-bound).
+pub fn max_f32(sc: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if x86::available() {
+        // SAFETY: the CPU has AVX2/FMA/F16C (checked).
+        return unsafe { x86::attention::max_f32(sc) };
+    }
+    max_f32_body(sc)
+}
+
+#[inline(always)]
+pub(crate) fn max_f32_body(sc: &[f32]) -> f32 {
+    let mut m = [f32::NEG_INFINITY; 8];
+    let mut chunks = sc.chunks_exact(8);
+    for c in &mut chunks {
+        for (m, x) in m.iter_mut().zip(c) {
+            *m = m.max(*x);
+        }
+    }
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &x| a.max(x));
+    m.iter().fold(tail, |a, &x| a.max(x))
+}
+
+/// The online softmax's step over one block of scores: `sc[i] = exp(sc[i] − max)`
+/// ([`exp_approx`]), returning their sum (eight running sums, then those in order).
+pub fn exp_sum_f32(sc: &mut [f32], max: f32) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if x86::available() {
+        // SAFETY: the CPU has AVX2/FMA/F16C (checked).
+        return unsafe { x86::attention::exp_sum_f32(sc, max) };
+    }
+    exp_sum_f32_body(sc, max)
+}
+
+#[inline(always)]
+pub(crate) fn exp_sum_f32_body(sc: &mut [f32], max: f32) -> f32 {
+    for x in sc.iter_mut() {
+        *x = exp_approx(*x - max);
+    }
+    let mut s = [0f32; 8];
+    let mut chunks = sc.chunks_exact(8);
+    for c in &mut chunks {
+        for (s, x) in s.iter_mut().zip(c) {
+            *s += *x;
+        }
+    }
+    let tail: f32 = chunks.remainder().iter().sum();
+    s.iter().sum::<f32>() + tail
+}
+
 /// A block of attention scores: `out[l · ostride + r]` = the dot of f16 K row r (`n` rows,
 /// `kstride` bytes apart from `k0`) with query l (`q`: `nl` queries of dk = `q.len() / nl`
 /// values one after another), for every r < n and l < nl. The same bits as
@@ -858,10 +912,9 @@ mod tests {
             .collect()
     }
 
-    /// The block scores (every lane count up to a generation group and a prompt group, odd
-    /// row counts and head sizes, padded rows) against f64 sums, and where this machine has
-    /// the four-row kernel, each score equal to it within a few ulps (the block kernel may sum
-    /// in another order on a wider ISA).
+    /// The block scores (lane counts of generation and prompt groups, odd and even, odd row
+    /// counts, every head size the AVX-512 register kernel takes (16, 32, 48, 64) and others,
+    /// padded rows) against f64 sums.
     #[test]
     fn dots_block_matches_scalar() {
         for (dk, n, nl) in [
@@ -871,6 +924,9 @@ mod tests {
             (67, 31, 7),
             (256, 13, 4),
             (16, 3, 32),
+            (32, 11, 5),
+            (48, 6, 2),
+            (80, 7, 3),
         ] {
             let pad = 3;
             let k = block_rows(n, dk, pad, dk + n);

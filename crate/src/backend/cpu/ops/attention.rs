@@ -331,7 +331,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
             let mut any = false;
             for (gi, hs) in heads.iter_mut().enumerate() {
                 let sc = &mut scores[gi * BLOCK..gi * BLOCK + (b1 - b0)];
-                let bmax = sc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let bmax = arch::max_f32(sc);
                 if bmax == f32::NEG_INFINITY {
                     sc.fill(0.0);
                     continue;
@@ -345,11 +345,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
                     hs.sum *= c;
                     hs.max = bmax;
                 }
-                // Exps in a loop of their own (it vectorizes), then the sum.
-                for x in sc.iter_mut() {
-                    *x = exp_approx(*x - hs.max);
-                }
-                hs.sum += sc.iter().sum::<f32>();
+                hs.sum += arch::exp_sum_f32(sc, hs.max);
             }
             if !any {
                 continue;
