@@ -331,7 +331,7 @@ pub const MAX_BLOCK_LANES: usize = 32;
 /// The V update of a block of attention: for each f16 V row j < n (`vstride` bytes apart from
 /// `v0`), in order, and each lane l < nl whose weight w = `ws[l · wstride + j]` is not 0,
 /// `accs[l · dv ..][..dv] += w · row j` (dv = `accs.len() / nl`). The same bits as
-/// [`axpy_heads_f16`] row by row; the SIMD kernels keep a lane's accumulators in registers over
+/// [`axpy_heads_f16`] row by row; x86 keeps a lane's accumulators in registers over
 /// the block instead of loading and storing them for every row.
 ///
 /// # Safety
@@ -362,13 +362,8 @@ pub unsafe fn v_block_f16(
     if unsafe { x86::attention::v_block_f16(ws, wstride, nl, v0, vstride, n, accs) } {
         return;
     }
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    {
-        // SAFETY: as the caller guarantees (lengths checked above).
-        unsafe { wasm32::attention::v_block_f16(ws, wstride, nl, v0, vstride, n, accs) };
-        return;
-    }
-    #[allow(unreachable_code)]
+    // Elsewhere (wasm: a kernel keeping the accumulators in registers over the block measured
+    // level in Node 26 — the f16 conversion, not the accumulators, bounds it there) row by row.
     {
         let mut w = [0f32; MAX_BLOCK_LANES];
         for j in 0..n {
