@@ -224,6 +224,11 @@ pub const LLM_ATTN: [AttnShape; 3] = [
     },
 ];
 
+/// The most cached positions [`bench_attention`] takes.
+pub const MAX_BENCH_KV: usize = 1 << 20;
+/// The most queries [`bench_attention`] takes.
+pub const MAX_BENCH_QUERIES: usize = 4096;
+
 /// One attention measurement: a forward's fused attention over every layer's f16 KV cache.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttnResult {
@@ -251,9 +256,12 @@ pub fn bench_attention(
             "bench_attention needs a native clock".into(),
         ));
     }
-    if n_tokens == 0 || n_tokens > n_kv {
+    // (A benchmark of contexts up to a million positions and a prompt's worth of queries; the
+    // mask alone is n_kv · n_tokens values.)
+    if n_tokens == 0 || n_tokens > n_kv || n_kv > MAX_BENCH_KV || n_tokens > MAX_BENCH_QUERIES {
         return Err(Error::InvalidArgument(format!(
-            "bench_attention: {n_tokens} queries over {n_kv} positions"
+            "bench_attention: {n_tokens} queries over {n_kv} positions (1 ≤ queries ≤ positions, \
+             positions ≤ {MAX_BENCH_KV}, queries ≤ {MAX_BENCH_QUERIES})"
         )));
     }
     let (dk, hk) = (s.head_dim, s.n_head_kv);
