@@ -1,6 +1,8 @@
-//! AVX2 kernel of the fused attention: four f16 K rows against one f32 query at a time, so the
-//! horizontal sums of four dots share their shuffles (one hsum per position dominates a
-//! one-row dot of a 64-wide head).
+//! x86 kernels of the fused attention. AVX2: four f16 K rows against one f32 query at a time, so
+//! the horizontal sums of four dots share their shuffles (one hsum per position dominates a
+//! one-row dot of a 64-wide head). A block of positions a call (`dots_f16_block`,
+//! `v_block_f16`): with AVX-512 each four K rows of a head up to 64 long are converted once for
+//! all the lanes, and the V update keeps 64 columns of three lanes in registers over the block.
 
 use half::f16;
 
@@ -30,7 +32,8 @@ pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) -> bool {
     true
 }
 
-/// [`crate::backend::cpu::arch::dots_f16_block`] with AVX2/FMA/F16C; false without them.
+/// [`crate::backend::cpu::arch::dots_f16_block`] with AVX2/FMA/F16C (AVX-512 F for heads of
+/// 16, 32, 48 or 64 values, unless `GGWEB_X86_ISA` caps it); false without them.
 ///
 /// # Safety
 /// As `arch::dots_f16_block` (lengths checked there).
