@@ -154,18 +154,7 @@ pub fn bench_mul_mat_streamed(
     ys.reverse();
     let graph = Graph::build(&ctx, &ys);
     let mut backend = CpuBackend::new(threads);
-    backend.compute(&ctx, &graph)?; // warm-up
-                                    // Per-iteration times; the median is reported because the machines this runs on are shared
-                                    // and a few iterations can be slowed down by other processes.
-    let mut times = Vec::new();
-    let mut total = 0.0;
-    while times.len() < 3 || total < min_seconds {
-        let t = now();
-        backend.compute(&ctx, &graph)?;
-        let el = elapsed(t);
-        total += el;
-        times.push(el);
-    }
+    let mut times = time_graph(&mut backend, &ctx, &graph, min_seconds)?;
     // A kernel that is fast because it is wrong (rows skipped, read out of place) reports
     // nothing: the products are checked after the timing.
     check.verify(&ctx, &ys)?;
@@ -305,16 +294,7 @@ pub fn bench_attention(
     }
     let graph = Graph::build(&ctx, &outs);
     let mut backend = CpuBackend::new(threads);
-    backend.compute(&ctx, &graph)?; // warm-up
-    let mut times = Vec::new();
-    let mut total = 0.0;
-    while times.len() < 3 || total < min_seconds {
-        let t = now();
-        backend.compute(&ctx, &graph)?;
-        let el = elapsed(t);
-        total += el;
-        times.push(el);
-    }
+    let mut times = time_graph(&mut backend, &ctx, &graph, min_seconds)?;
     times.sort_by(f64::total_cmp);
     let seconds = times[times.len() / 2];
     let kv_bytes = (2 * n_kv * row * s.n_layer) as f64;
@@ -323,6 +303,28 @@ pub fn bench_attention(
         best_seconds: times[0],
         kv_gbps: kv_bytes / seconds / 1e9,
     })
+}
+
+/// Per-iteration seconds of `graph` after one warm-up run: at least three iterations and
+/// `min_seconds` in all. Callers report the median, as the machines this runs on are shared
+/// and a few iterations can be slowed down by other processes.
+fn time_graph(
+    backend: &mut CpuBackend,
+    ctx: &Context,
+    graph: &Graph,
+    min_seconds: f64,
+) -> Result<Vec<f64>> {
+    backend.compute(ctx, graph)?; // warm-up
+    let mut times = Vec::new();
+    let mut total = 0.0;
+    while times.len() < 3 || total < min_seconds {
+        let t = now();
+        backend.compute(ctx, graph)?;
+        let el = elapsed(t);
+        total += el;
+        times.push(el);
+    }
+    Ok(times)
 }
 
 /// Checks `y = mul_mat(w, x)` as computed in `ctx` (CPU memory) on sampled rows against the

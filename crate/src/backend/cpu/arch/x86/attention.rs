@@ -434,13 +434,8 @@ mod avx2 {
             unsafe { pass::<L, 4>(w, wstride, v0, vstride, n, a, dv, c) };
             c += 32;
         }
-        while c + 8 <= n8 {
-            // SAFETY: c + 8 ≤ dv.
-            unsafe { pass::<L, 1>(w, wstride, v0, vstride, n, a, dv, c) };
-            c += 8;
-        }
-        // SAFETY: caller.
-        unsafe { super::v_tail::<L>(w, wstride, v0, vstride, n, a, dv, c) };
+        // SAFETY: caller; c is a multiple of 8.
+        unsafe { v_lanes_from::<L>(w, wstride, v0, vstride, n, a, dv, c) };
     }
 
     /// [`v_lanes`] from column c (a multiple of 8) on.
