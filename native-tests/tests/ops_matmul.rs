@@ -218,10 +218,10 @@ fn mul_mat_many_chunks_all_thread_counts() {
     }
 }
 
-/// A GEMV with enough 64-row chunks (1000 rows: 16) that the threads first run contiguous
-/// shares, then take the rest one chunk at a time (ops/matmul `mul_mat`): right against the
-/// reference and the same bits on 1, 2 and 3 threads (a row's result never depends on the
-/// tile or share it falls in).
+/// A GEMV split among threads (ops/matmul `mul_mat`; 1002 rows: natively one panel a thread in
+/// groups of four, the last thread's ending in two rows; in wasm 16 chunks of 64 rows, shares
+/// then the rest taken one at a time): right against the reference and the same bits on 1, 2
+/// and 3 threads (a row's result never depends on the tile or share it falls in).
 #[test]
 fn gemv_contiguous_shares_same_bits_on_all_thread_counts() {
     for wt in [
@@ -237,7 +237,7 @@ fn gemv_contiguous_shares_same_bits_on_all_thread_counts() {
                 wt,
                 bt: DType::F32,
                 k: 256,
-                m: 1000,
+                m: 1002,
                 n: 1,
                 batch: [1, 1, 1, 1],
                 layout: Layout::Contiguous,
@@ -1056,9 +1056,8 @@ fn cross_entropy_loss_matches_definition() {
 }
 
 /// The prefetch hint of a GEMV (`matmul::first_read`): the rows each thread runs first — all
-/// of them on one thread, one piece per thread when there are too few chunks to share, else
-/// each thread's contiguous share of the leading three quarters of the 64-row chunks — and
-/// nothing for float weights or more than one column.
+/// of them on one thread, else each thread's one panel, an even share of the rows in groups of
+/// four — and nothing for float weights or more than one column.
 #[test]
 fn gemv_first_read_is_each_threads_first_panel() {
     use ggweb::backend::cpu::{ops::matmul::first_read, resolve_node, tensor_ptr};
@@ -1066,6 +1065,7 @@ fn gemv_first_read_is_each_threads_first_panel() {
     let k = 64;
     let small = ctx.new_tensor(DType::Q4_0, &[k, 256]).unwrap();
     let large = ctx.new_tensor(DType::Q4_0, &[k, 4096]).unwrap();
+    let odd = ctx.new_tensor(DType::Q4_0, &[k, 1030]).unwrap();
     let float = ctx.new_tensor(DType::F32, &[k, 256]).unwrap();
     let x = ctx.new_tensor(DType::F32, &[k, 1]).unwrap();
     let x2 = ctx.new_tensor(DType::F32, &[k, 2]).unwrap();
@@ -1074,6 +1074,7 @@ fn gemv_first_read_is_each_threads_first_panel() {
         ctx.mul_mat(large, x).unwrap(),
         ctx.mul_mat(float, x).unwrap(),
         ctx.mul_mat(small, x2).unwrap(),
+        ctx.mul_mat(odd, x).unwrap(),
     ];
     alloc_all(&mut ctx);
     let row = DType::Q4_0.row_size(k).unwrap();
@@ -1087,9 +1088,13 @@ fn gemv_first_read_is_each_threads_first_panel() {
     assert_eq!(first_read(&s, 0, 2), at(small, 0..128));
     assert_eq!(first_read(&s, 1, 2), at(small, 128..256));
     assert_eq!(first_read(&l, 0, 1), at(large, 0..4096));
-    // 64 chunks of 64 rows: 48 shared, 24 per thread.
-    assert_eq!(first_read(&l, 0, 2), at(large, 0..1536));
-    assert_eq!(first_read(&l, 1, 2), at(large, 1536..3072));
+    assert_eq!(first_read(&l, 0, 2), at(large, 0..2048));
+    assert_eq!(first_read(&l, 1, 2), at(large, 2048..4096));
+    // 258 groups of four (the last of two rows): 86 a thread.
+    let o = node(ys[4]);
+    assert_eq!(first_read(&o, 0, 3), at(odd, 0..344));
+    assert_eq!(first_read(&o, 1, 3), at(odd, 344..688));
+    assert_eq!(first_read(&o, 2, 3), at(odd, 688..1030));
     assert_eq!(first_read(&node(ys[2]), 0, 1), None);
     assert_eq!(first_read(&node(ys[3]), 0, 1), None);
 }

@@ -502,8 +502,14 @@ struct Split {
 }
 
 impl Split {
-    /// Thread `ith`'s share of the `fixed` chunks, as rows.
+    /// Thread `ith`'s share of the `fixed` chunks, as rows. When every chunk is fixed (one
+    /// panel per thread), the rows are split evenly in groups of four (whole repacked groups)
+    /// rather than by chunks: 576 rows are 288 + 288, not 256 + 320.
     fn share_rows(&self, nr0: usize, ith: usize, nth: usize) -> std::ops::Range<usize> {
+        if self.fixed == self.nchunk0 {
+            let g = thread_range(nr0.div_ceil(4), ith, nth);
+            return (g.start * 4).min(nr0)..(g.end * 4).min(nr0);
+        }
         let share = thread_range(self.fixed, ith, nth);
         (share.start * self.dr0).min(nr0)..(share.end * self.dr0).min(nr0)
     }
@@ -554,15 +560,16 @@ fn split(node: &NodeRef, plan: &MulMatPlan, nth: usize) -> Split {
         // 8 + 4 + 2 + 1, which ran half the work in narrow tiles); later chunks may be empty.
         dr1 = dr1.next_multiple_of(t.gemm_cols());
     }
-    // GEMV over many chunks: each thread first runs one contiguous share of the leading chunks
-    // as one panel, then all take the rest dynamically. Chunks taken in turn would cut every
-    // thread's weight stream into 64-row pieces (whose first rows the software prefetch has not
-    // fetched, while its last prefetches fetch the next piece, another thread's), which a
-    // DRAM-bound GEMV pays for: the dynamic tail only evens out threads slowed by others.
-    // One thread (natively): one panel of every row, so the x86 GEMV's prefetch meets no
-    // chunk edges but the weight's own (see x86/gemv.rs quad_groups). (wasm: unmeasured, as
-    // it was.)
-    let one_panel = nth == 1 && !cfg!(target_arch = "wasm32");
+    // GEMV over many chunks, natively: each thread runs one panel, an even share of the rows,
+    // so its weight stream has one start and the x86 GEMV's prefetch meets no chunk edges but
+    // the weight's own (see x86/gemv.rs quad_groups), and the next GEMV's first rows, which the
+    // last prefetches fetch, are this thread's own. Chunks taken in turn cut every stream into
+    // 64-row pieces whose first rows the prefetch has not fetched; a dynamic tail after
+    // contiguous shares (three quarters of the chunks, then the rest taken in turn, as before)
+    // measured 0.87–0.96× one panel each at 2 threads on an Emerald Rapids VM (`ggweb
+    // generate`, PERFORMANCE.md session 31), even with its noisy neighbours. wasm keeps the
+    // dynamic tail (unmeasured there).
+    let one_panel = !cfg!(target_arch = "wasm32");
     let fixed = if nr1 != 1 || nchunk1 != 1 {
         0
     } else if one_panel {
