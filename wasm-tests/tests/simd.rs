@@ -129,6 +129,154 @@ fn row_conversions_bit_exact() {
     }
 }
 
+/// The attention kernels' two conversions (SIMD128): rows of finite values take the short one
+/// (no inf / NaN fix; the V update leaves the rebias to its weights), rows with an inf or NaN,
+/// and weights of 2^15 or more, the exact one. Subnormal f16 (f32 denormals in the short V
+/// path), ±0, ±65504, and inf / NaN placed in one row at a time, on each side of the eight-value
+/// vectors and in the scalar tail: the dots against f64 sums (inf and NaN where those give
+/// them), the V update bit for bit against the scalar axpy (NaN as NaN). Fails if the short
+/// conversion is taken for a row with an inf or NaN (it reads them as ±2^16·1.m), or if the
+/// rebias is dropped on either side.
+#[wasm_bindgen_test]
+fn attention_f16_kernels_specials_and_subnormals() {
+    let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+    let mut rng = Rng::new(99);
+    let odd = [
+        f16::from_bits(0x0001),
+        f16::from_bits(0x83ff),
+        f16::from_bits(0x0200),
+        f16::from_f32(-0.0),
+        f16::MAX,
+        f16::MIN,
+        f16::MIN_POSITIVE,
+    ];
+    let specials = [f16::INFINITY, f16::NEG_INFINITY, f16::NAN, f16::from_bits(0x7e01)];
+    for dk in [8usize, 13, 64, 67] {
+        for g in [1usize, 3] {
+            for case in 0..=specials.len() * 3 {
+                let mut rows: Vec<Vec<f16>> = (0..4)
+                    .map(|_| rng.vec(dk, -1.0, 1.0).into_iter().map(f16::from_f32).collect())
+                    .collect();
+                for (i, v) in odd.iter().enumerate() {
+                    rows[i % 4][(5 * i + 1) % dk] = *v;
+                }
+                // case 0: finite only; else one special in row case % 4, at the first, a
+                // middle or the last position.
+                if case > 0 {
+                    let at = [0, dk / 2, dk - 1][(case - 1) % 3];
+                    rows[case % 4][at] = specials[(case - 1) / 3];
+                }
+                let q = rng.vec(g * dk, -1.0, 1.0);
+                let ptrs = [0, 1, 2, 3].map(|r| rows[r].as_ptr());
+                let mut out = vec![[0f32; 4]; g];
+                // SAFETY: every row holds dk values, q holds g queries of dk.
+                if !unsafe { arch::dot4_heads_f16_f32(ptrs, &q, &mut out) } {
+                    assert!(!cfg!(target_feature = "simd128"));
+                    return;
+                }
+                for h in 0..g {
+                    let qh = &q[h * dk..(h + 1) * dk];
+                    for r in 0..4 {
+                        let terms = rows[r].iter().zip(qh).map(|(k, q)| k.to_f64() * *q as f64);
+                        let want: f64 = terms.clone().sum();
+                        let have = out[h][r];
+                        if !want.is_finite() || want.abs() > f32::MAX as f64 {
+                            assert!(
+                                same(have, want as f32),
+                                "dk {dk} heads {g} case {case} head {h} row {r}: {have} vs {want}"
+                            );
+                            continue;
+                        }
+                        let scale: f64 = terms.map(f64::abs).sum::<f64>() + 1e-6;
+                        let d = (have as f64 - want).abs();
+                        assert!(d <= 1e-6 * scale, "dk {dk} heads {g} case {case} head {h} row {r}: {d}");
+                    }
+                }
+                for big in [false, true] {
+                    let v = &rows[case % 4];
+                    let mut ws = rng.vec(g, -1.0, 1.0);
+                    if big {
+                        ws[g - 1] = 40000.0;
+                    }
+                    let accs = rng.vec(g * dk, -1.0, 1.0);
+                    let mut got = accs.clone();
+                    arch::axpy_heads_f16(&ws, v, &mut got);
+                    let mut want = accs.clone();
+                    for (h, w) in ws.iter().enumerate() {
+                        arch::axpy_f16_ref(*w, v, &mut want[h * dk..(h + 1) * dk]);
+                    }
+                    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            same(*a, *b),
+                            "axpy_heads_f16 dk {dk} heads {g} case {case} big {big} at {i}: {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The block V update (`arch::v_block_f16`; SIMD128: four rows converted at a time, each lane's
+/// four weights at once) bit for bit against the scalar axpy row by row in order, skipping a
+/// lane's zero weights: odd head sizes (a scalar tail; 600 past the stack buffer), block
+/// lengths not a multiple of four, 1–9 lanes, zero weights scattered (some groups of four
+/// whole, some not), a NaN row under zero weights only, an inf row and subnormals under
+/// nonzero ones (inf and NaN results, the exact conversion for that group).
+#[wasm_bindgen_test]
+fn attention_v_block_vs_rows() {
+    let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+    let mut rng = Rng::new(5);
+    for (dv, n) in [(64usize, 32usize), (7, 5), (24, 9), (67, 13), (128, 6), (600, 5), (8, 1)] {
+        for nl in 1..=9 {
+            let pad = 3;
+            let rs = dv + pad;
+            let mut v: Vec<f16> =
+                rng.vec(n * rs, -2.0, 2.0).into_iter().map(f16::from_f32).collect();
+            v[(2 % n) * rs + dv / 3] = f16::from_bits(0x8001);
+            let wstride = n + 2;
+            let mut ws = rng.vec(nl * wstride, -1.0, 1.0);
+            for (i, w) in ws.iter_mut().enumerate() {
+                if (i * 7) % 11 == 0 {
+                    *w = 0.0;
+                }
+            }
+            if n > 1 {
+                // Row 1: a NaN where every lane's weight is 0.
+                v[rs + dv / 2] = f16::NAN;
+                for l in 0..nl {
+                    ws[l * wstride + 1] = 0.0;
+                }
+            }
+            if n > 4 {
+                // Row 4: an inf where the weights are not 0.
+                v[4 * rs + dv - 1] = f16::INFINITY;
+                for l in 0..nl {
+                    ws[l * wstride + 4] = 0.5;
+                }
+            }
+            let init = rng.vec(nl * dv, -1.0, 1.0);
+            let mut got = init.clone();
+            // SAFETY: n rows of dv (+ pad) f16; weights and accumulators sized as required.
+            unsafe {
+                arch::v_block_f16(&ws, wstride, nl, v.as_ptr() as *const u8, 2 * rs, n, &mut got)
+            };
+            let mut want = init.clone();
+            for j in 0..n {
+                for l in 0..nl {
+                    let w = ws[l * wstride + j];
+                    if w != 0.0 {
+                        arch::axpy_f16_ref(w, &v[j * rs..j * rs + dv], &mut want[l * dv..(l + 1) * dv]);
+                    }
+                }
+            }
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(same(*a, *b), "dv {dv} n {n} lanes {nl} at {i}: block {a} vs rows {b}");
+            }
+        }
+    }
+}
+
 /// The fused attention's f16 kernels (SIMD128: K rows converted once for all heads) against
 /// f64 sums, on odd head sizes and head counts, and the V update bit for bit against the
 /// scalar axpy (the same mul then add per element).

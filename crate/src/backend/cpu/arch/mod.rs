@@ -362,8 +362,12 @@ pub unsafe fn v_block_f16(
     if unsafe { x86::attention::v_block_f16(ws, wstride, nl, v0, vstride, n, accs) } {
         return;
     }
-    // Elsewhere (wasm: a kernel keeping the accumulators in registers over the block measured
-    // level in Node 26 — the f16 conversion, not the accumulators, bounds it there) row by row.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    // SAFETY: as the caller guarantees (lengths checked above).
+    if unsafe { wasm32::attention::v_block_f16(ws, wstride, nl, v0, vstride, n, accs) } {
+        return;
+    }
+    // Elsewhere row by row.
     {
         let mut w = [0f32; MAX_BLOCK_LANES];
         for j in 0..n {

@@ -10,7 +10,8 @@ use core::arch::wasm32::*;
 
 use half::f16;
 
-use super::gemv::{f16_consts, f16x8_to_f32, F16Consts};
+use super::gemv::{f16_consts, f16x4_unbiased, f16x8_finite, f16x8_to_f32, F16Consts};
+use super::{u32x4_bytes, v128s, V128s};
 use crate::backend::cpu::arch::portable::{axpy_heads_f16_tail, dot4_f16_tail};
 
 /// Longest head (dk) whose four K rows are converted into the stack buffer; longer heads
@@ -26,6 +27,47 @@ const MAX_DK: usize = 512;
 unsafe fn load8(p: *const f16, k: &F16Consts) -> [v128; 2] {
     // SAFETY: caller; v128 loads have no alignment needs.
     f16x8_to_f32(unsafe { v128_load(p as *const v128) }, k)
+}
+
+/// Eight f16 at `p` as two f32x4, exact for finite values only ([`f16x8_finite`]).
+///
+/// # Safety
+/// `p..p + 8` must be readable.
+#[inline(always)]
+unsafe fn load8_finite(p: *const f16, k: &F16Consts) -> [v128; 2] {
+    // SAFETY: caller.
+    f16x8_finite(unsafe { v128_load(p as *const v128) }, k)
+}
+
+/// The specials check: |h| as u16 lanes (`ABS`), their running maximum, and the smallest
+/// inf / NaN bits (`INF`). A row (or four) whose maximum stays below INF holds finite values
+/// only and takes the short conversion; one inf or NaN sends it through the exact one. Two
+/// operations per eight values against four saved per four.
+static SPECIALS: V128s<2> = V128s([u32x4_bytes(0x7fff_7fff), u32x4_bytes(0x7c00_7c00)]);
+
+/// The running maximum of |f16| over eight more values `h`.
+#[inline(always)]
+fn max_abs(m: v128, h: v128, abs: v128) -> v128 {
+    u16x8_max(m, v128_and(h, abs))
+}
+
+/// Whether the first `n8` values (a multiple of eight) of any row of `rows` are inf or NaN.
+///
+/// # Safety
+/// Each row must hold `n8` readable f16 values.
+#[inline(always)]
+unsafe fn any_special<const R: usize>(rows: [*const f16; R], n8: usize) -> bool {
+    let [abs, inf] = v128s(&SPECIALS);
+    let mut m = i16x8_splat(0);
+    for row in rows {
+        let mut i = 0;
+        // SAFETY: i + 8 <= n8 (caller).
+        while i < n8 {
+            m = max_abs(m, unsafe { v128_load(row.add(i) as *const v128) }, abs);
+            i += 8;
+        }
+    }
+    v128_any_true(u16x8_ge(m, inf))
 }
 
 /// Four i32x4/f32x4 of partial sums → lane r = the (pairwise) sum of `p[r]`'s lanes.
@@ -59,57 +101,114 @@ pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32;
     let n8 = dk / 8 * 8;
     let fk = f16_consts();
     if g == 1 || n8 > MAX_DK {
+        // SAFETY: forwarded.
+        let exact = unsafe { any_special(k, n8) };
         for (h, o) in out.iter_mut().enumerate() {
+            let qh = &q[h * dk..(h + 1) * dk];
             // SAFETY: forwarded.
-            *o = unsafe { dot4_direct(k, &q[h * dk..(h + 1) * dk]) };
+            *o = unsafe {
+                if exact {
+                    dot4_direct::<true>(k, qh)
+                } else {
+                    dot4_direct::<false>(k, qh)
+                }
+            };
         }
         return;
     }
-    // The four rows' first n8 values as f32 (n8 / 4 vectors a row, row r from vector r·n8/4).
-    // Written for 0..n8 vectors only.
+    // The four rows' first n8 values as f32, interleaved: vector c of row r at 4c + r, so that
+    // the dot loop reads one pointer at constant offsets (V8 computed each row's address
+    // apart). Written for 0..n8 vectors only. The short conversion first, checking for inf and
+    // NaN as it goes; the exact one again only where there are some.
     let mut buf = core::mem::MaybeUninit::<[v128; 4 * (MAX_DK / 4)]>::uninit();
     let kf = buf.as_mut_ptr() as *mut v128;
     let w = n8 / 4;
-    // SAFETY: i + 8 <= n8 <= dk inside every row; stores at r·w + i/4 (+1) < 4·w ≤ the buffer.
+    let [abs, inf] = v128s(&SPECIALS);
+    let mut m = i16x8_splat(0);
+    // SAFETY: i + 8 <= n8 <= dk inside every row; vectors c = i/4 and i/4 + 1 of row r go to
+    // 4c + r = i + r and i + 4 + r < 4·w = n8 ≤ the buffer.
     unsafe {
         for (r, row) in k.iter().enumerate() {
             let mut i = 0;
             while i < n8 {
-                let [lo, hi] = load8(row.add(i), &fk);
-                kf.add(r * w + i / 4).write(lo);
-                kf.add(r * w + i / 4 + 1).write(hi);
+                let h = v128_load(row.add(i) as *const v128);
+                m = max_abs(m, h, abs);
+                let [lo, hi] = f16x8_finite(h, &fk);
+                kf.add(i + r).write(lo);
+                kf.add(i + 4 + r).write(hi);
                 i += 8;
             }
         }
-    }
-    for (h, o) in out.iter_mut().enumerate() {
-        let qh = &q[h * dk..(h + 1) * dk];
-        let mut acc = [f32x4_splat(0.0); 4];
-        // SAFETY: c < w: inside the converted rows and (4c + 4 ≤ n8) inside qh.
-        unsafe {
-            for c in 0..w {
-                let vq = v128_load(qh.as_ptr().add(4 * c) as *const v128);
-                for (r, a) in acc.iter_mut().enumerate() {
-                    *a = f32x4_add(*a, f32x4_mul(kf.add(r * w + c).read(), vq));
+        if v128_any_true(u16x8_ge(m, inf)) {
+            for (r, row) in k.iter().enumerate() {
+                let mut i = 0;
+                while i < n8 {
+                    let [lo, hi] = load8(row.add(i), &fk);
+                    kf.add(i + r).write(lo);
+                    kf.add(i + 4 + r).write(hi);
+                    i += 8;
                 }
             }
         }
-        let mut s = [0f32; 4];
-        // SAFETY: 16 bytes.
-        unsafe { v128_store(s.as_mut_ptr() as *mut v128, reduce4(acc)) };
-        // SAFETY: each row holds dk values (caller).
-        unsafe { dot4_f16_tail(k, qh, n8, &mut s) };
-        *o = s;
+    }
+    // Two heads at a time: eight independent sums, where one head's four each wait on their
+    // last add (4 cycles) every step; each sum is added in the same order either way.
+    let mut h = 0;
+    while h < g {
+        let pair = h + 1 < g;
+        let q0 = &q[h * dk..(h + 1) * dk];
+        let q1 = if pair {
+            &q[(h + 1) * dk..(h + 2) * dk]
+        } else {
+            q0
+        };
+        let mut a0 = [f32x4_splat(0.0); 4];
+        let mut a1 = [f32x4_splat(0.0); 4];
+        // SAFETY: c < w: inside the converted rows and (4c + 4 ≤ n8) inside q0 and q1.
+        unsafe {
+            if pair {
+                for c in 0..w {
+                    let v0 = v128_load(q0.as_ptr().add(4 * c) as *const v128);
+                    let v1 = v128_load(q1.as_ptr().add(4 * c) as *const v128);
+                    for r in 0..4 {
+                        let x = kf.add(4 * c + r).read();
+                        a0[r] = f32x4_add(a0[r], f32x4_mul(x, v0));
+                        a1[r] = f32x4_add(a1[r], f32x4_mul(x, v1));
+                    }
+                }
+            } else {
+                for c in 0..w {
+                    let v0 = v128_load(q0.as_ptr().add(4 * c) as *const v128);
+                    for (r, a) in a0.iter_mut().enumerate() {
+                        *a = f32x4_add(*a, f32x4_mul(kf.add(4 * c + r).read(), v0));
+                    }
+                }
+            }
+        }
+        for (acc, qh, o) in
+            [(a0, q0, h), (a1, q1, h + 1)]
+                .into_iter()
+                .take(if pair { 2 } else { 1 })
+        {
+            let mut s = [0f32; 4];
+            // SAFETY: 16 bytes.
+            unsafe { v128_store(s.as_mut_ptr() as *mut v128, reduce4(acc)) };
+            // SAFETY: each row holds dk values (caller).
+            unsafe { dot4_f16_tail(k, qh, n8, &mut s) };
+            out[o] = s;
+        }
+        h += if pair { 2 } else { 1 };
     }
 }
 
 /// [`dot4_heads_f16_f32`] for one head, converting as it goes (the same operations in the same
-/// order, so the same bits).
+/// order, so the same bits); `EXACT`: the conversion exact for inf and NaN, else for finite
+/// values only.
 ///
 /// # Safety
 /// Each `k[r]` points at `q.len()` readable f16 values.
 #[inline(always)]
-unsafe fn dot4_direct(k: [*const f16; 4], q: &[f32]) -> [f32; 4] {
+unsafe fn dot4_direct<const EXACT: bool>(k: [*const f16; 4], q: &[f32]) -> [f32; 4] {
     let n8 = q.len() / 8 * 8;
     let fk = f16_consts();
     let mut acc = [f32x4_splat(0.0); 4];
@@ -120,7 +219,11 @@ unsafe fn dot4_direct(k: [*const f16; 4], q: &[f32]) -> [f32; 4] {
             let q0 = v128_load(q.as_ptr().add(i) as *const v128);
             let q1 = v128_load(q.as_ptr().add(i + 4) as *const v128);
             for (a, row) in acc.iter_mut().zip(k) {
-                let [lo, hi] = load8(row.add(i), &fk);
+                let [lo, hi] = if EXACT {
+                    load8(row.add(i), &fk)
+                } else {
+                    load8_finite(row.add(i), &fk)
+                };
                 *a = f32x4_add(*a, f32x4_mul(lo, q0));
                 *a = f32x4_add(*a, f32x4_mul(hi, q1));
             }
@@ -137,21 +240,53 @@ unsafe fn dot4_direct(k: [*const f16; 4], q: &[f32]) -> [f32; 4] {
 
 /// `accs[h] += ws[h] · v` for every head h (`accs`: `ws.len()` rows of `v.len()` values), each
 /// eight values of the f16 row converted once for all heads; a head whose weight is 0 is skipped.
+///
+/// A row of finite values (checked first, [`any_special`]) is converted without the rebias:
+/// its values times 2^-112 (exact, subnormal f16 as f32 denormals), two operations per four,
+/// and each weight carries the 2^112 instead. (w·2^112)·(v·2^-112) is w·v as a real, so it
+/// rounds to the same f32 as w·v: the same bits as the exact conversion, for |w| < 2^15 (no
+/// overflow; larger or non-finite weights take the exact path, as does a row with inf or NaN).
 pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) {
     let n = v.len();
     assert_eq!(accs.len(), ws.len() * n, "axpy_heads_f16: lengths");
     let n8 = n / 8 * 8;
+    // SAFETY: v holds n8 ≤ n values.
+    let exact = !ws.iter().all(|w| w.abs() < 32768.0) || unsafe { any_special([v.as_ptr()], n8) };
+    if exact {
+        axpy_heads::<true>(ws, v, accs, n8);
+    } else {
+        axpy_heads::<false>(ws, v, accs, n8);
+    }
+    axpy_heads_f16_tail(ws, v, accs, n8);
+}
+
+/// The first `n8` values of [`axpy_heads_f16`]: `EXACT`, the exact conversion; else the row is
+/// finite and |w| < 2^15 for every weight (see there).
+#[inline(always)]
+fn axpy_heads<const EXACT: bool>(ws: &[f32], v: &[f16], accs: &mut [f32], n8: usize) {
+    let n = v.len();
     let fk = f16_consts();
+    // 2^112: the rebias the short conversion leaves to the weights.
+    const REBIAS: f32 = f32::from_bits(0x7780_0000);
     let mut i = 0;
-    // SAFETY: i + 8 <= n8 ≤ n inside v and inside each head's n accumulators (accs = heads × n).
+    // SAFETY: i + 8 <= n8 ≤ n inside v and inside each head's n accumulators (accs = heads × n,
+    // checked by the caller).
     unsafe {
         while i < n8 {
-            let [lo, hi] = load8(v.as_ptr().add(i), &fk);
+            let [lo, hi] = if EXACT {
+                load8(v.as_ptr().add(i), &fk)
+            } else {
+                let h = v128_load(v.as_ptr().add(i) as *const v128);
+                [
+                    f16x4_unbiased(i32x4_extend_low_i16x8(h), &fk),
+                    f16x4_unbiased(i32x4_extend_high_i16x8(h), &fk),
+                ]
+            };
             for (h, &w) in ws.iter().enumerate() {
                 if w == 0.0 {
                     continue;
                 }
-                let vw = f32x4_splat(w);
+                let vw = f32x4_splat(if EXACT { w } else { w * REBIAS });
                 let a = accs.as_mut_ptr().add(h * n + i) as *mut v128;
                 a.write_unaligned(f32x4_add(a.read_unaligned(), f32x4_mul(vw, lo)));
                 let a1 = a.add(1);
@@ -160,5 +295,116 @@ pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) {
             i += 8;
         }
     }
-    axpy_heads_f16_tail(ws, v, accs, n8);
+}
+
+/// Longest V row (dv) [`v_block_f16`] converts into its stack buffer; longer rows go row by
+/// row ([`axpy_heads_f16`]).
+const MAX_DV: usize = 512;
+
+/// The V update of a block (`arch::v_block_f16`, the same bits as [`axpy_heads_f16`] row by
+/// row): four V rows at a time, each converted once into a stack buffer (the short conversion
+/// where the four are finite), then for each lane its four weights splatted once and its
+/// accumulators loaded and stored once per four rows, the rows added in order. A lane with a
+/// zero weight among the four adds its other rows one by one (a zero weight skips its row, as
+/// row by row: 0 · NaN would not). Row by row, V8 reloaded, rechecked and rebroadcast every
+/// weight per eight values and loaded and stored the accumulators per row (SmolLM2 at a
+/// ~950-token context: 16 % of generation in that loop). False where dv > [`MAX_DV`].
+///
+/// # Safety
+/// `v0 + j · vstride` points at dv readable f16 values for every j < n, dv = `accs.len() /
+/// nl`; `ws.len() ≥ (nl − 1) · wstride + n`, `wstride ≥ n` (checked by the caller).
+pub unsafe fn v_block_f16(
+    ws: &[f32],
+    wstride: usize,
+    nl: usize,
+    v0: *const u8,
+    vstride: usize,
+    n: usize,
+    accs: &mut [f32],
+) -> bool {
+    let dv = accs.len() / nl;
+    if dv > MAX_DV {
+        return false;
+    }
+    let d8 = dv / 8 * 8;
+    let w4 = d8 / 4;
+    let fk = f16_consts();
+    // Four rows' first d8 values as f32, interleaved (vector c of row r at 4c + r, as in
+    // `dot4_heads_f16_f32`).
+    let mut buf = core::mem::MaybeUninit::<[v128; 4 * (MAX_DV / 4)]>::uninit();
+    let vf = buf.as_mut_ptr() as *mut v128;
+    let accp = accs.as_mut_ptr();
+    let mut j = 0;
+    while j < n {
+        let cnt = (n - j).min(4);
+        // Past the last row the last row again (converted, never added).
+        // SAFETY: rows j..j + cnt < n (caller).
+        let rows: [*const f16; 4] =
+            [0, 1, 2, 3].map(|r| unsafe { v0.add((j + r.min(cnt - 1)) * vstride) } as *const f16);
+        // SAFETY: each row holds dv ≥ d8 values; stores at i + r, i + 4 + r < d8 ≤ the buffer.
+        unsafe {
+            let exact = any_special(rows, d8);
+            for (r, row) in rows.iter().enumerate() {
+                let mut i = 0;
+                while i < d8 {
+                    let [lo, hi] = if exact {
+                        load8(row.add(i), &fk)
+                    } else {
+                        load8_finite(row.add(i), &fk)
+                    };
+                    vf.add(i + r).write(lo);
+                    vf.add(i + 4 + r).write(hi);
+                    i += 8;
+                }
+            }
+        }
+        for l in 0..nl {
+            let wl = &ws[l * wstride + j..l * wstride + j + cnt];
+            // SAFETY: lane l's dv accumulators (accs = nl × dv).
+            let acc = unsafe { accp.add(l * dv) };
+            if cnt == 4 && wl.iter().all(|&w| w != 0.0) {
+                let s = [0, 1, 2, 3].map(|r| f32x4_splat(wl[r]));
+                // SAFETY: c < w4: inside the buffer's four rows and the lane's accumulators.
+                unsafe {
+                    for c in 0..w4 {
+                        let a = acc.add(4 * c) as *mut v128;
+                        let mut x = a.read_unaligned();
+                        let v = vf.add(4 * c);
+                        x = f32x4_add(x, f32x4_mul(s[0], v.read()));
+                        x = f32x4_add(x, f32x4_mul(s[1], v.add(1).read()));
+                        x = f32x4_add(x, f32x4_mul(s[2], v.add(2).read()));
+                        x = f32x4_add(x, f32x4_mul(s[3], v.add(3).read()));
+                        a.write_unaligned(x);
+                    }
+                }
+            } else {
+                for (r, &w) in wl.iter().enumerate() {
+                    if w == 0.0 {
+                        continue;
+                    }
+                    let s = f32x4_splat(w);
+                    // SAFETY: as above, row r < cnt.
+                    unsafe {
+                        for c in 0..w4 {
+                            let a = acc.add(4 * c) as *mut v128;
+                            let x = f32x4_mul(s, vf.add(4 * c + r).read());
+                            a.write_unaligned(f32x4_add(a.read_unaligned(), x));
+                        }
+                    }
+                }
+            }
+            // The last dv − d8 values, element by element in row order (`axpy_heads_f16_tail`).
+            for (r, &w) in wl.iter().enumerate() {
+                if w == 0.0 {
+                    continue;
+                }
+                for i in d8..dv {
+                    // SAFETY: value i < dv of row r < cnt; accumulator i of lane l.
+                    unsafe { *acc.add(i) += w * (*rows[r].add(i)).to_f32() };
+                }
+            }
+        }
+        j += cnt;
+    }
+    true
 }
