@@ -170,8 +170,9 @@ fn attention_f16_kernels_specials_and_subnormals() {
                 let ptrs = [0, 1, 2, 3].map(|r| rows[r].as_ptr());
                 let mut out = vec![[0f32; 4]; g];
                 // SAFETY: every row holds dk values, q holds g queries of dk.
-                if !unsafe { arch::dot4_heads_f16_f32(ptrs, &q, &mut out) } {
-                    assert!(!cfg!(target_feature = "simd128"));
+                let have = unsafe { arch::dot4_heads_f16_f32(ptrs, &q, &mut out) };
+                assert_eq!(have, cfg!(target_feature = "simd128"), "dk {dk}");
+                if !have {
                     return;
                 }
                 for h in 0..g {
