@@ -129,6 +129,21 @@ fn row_conversions_bit_exact() {
     }
 }
 
+/// An attention dot `have` of the f16 row `k` with `q` against the f64 sum: within 1e-6 of Σ|terms|,
+/// or where that sum is inf or NaN (an inf or NaN in the row), the same inf or a NaN.
+fn check_dot(k: &[f16], q: &[f32], have: f32, tag: &str) {
+    let terms = k.iter().zip(q).map(|(k, q)| k.to_f64() * *q as f64);
+    let want: f64 = terms.clone().sum();
+    if !want.is_finite() {
+        let same = have.to_bits() == (want as f32).to_bits() || (have.is_nan() && want.is_nan());
+        assert!(same, "{tag}: {have} vs {want}");
+        return;
+    }
+    let scale: f64 = terms.map(f64::abs).sum::<f64>() + 1e-6;
+    let d = (have as f64 - want).abs();
+    assert!(d <= 1e-6 * scale, "{tag}: {d}");
+}
+
 /// The attention kernels' two conversions (SIMD128): rows of finite values take the short one
 /// (no inf / NaN fix; the V update leaves the rebias to its weights), rows with an inf or NaN,
 /// and weights of 2^15 or more, the exact one. Subnormal f16 (f32 denormals in the short V
@@ -178,19 +193,8 @@ fn attention_f16_kernels_specials_and_subnormals() {
                 for h in 0..g {
                     let qh = &q[h * dk..(h + 1) * dk];
                     for r in 0..4 {
-                        let terms = rows[r].iter().zip(qh).map(|(k, q)| k.to_f64() * *q as f64);
-                        let want: f64 = terms.clone().sum();
-                        let have = out[h][r];
-                        if !want.is_finite() || want.abs() > f32::MAX as f64 {
-                            assert!(
-                                same(have, want as f32),
-                                "dk {dk} heads {g} case {case} head {h} row {r}: {have} vs {want}"
-                            );
-                            continue;
-                        }
-                        let scale: f64 = terms.map(f64::abs).sum::<f64>() + 1e-6;
-                        let d = (have as f64 - want).abs();
-                        assert!(d <= 1e-6 * scale, "dk {dk} heads {g} case {case} head {h} row {r}: {d}");
+                        let tag = format!("dk {dk} heads {g} case {case} head {h} row {r}");
+                        check_dot(&rows[r], qh, out[h][r], &tag);
                     }
                 }
                 for big in [false, true] {
@@ -304,11 +308,7 @@ fn attention_f16_kernels_vs_scalar() {
                 let one = unsafe { arch::dot4_f16_f32(ptrs, qh) }.expect("simd128 has it");
                 assert_eq!(one, out[h], "dk {dk} heads {g}: one head vs all heads, head {h}");
                 for r in 0..4 {
-                    let terms = rows[r].iter().zip(qh).map(|(k, q)| k.to_f64() * *q as f64);
-                    let want: f64 = terms.clone().sum();
-                    let scale: f64 = terms.map(f64::abs).sum::<f64>() + 1e-6;
-                    let d = (out[h][r] as f64 - want).abs();
-                    assert!(d <= 1e-6 * scale, "dk {dk} heads {g} head {h} row {r}: {d}");
+                    check_dot(&rows[r], qh, out[h][r], &format!("dk {dk} heads {g} head {h} row {r}"));
                 }
             }
             let v: Vec<f16> = rng.vec(dk, -2.0, 2.0).into_iter().map(f16::from_f32).collect();

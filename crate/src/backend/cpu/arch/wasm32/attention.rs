@@ -70,6 +70,45 @@ unsafe fn any_special<const R: usize>(rows: [*const f16; R], n8: usize) -> bool 
     v128_any_true(u16x8_ge(m, inf))
 }
 
+/// The first `n8` values (a multiple of eight) of four f16 rows as f32 into `buf`, interleaved:
+/// vector c of row r at 4c + r, so that the loops over them read one pointer at constant
+/// offsets (V8 computed each row's address apart). The short conversion first, checking for
+/// inf and NaN as it goes; the exact one again only where there are some.
+///
+/// # Safety
+/// Each row holds `n8` readable values; `buf` has room for `n8` vectors.
+#[inline(always)]
+unsafe fn convert4(rows: [*const f16; 4], n8: usize, buf: *mut v128, fk: &F16Consts) {
+    let [abs, inf] = v128s(&SPECIALS);
+    let mut m = i16x8_splat(0);
+    // SAFETY: i + 8 <= n8 inside every row; vectors c = i/4 and i/4 + 1 of row r go to 4c + r
+    // = i + r and i + 4 + r < n8.
+    unsafe {
+        for (r, row) in rows.iter().enumerate() {
+            let mut i = 0;
+            while i < n8 {
+                let h = v128_load(row.add(i) as *const v128);
+                m = max_abs(m, h, abs);
+                let [lo, hi] = f16x8_finite(h, fk);
+                buf.add(i + r).write(lo);
+                buf.add(i + 4 + r).write(hi);
+                i += 8;
+            }
+        }
+        if v128_any_true(u16x8_ge(m, inf)) {
+            for (r, row) in rows.iter().enumerate() {
+                let mut i = 0;
+                while i < n8 {
+                    let [lo, hi] = load8(row.add(i), fk);
+                    buf.add(i + r).write(lo);
+                    buf.add(i + 4 + r).write(hi);
+                    i += 8;
+                }
+            }
+        }
+    }
+}
+
 /// Four i32x4/f32x4 of partial sums → lane r = the (pairwise) sum of `p[r]`'s lanes.
 #[inline(always)]
 fn reduce4(p: [v128; 4]) -> v128 {
@@ -116,41 +155,12 @@ pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32;
         }
         return;
     }
-    // The four rows' first n8 values as f32, interleaved: vector c of row r at 4c + r, so that
-    // the dot loop reads one pointer at constant offsets (V8 computed each row's address
-    // apart). Written for 0..n8 vectors only. The short conversion first, checking for inf and
-    // NaN as it goes; the exact one again only where there are some.
+    // The four rows' first n8 values as f32 ([`convert4`]). Written for 0..n8 vectors only.
     let mut buf = core::mem::MaybeUninit::<[v128; 4 * (MAX_DK / 4)]>::uninit();
     let kf = buf.as_mut_ptr() as *mut v128;
     let w = n8 / 4;
-    let [abs, inf] = v128s(&SPECIALS);
-    let mut m = i16x8_splat(0);
-    // SAFETY: i + 8 <= n8 <= dk inside every row; vectors c = i/4 and i/4 + 1 of row r go to
-    // 4c + r = i + r and i + 4 + r < 4·w = n8 ≤ the buffer.
-    unsafe {
-        for (r, row) in k.iter().enumerate() {
-            let mut i = 0;
-            while i < n8 {
-                let h = v128_load(row.add(i) as *const v128);
-                m = max_abs(m, h, abs);
-                let [lo, hi] = f16x8_finite(h, &fk);
-                kf.add(i + r).write(lo);
-                kf.add(i + 4 + r).write(hi);
-                i += 8;
-            }
-        }
-        if v128_any_true(u16x8_ge(m, inf)) {
-            for (r, row) in k.iter().enumerate() {
-                let mut i = 0;
-                while i < n8 {
-                    let [lo, hi] = load8(row.add(i), &fk);
-                    kf.add(i + r).write(lo);
-                    kf.add(i + 4 + r).write(hi);
-                    i += 8;
-                }
-            }
-        }
-    }
+    // SAFETY: every row holds dk ≥ n8 values; the buffer MAX_DK ≥ n8 vectors.
+    unsafe { convert4(k, n8, kf, &fk) };
     // Two heads at a time: eight independent sums, where one head's four each wait on their
     // last add (4 cycles) every step; each sum is added in the same order either way.
     let mut h = 0;
@@ -329,8 +339,7 @@ pub unsafe fn v_block_f16(
     let d8 = dv / 8 * 8;
     let w4 = d8 / 4;
     let fk = f16_consts();
-    // Four rows' first d8 values as f32, interleaved (vector c of row r at 4c + r, as in
-    // `dot4_heads_f16_f32`).
+    // Four rows' first d8 values as f32 ([`convert4`]).
     let mut buf = core::mem::MaybeUninit::<[v128; 4 * (MAX_DV / 4)]>::uninit();
     let vf = buf.as_mut_ptr() as *mut v128;
     let accp = accs.as_mut_ptr();
@@ -341,23 +350,8 @@ pub unsafe fn v_block_f16(
         // SAFETY: rows j..j + cnt < n (caller).
         let rows: [*const f16; 4] =
             [0, 1, 2, 3].map(|r| unsafe { v0.add((j + r.min(cnt - 1)) * vstride) } as *const f16);
-        // SAFETY: each row holds dv ≥ d8 values; stores at i + r, i + 4 + r < d8 ≤ the buffer.
-        unsafe {
-            let exact = any_special(rows, d8);
-            for (r, row) in rows.iter().enumerate() {
-                let mut i = 0;
-                while i < d8 {
-                    let [lo, hi] = if exact {
-                        load8(row.add(i), &fk)
-                    } else {
-                        load8_finite(row.add(i), &fk)
-                    };
-                    vf.add(i + r).write(lo);
-                    vf.add(i + 4 + r).write(hi);
-                    i += 8;
-                }
-            }
-        }
+        // SAFETY: each row holds dv ≥ d8 values; the buffer MAX_DV ≥ d8 vectors.
+        unsafe { convert4(rows, d8, vf, &fk) };
         for l in 0..nl {
             let wl = &ws[l * wstride + j..l * wstride + j + cnt];
             // SAFETY: lane l's dv accumulators (accs = nl × dv).
