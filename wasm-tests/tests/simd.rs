@@ -144,14 +144,13 @@ fn check_dot(k: &[f16], q: &[f32], have: f32, tag: &str) {
     assert!(d <= 1e-6 * scale, "{tag}: {d}");
 }
 
-/// The attention kernels' two conversions (SIMD128): rows of finite values take the short one
-/// (no inf / NaN fix; the V update leaves the rebias to its weights), rows with an inf or NaN,
-/// and weights of 2^15 or more, the exact one. Subnormal f16 (f32 denormals in the short V
-/// path), ±0, ±65504, and inf / NaN placed in one row at a time, on each side of the eight-value
-/// vectors and in the scalar tail: the dots against f64 sums (inf and NaN where those give
-/// them), the V update bit for bit against the scalar axpy (NaN as NaN). Fails if the short
-/// conversion is taken for a row with an inf or NaN (it reads them as ±2^16·1.m), or if the
-/// rebias is dropped on either side.
+/// The K dots' two conversions (SIMD128): rows of finite values take the short one (no inf / NaN
+/// fix), rows with an inf or NaN the exact one. Subnormal f16, ±0, ±65504, and inf / NaN placed
+/// in one row at a time, on each side of the eight-value vectors and in the scalar tail: the
+/// dots against f64 sums (inf and NaN where those give them), and the row-by-row V update with
+/// those rows (and a weight of 40000) bit for bit against the scalar axpy (NaN as NaN). Fails if
+/// the short conversion is taken for a row with an inf or NaN (it reads them as ±2^16·1.m). The
+/// block V update's conversions: `attention_v_block_vs_rows`.
 #[wasm_bindgen_test]
 fn attention_f16_kernels_specials_and_subnormals() {
     let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());

@@ -10,7 +10,7 @@ use core::arch::wasm32::*;
 
 use half::f16;
 
-use super::gemv::{f16_consts, f16x4_unbiased, f16x8_finite, f16x8_to_f32, F16Consts};
+use super::gemv::{f16_consts, f16x8_finite, f16x8_to_f32, F16Consts};
 use super::{u32x4_bytes, v128s, V128s};
 use crate::backend::cpu::arch::portable::{axpy_heads_f16_tail, dot4_f16_tail};
 
@@ -250,53 +250,23 @@ unsafe fn dot4_direct<const EXACT: bool>(k: [*const f16; 4], q: &[f32]) -> [f32;
 
 /// `accs[h] += ws[h] · v` for every head h (`accs`: `ws.len()` rows of `v.len()` values), each
 /// eight values of the f16 row converted once for all heads; a head whose weight is 0 is skipped.
-///
-/// A row of finite values (checked first, [`any_special`]) is converted without the rebias:
-/// its values times 2^-112 (exact, subnormal f16 as f32 denormals), two operations per four,
-/// and each weight carries the 2^112 instead. (w·2^112)·(v·2^-112) is w·v as a real, so it
-/// rounds to the same f32 as w·v: the same bits as the exact conversion, for |w| < 2^15 (no
-/// overflow; larger or non-finite weights take the exact path, as does a row with inf or NaN).
+/// (The attention's V update runs [`v_block_f16`]; this row-by-row update serves rows past its
+/// buffer.)
 pub fn axpy_heads_f16(ws: &[f32], v: &[f16], accs: &mut [f32]) {
     let n = v.len();
     assert_eq!(accs.len(), ws.len() * n, "axpy_heads_f16: lengths");
     let n8 = n / 8 * 8;
-    // SAFETY: v holds n8 ≤ n values.
-    let exact = !ws.iter().all(|w| w.abs() < 32768.0) || unsafe { any_special([v.as_ptr()], n8) };
-    if exact {
-        axpy_heads::<true>(ws, v, accs, n8);
-    } else {
-        axpy_heads::<false>(ws, v, accs, n8);
-    }
-    axpy_heads_f16_tail(ws, v, accs, n8);
-}
-
-/// The first `n8` values of [`axpy_heads_f16`]: `EXACT`, the exact conversion; else the row is
-/// finite and |w| < 2^15 for every weight (see there).
-#[inline(always)]
-fn axpy_heads<const EXACT: bool>(ws: &[f32], v: &[f16], accs: &mut [f32], n8: usize) {
-    let n = v.len();
     let fk = f16_consts();
-    // 2^112: the rebias the short conversion leaves to the weights.
-    const REBIAS: f32 = f32::from_bits(0x7780_0000);
     let mut i = 0;
-    // SAFETY: i + 8 <= n8 ≤ n inside v and inside each head's n accumulators (accs = heads × n,
-    // checked by the caller).
+    // SAFETY: i + 8 <= n8 ≤ n inside v and inside each head's n accumulators (accs = heads × n).
     unsafe {
         while i < n8 {
-            let [lo, hi] = if EXACT {
-                load8(v.as_ptr().add(i), &fk)
-            } else {
-                let h = v128_load(v.as_ptr().add(i) as *const v128);
-                [
-                    f16x4_unbiased(i32x4_extend_low_i16x8(h), &fk),
-                    f16x4_unbiased(i32x4_extend_high_i16x8(h), &fk),
-                ]
-            };
+            let [lo, hi] = load8(v.as_ptr().add(i), &fk);
             for (h, &w) in ws.iter().enumerate() {
                 if w == 0.0 {
                     continue;
                 }
-                let vw = f32x4_splat(if EXACT { w } else { w * REBIAS });
+                let vw = f32x4_splat(w);
                 let a = accs.as_mut_ptr().add(h * n + i) as *mut v128;
                 a.write_unaligned(f32x4_add(a.read_unaligned(), f32x4_mul(vw, lo)));
                 let a1 = a.add(1);
@@ -305,6 +275,7 @@ fn axpy_heads<const EXACT: bool>(ws: &[f32], v: &[f16], accs: &mut [f32], n8: us
             i += 8;
         }
     }
+    axpy_heads_f16_tail(ws, v, accs, n8);
 }
 
 /// Longest V row (dv) [`v_block_f16`] converts into its stack buffer; longer rows go row by
