@@ -880,6 +880,92 @@ fn flash_attn_ext() {
     }
 }
 
+/// The fused attention's results do not depend on the thread count: a generated token's kv
+/// positions are split into chunks by the shapes alone, so 1 … 7 threads give the same bits
+/// (as llama.cpp's CPU attention; before, 1 thread ran one chunk and 2 threads two, and a
+/// SmolLM2 generation's logits moved by up to 0.8 between 1 and 2 threads).
+#[test]
+fn flash_attn_ext_same_bits_on_all_thread_counts() {
+    use support_basic::Layout;
+    // (dk, dv, n_kv, n_tokens, n_head, n_head_kv): SmolLM2's, Qwen2.5's and gemma3's generated
+    // token over caches of 130–1000 positions (an odd last chunk), and a 3-token step.
+    let shapes = [
+        (64, 64, 300, 1, 9, 3),
+        (64, 64, 1000, 1, 14, 2),
+        (256, 256, 517, 1, 4, 1),
+        (64, 64, 130, 3, 9, 3),
+    ];
+    for (i, (dk, dv, n_kv, n_tok, n_head, n_head_kv)) in shapes.into_iter().enumerate() {
+        let mut h = Harness::new(9500 + i as u64);
+        let q = h.input_fill(
+            DType::F32,
+            [dk, n_tok, n_head, 1],
+            Layout::Contig,
+            Fill::Uniform(-1.0, 1.0),
+        );
+        let k = h.input_fill(
+            DType::F16,
+            [dk, n_kv, n_head_kv, 1],
+            Layout::Contig,
+            Fill::Uniform(-1.0, 1.0),
+        );
+        let v = h.input_fill(
+            DType::F16,
+            [dv, n_kv, n_head_kv, 1],
+            Layout::Contig,
+            Fill::Uniform(-2.0, 2.0),
+        );
+        // Causal: token t sees the positions up to n_kv − n_tok + t.
+        let vals: Vec<f32> = (0..n_kv * n_tok)
+            .map(|i| {
+                let (j, t) = (i % n_kv, i / n_kv);
+                if j > n_kv - n_tok + t {
+                    f32::NEG_INFINITY
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let m = h.leaf_fill(DType::F16, &[n_kv, n_tok], Fill::Values(vals));
+        let scale = 1.0 / (dk as f32).sqrt();
+        let out = h
+            .ctx
+            .flash_attn_ext(q, k, v, Some(m), scale, 0.0, 0.0)
+            .unwrap();
+        h.finish();
+        let label =
+            format!("flash_attn_ext dk {dk} kv {n_kv} tokens {n_tok} heads {n_head}/{n_head_kv}");
+        let want = h.reference(out);
+        let nbytes = h.ctx.tensor(out).nbytes();
+        let mut first: Option<Vec<u8>> = None;
+        for nth in [1, 2, 3, 4, 7] {
+            h.ctx.set_bytes(out, &vec![0xFF; nbytes]).expect("poison");
+            h.compute(out, nth)
+                .unwrap_or_else(|e| panic!("{label}: {nth} threads: {e}"));
+            let got = h.ctx.get_bytes(out).expect("get output");
+            match &first {
+                None => {
+                    let f = h.ctx.get_f32(out).expect("get output");
+                    support_basic::assert_close(
+                        &label,
+                        &f,
+                        &want.data,
+                        Tol {
+                            abs: 2e-3,
+                            rel: 2e-3,
+                        },
+                    );
+                    first = Some(got);
+                }
+                Some(f) => assert!(
+                    *f == got,
+                    "{label}: {nth} threads differ from 1 thread's bits"
+                ),
+            }
+        }
+    }
+}
+
 #[test]
 fn flash_attn_ext_shape_errors() {
     let mut c = ggweb::Context::new();

@@ -62,16 +62,26 @@ for (const kind of ['fc', 'cnn']) {
   });
 }
 
-test('SmolLM2 Q4_1: prompt and next-token logits on 1, 2, 3 threads equal the single-thread build bit for bit', { skip }, async () => {
+test('SmolLM2 Q4_1: prompt logits and generated tokens\' logits on 1, 2, 3 threads equal the single-thread build bit for bit', { skip }, async () => {
   assert.ok(fs.existsSync(SMOLLM2), `${SMOLLM2} is missing: run scripts/fetch-models.sh`);
   const file = fs.readFileSync(SMOLLM2);
   const load = (engine) => {
     const stream = new engine.ModelStream(file.length);
     for (let off = 0; off < file.length; off += 1 << 22) stream.push(file.subarray(off, off + (1 << 22)));
-    return engine.LlmCore.load(stream, 64, 'cpu');
+    return engine.LlmCore.load(stream, 256, 'cpu');
   };
+  // A 154-token prompt, then three generated tokens over the cache (logits of the prompt plus
+  // them: the cached prefix is reused, only the new token is evaluated), whose fused attention
+  // splits the cache into chunks; and a fresh one-token context.
+  const prompt = Array.from({ length: 154 }, (_, i) => PROMPT_IDS[i % PROMPT_IDS.length]);
   const run = (llm) => {
-    const out = [bits(llm.logits(Uint32Array.from(PROMPT_IDS)))];
+    const out = [bits(llm.logits(Uint32Array.from(prompt)))];
+    const ids = [...prompt];
+    for (const t of [28, 4372, 17]) {
+      ids.push(t);
+      out.push(bits(llm.logits(Uint32Array.from(ids))));
+    }
+    assert.equal(llm.nPast, ids.length, 'the cached prefix was reused');
     out.push(bits(llm.logits(Uint32Array.of(761))));
     return out;
   };
@@ -84,7 +94,8 @@ test('SmolLM2 Q4_1: prompt and next-token logits on 1, 2, 3 threads equal the si
     const got = run(llm);
     llm.free();
     assert.deepEqual(got[0], want[0], `${n} threads: prompt logits`);
-    assert.deepEqual(got[1], want[1], `${n} threads: next-token logits`);
+    for (let i = 1; i < 4; i++) assert.deepEqual(got[i], want[i], `${n} threads: generated token ${i}'s logits`);
+    assert.deepEqual(got[4], want[4], `${n} threads: a one-token context's logits`);
   }
   await setThreads(0);
 });

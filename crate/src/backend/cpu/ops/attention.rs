@@ -3,10 +3,11 @@
 //!
 //! Work items are (token, kv head, seq) groups: the n_head / n_head_kv query heads that share a
 //! kv head (up to MAX_HEADS of them) are done together, so each K row is read and each V row
-//! converted once for all of them (grouped-query attention). When there are fewer groups than
-//! threads can use (a generated token has n_head_kv groups) the kv positions are split into
-//! chunks as well; each chunk leaves its partial (max, sum, accumulator) in the work buffer and, after a barrier,
-//! the partials of a row are merged (flash decoding).
+//! converted once for all of them (grouped-query attention). When there are few groups (a
+//! generated token has n_head_kv of them) the kv positions are split into chunks as well; each
+//! chunk leaves its partial (max, sum, accumulator) in the work buffer and, after a barrier, the
+//! partials of a row are merged (flash decoding). The split depends on the shapes alone, not on
+//! the thread count: the results are the same bits on any number of threads.
 
 use crate::backend::cpu::arch::{self, exp_approx};
 use crate::backend::cpu::{thread_range, type_traits, ComputeParams, NodeRef, TensorRef};
@@ -19,6 +20,11 @@ use super::basic::load_row;
 const BLOCK: usize = 32;
 /// The fewest kv positions worth a chunk of their own.
 const MIN_CHUNK: usize = 64;
+/// Work items a node with few rows is split into at most (see [`Split::new`]): 16 are 8 a
+/// thread on 2 threads, 4 on 4, and 16 / n_head_kv chunks for 1, 2, 4 or 8 kv heads (6 for
+/// SmolLM2's 3: 18 items). More chunks cost more merging and more cold starts of the K / V
+/// streams: 48 items measured 0.94× of 16 at 2 threads, SmolLM2 at a ~1000-token context.
+const TARGET_ITEMS: usize = 16;
 
 pub fn supported(node: &NodeRef) -> bool {
     let (Some(q), Some(k), Some(v)) = (node.src[0], node.src[1], node.src[2]) else {
@@ -70,7 +76,7 @@ struct Split {
 }
 
 impl Split {
-    fn new(node: &NodeRef, nth: usize) -> Split {
+    fn new(node: &NodeRef) -> Split {
         let (q, k) = (node.src0(), node.src1());
         let n_kv = k.ne[1];
         let per_kv = q.ne[2] / k.ne[2].max(1);
@@ -85,18 +91,18 @@ impl Split {
             .clamp(1, n_tokens.max(1));
         let n_blocks = n_tokens.div_ceil(tq);
         let groups = n_blocks * k.ne[2] * q.ne[3] * n_sub;
-        // Enough items for every thread (4 per thread evens out uneven groups), but chunks of at
-        // least MIN_CHUNK positions: below that the merge costs more than it spreads. Counted
-        // over single tokens whatever `tq` is, so that the chunks (and the bits) stay the same.
+        // Few rows (a generated token has n_head_kv of them): the kv positions are split into
+        // chunks as well, up to TARGET_ITEMS items, but chunks of at least MIN_CHUNK positions:
+        // below that the merge costs more than it spreads. Counted over single tokens whatever
+        // `tq` is, and whatever the thread count, so that the chunks, and the bits, are the
+        // same on every thread count (as llama.cpp's).
         let rows = n_tokens * k.ne[2] * q.ne[3] * n_sub;
-        let want = if nth > 1 {
-            (4 * nth).div_ceil(rows.max(1))
-        } else {
-            1
-        };
-        let chunk_len = n_kv
-            .div_ceil(want.min(n_kv.div_ceil(MIN_CHUNK)).max(1))
+        let want = TARGET_ITEMS
+            .div_ceil(rows.max(1))
+            .min(n_kv.div_ceil(MIN_CHUNK))
             .max(1);
+        // Whole blocks a chunk (but the last): its blocks are the unsplit grid's.
+        let chunk_len = n_kv.div_ceil(want).next_multiple_of(BLOCK).max(1);
         Split {
             groups,
             g,
@@ -132,8 +138,8 @@ impl Split {
     }
 }
 
-pub fn work_size(node: &NodeRef, nth: usize) -> usize {
-    let s = Split::new(node, nth);
+pub fn work_size(node: &NodeRef) -> usize {
+    let s = Split::new(node);
     if s.chunks == 1 {
         return 0;
     }
@@ -159,7 +165,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     let (q, k, v, d) = (node.src0(), node.src1(), node.src2(), &node.dst);
     let mask = node.src[3].as_ref();
     let (dk, dv, n_kv) = (q.ne[0], v.ne[0], k.ne[1]);
-    let split = Split::new(node, p.nth);
+    let split = Split::new(node);
     let g = split.g;
     // Buffers for the most lanes a group holds; a group uses its first `nl`.
     let ml = split.max_lanes();
@@ -194,6 +200,8 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     // with its position, so contiguous ranges left thread 0 the short early tokens and the last
     // thread the long late ones (SmolLM2's prompt, 2 threads in Chromium: one thread did 2.3×
     // the other's attention). An item's result does not depend on the thread computing it.
+    // The group whose queries qf / qv hold.
+    let mut loaded = None;
     for item in (p.ith..items).step_by(p.nth.max(1)) {
         let (group, chunk) = (item / split.chunks, item % split.chunks);
         let (h0, hk, t0, i3, nl) = split.locate(group);
@@ -202,25 +210,38 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
         let j_hi = (j_lo + split.chunk_len).min(n_kv);
         // This group's lanes (lane gi: token t0 + gi / g, head h0 + gi % g), and their state.
         let (qf, accs, heads) = (&mut qf[..nl * dk], &mut accs[..nl * dv], &mut heads[..nl]);
+        // A thread's items of one group follow each other (its chunks): q is loaded once.
+        let fresh = loaded != Some(group);
+        loaded = Some(group);
 
         for gi in 0..nl {
             let (t, h) = (t0 + gi / g, h0 + gi % g);
-            let qrow = &mut qf[gi * dk..(gi + 1) * dk];
-            // SAFETY: t < q.ne1, h < q.ne2, i3 < q.ne3.
-            unsafe { load_row(q, t, h, i3, qrow) };
-            if dot4 {
-                // q rounded to f16 as the one-row path (and mul_mat's f16 path, and llama.cpp)
-                // rounds it: the same scores whichever kernel this machine has.
-                qrow.iter_mut()
-                    .for_each(|x| *x = half::f16::from_f32(*x).to_f32());
-            } else {
-                (qt.from_f32)(qrow, &mut qv[gi * q_bytes..(gi + 1) * q_bytes]);
+            if fresh {
+                let qrow = &mut qf[gi * dk..(gi + 1) * dk];
+                // SAFETY: t < q.ne1, h < q.ne2, i3 < q.ne3.
+                unsafe { load_row(q, t, h, i3, qrow) };
+                if dot4 {
+                    // q rounded to f16 as the one-row path (and mul_mat's f16 path, and
+                    // llama.cpp) rounds it: the same scores whichever kernel this machine has.
+                    qrow.iter_mut()
+                        .for_each(|x| *x = half::f16::from_f32(*x).to_f32());
+                } else {
+                    (qt.from_f32)(qrow, &mut qv[gi * q_bytes..(gi + 1) * q_bytes]);
+                }
             }
             if let Some(m) = mask {
+                // Only the chunk's positions: nothing else of the row is read (a chunk a thread
+                // would otherwise load whole rows n_kv / chunk_len times over).
+                let row = &mut masks[gi * n_kv + j_lo..gi * n_kv + j_hi];
                 // SAFETY: mask ne0 == n_kv, ne1 >= n_tokens, ne2 | n_head, ne3 | q.ne3 (checked at
-                // build time).
-                let row = &mut masks[gi * n_kv..(gi + 1) * n_kv];
-                unsafe { load_row(m, t, h % m.ne[2], i3 % m.ne[3], row) };
+                // build time); j_lo..j_hi < n_kv, and a float mask's elements are not blocked.
+                unsafe {
+                    let part = TensorRef {
+                        ptr: m.ptr.add(j_lo * m.nb[0]),
+                        ..*m
+                    };
+                    load_row(&part, t, h % m.ne[2], i3 % m.ne[3], row)
+                };
                 let slope = alibi.slope(h);
                 if slope != 1.0 {
                     row.iter_mut().for_each(|x| *x *= slope);

@@ -121,7 +121,7 @@ pub fn work_size(node: &NodeRef, nth: usize) -> usize {
     if is_matmul_family(&node.op) {
         matmul::work_size(node, nth)
     } else if matches!(node.op, Op::FlashAttnExt { .. }) {
-        attention::work_size(node, nth)
+        attention::work_size(node)
     } else {
         basic::work_size(node, nth)
     }
