@@ -3,7 +3,7 @@
 // tier, and refuses the relaxed builds (threads included) when the sum is wrong, falling back to
 // the SIMD128 build with the reason. Node 20's V8 (11.3) has that bug in its baseline compiler
 // (Liftoff): there the default init() must not pick a relaxed build, and with --no-liftoff it must.
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -20,8 +20,10 @@ console.log(JSON.stringify({ check: c, build: i.build, why: i.reason }));
 process.exit(0);`;
 
 // A file, not -e: the threads build's worker_threads inherit the process's flags.
-const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ggweb-probe-')), 'init.mjs');
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ggweb-probe-'));
+const file = path.join(dir, 'init.mjs');
 fs.writeFileSync(file, script);
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 function run(flags) {
   const r = spawnSync(process.execPath, [...flags, file], { encoding: 'utf8' });
