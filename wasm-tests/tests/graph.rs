@@ -140,3 +140,31 @@ fn flash_attn_ext_f16_vs_reference() {
         }
     }
 }
+
+/// Who runs a layer's GEMVs at 2 threads (`CpuBackend::plan_report`), as natively
+/// (native-tests ops_matmul.rs): SmolLM2's 576×192 q4_1 K and V products (69 KB) one thread each
+/// where the build has a quantized GEMV kernel, its 576×576 Q product (207 KB) split. The whole
+/// weight decides: a thread's first share (here three quarters of the rows, the rest a dynamic
+/// tail) had put the Q and O products on one thread while the other waited, twice a layer.
+#[wasm_bindgen_test]
+fn gemv_plan_small_weights_owned_larger_split() {
+    let mut ctx = Context::new();
+    let x = ctx.new_tensor_1d(DType::F32, 576).unwrap();
+    let wk = ctx.new_tensor_2d(DType::Q4_1, 576, 192).unwrap();
+    let wv = ctx.new_tensor_2d(DType::Q4_1, 576, 192).unwrap();
+    let wq = ctx.new_tensor_2d(DType::Q4_1, 576, 576).unwrap();
+    let k = ctx.mul_mat(wk, x).unwrap();
+    let v = ctx.mul_mat(wv, x).unwrap();
+    let q = ctx.mul_mat(wq, x).unwrap();
+    ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
+    let g = Graph::build(&ctx, &[k, v, q]);
+    let plan = CpuBackend::with_threads_forced(2)
+        .plan_report(&ctx, &g)
+        .unwrap();
+    let owned = if ggweb::backend::cpu::ops::simd_name() == "scalar" {
+        ["MUL_MAT all", "MUL_MAT all"]
+    } else {
+        ["MUL_MAT owner 1", "MUL_MAT owner 0"]
+    };
+    assert_eq!(plan, [owned[0], owned[1], "MUL_MAT all"]);
+}

@@ -372,9 +372,14 @@ const ALONE_GEMV_MAX_BYTES: usize = 192 << 10;
 
 /// Whether `node` is a small quantized GEMV that one thread runs alone. In wasm too: Chromium,
 /// SmolLM2 (its K and V products, 69 KB each, on one thread each) 2-thread generation 1.085×
-/// over five rounds (medians 161.2 vs 148.5 tok/s), Qwen2.5 1.02×.
+/// over five rounds (medians 161.2 vs 148.5 tok/s), Qwen2.5 1.02×. The whole weight's bytes
+/// decide, not what one thread reads first: in wasm a lone thread's first share is three
+/// quarters of the rows (the rest a dynamic tail), which put SmolLM2's 207 KB Q and O products
+/// on one thread while the other waited for it, twice a layer.
 fn alone_gemv(node: &NodeRef, nth: usize) -> bool {
-    ops::matmul::first_read(node, 0, 1).is_some_and(|(_, len)| len <= ALONE_GEMV_MAX_BYTES)
+    let weight = Span::of(&node.src0());
+    ops::matmul::first_read(node, 0, 1).is_some()
+        && weight.1 - weight.0 <= ALONE_GEMV_MAX_BYTES
         && ops::work_use(node, nth) == ops::WorkUse::PerThread
 }
 
@@ -423,13 +428,9 @@ impl CpuBackend {
         };
     }
 
-    /// Compute `graph` with `n_threads`: check every node first, size the work buffer once
-    /// (ggml's cplan), then run all nodes on all threads. Small element-wise nodes go to thread 0
-    /// alone (see [`solo`]); all threads meet at a barrier before a node only when it touches
-    /// memory that a node since the last barrier wrote, or writes what one read, on another
-    /// thread (see [`Access`]). A kernel panic on any thread is returned as an error.
-    pub fn compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
-        self.pool.resize(self.n_threads)?;
+    /// Check every node and decide who runs it and where the barriers go (see
+    /// [`CpuBackend::compute`]); also the work buffer's size.
+    fn plan(&self, ctx: &Context, graph: &Graph) -> Result<(Vec<Step>, usize)> {
         let mut nodes: Vec<Step> = Vec::with_capacity(graph.nodes.len());
         // What the nodes since the last barrier read and write.
         let mut pending = Pending::default();
@@ -488,6 +489,38 @@ impl CpuBackend {
                 sync: false,
             });
         }
+        Ok((nodes, wsize))
+    }
+
+    /// How [`CpuBackend::compute`] would run `graph`'s nodes, one line each: the op, who runs
+    /// it (`all`, `solo` on thread 0, `owner <t>`) and `sync` where all threads meet after it.
+    /// For tests of the plan (also in wasm, whose GEMV split differs).
+    #[doc(hidden)]
+    pub fn plan_report(&self, ctx: &Context, graph: &Graph) -> Result<Vec<String>> {
+        let (nodes, _) = self.plan(ctx, graph)?;
+        Ok(nodes
+            .iter()
+            .map(|st| {
+                let run = match st.run {
+                    Run::All => "all".to_string(),
+                    Run::Solo => "solo".to_string(),
+                    Run::Owner(t) => format!("owner {t}"),
+                };
+                let sync = if st.sync { " sync" } else { "" };
+                format!("{} {run}{sync}", st.node.op.name())
+            })
+            .collect())
+    }
+
+    /// Compute `graph` with `n_threads`: check every node first, size the work buffer once
+    /// (ggml's cplan), then run all nodes on all threads. Small element-wise nodes go to thread 0
+    /// alone (see [`solo`]); all threads meet at a barrier before a node only when it touches
+    /// memory that a node since the last barrier wrote, or writes what one read, on another
+    /// thread (see [`Access`]). A kernel panic on any thread is returned as an error.
+    pub fn compute(&mut self, ctx: &Context, graph: &Graph) -> Result<()> {
+        self.pool.resize(self.n_threads)?;
+        let (nodes, wsize) = self.plan(ctx, graph)?;
+        let nth = self.n_threads;
         // Per step and thread, the weight bytes the thread's next GEMV reads first (a prefetch
         // hint for the step's own GEMV kernels, see `arch::set_next_read`; (0, 0): none). Only
         // x86's kernels take it.
