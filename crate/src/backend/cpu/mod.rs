@@ -377,7 +377,7 @@ const ALONE_GEMV_MAX_BYTES: usize = 192 << 10;
 /// quarters of the rows (the rest a dynamic tail), which put SmolLM2's 207 KB Q and O products
 /// on one thread while the other waited for it, twice a layer.
 fn alone_gemv(node: &NodeRef, nth: usize) -> bool {
-    let weight = Span::of(&node.src0());
+    let weight = Span::of(node.src0());
     ops::matmul::first_read(node, 0, 1).is_some()
         && weight.1 - weight.0 <= ALONE_GEMV_MAX_BYTES
         && ops::work_use(node, nth) == ops::WorkUse::PerThread
