@@ -495,7 +495,7 @@ impl CpuBackend {
     /// How [`CpuBackend::compute`] would run `graph`'s nodes, one line each: the op, who runs
     /// it (`all`, `solo` on thread 0, `owner <t>`) and `sync` where all threads meet after it.
     /// For tests of the plan (also in wasm, whose GEMV split differs).
-    #[doc(hidden)]
+    #[cfg(feature = "plan-report")]
     pub fn plan_report(&self, ctx: &Context, graph: &Graph) -> Result<Vec<String>> {
         let (nodes, _) = self.plan(ctx, graph)?;
         Ok(nodes
