@@ -168,3 +168,28 @@ fn gemv_plan_small_weights_owned_larger_split() {
     };
     assert_eq!(plan, [owned[0], owned[1], "MUL_MAT all"]);
 }
+
+/// Each thread's first share of a GEMV in wasm (`matmul::first_read`: the rows before the
+/// dynamic tail of 64-row chunks, here 7 of 9): even in groups of four rows, 224 + 224 of 576,
+/// then the tail's two chunks one each. Shares cut by chunks, 256 + 192, left thread 0 a
+/// chunk more after every 576-row product (SmolLM2's Q, O and down) while thread 1 waited.
+#[wasm_bindgen_test]
+fn gemv_shares_even_before_the_dynamic_tail() {
+    use ggweb::backend::cpu::{ops::matmul::first_read, resolve_node};
+    let mut ctx = Context::new();
+    let x = ctx.new_tensor_1d(DType::F32, 576).unwrap();
+    let w = ctx.new_tensor_2d(DType::Q4_1, 576, 576).unwrap();
+    let y = ctx.mul_mat(w, x).unwrap();
+    ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
+    let node = resolve_node(&ctx, y).unwrap();
+    if ggweb::backend::cpu::ops::simd_name() == "scalar" {
+        return;
+    }
+    let row = DType::Q4_1.row_size(576).unwrap();
+    let share = |ith| first_read(&node, ith, 2).map(|(p, len)| (p as usize, len / row));
+    let (a, b) = (share(0).unwrap(), share(1).unwrap());
+    assert_eq!((a.1, b.1), (224, 224), "rows of each thread's first share");
+    assert_eq!(b.0 - a.0, 224 * row, "thread 1's share follows thread 0's");
+    // One thread: the whole fixed part (7 chunks), the tail after it.
+    assert_eq!(first_read(&node, 0, 1).map(|(_, len)| len / row), Some(448));
+}

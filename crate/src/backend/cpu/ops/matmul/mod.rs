@@ -502,16 +502,15 @@ struct Split {
 }
 
 impl Split {
-    /// Thread `ith`'s share of the `fixed` chunks, as rows. When every chunk is fixed (one
-    /// panel per thread), the rows are split evenly in groups of four (whole repacked groups)
-    /// rather than by chunks: 576 rows are 288 + 288, not 256 + 320.
+    /// Thread `ith`'s share of the `fixed` chunks' rows, split evenly in groups of four (whole
+    /// repacked groups) rather than by chunks: one panel a thread, 576 rows are 288 + 288, not
+    /// 256 + 320; with a dynamic tail (wasm), the first 448 of them 224 + 224, not 256 + 192 —
+    /// with the tail's two chunks one each, thread 0 ran 320 rows and thread 1 256, and thread
+    /// 1 waited for a chunk after every 576-row GEMV.
     fn share_rows(&self, nr0: usize, ith: usize, nth: usize) -> std::ops::Range<usize> {
-        if self.fixed == self.nchunk0 {
-            let g = thread_range(nr0.div_ceil(4), ith, nth);
-            return (g.start * 4).min(nr0)..(g.end * 4).min(nr0);
-        }
-        let share = thread_range(self.fixed, ith, nth);
-        (share.start * self.dr0).min(nr0)..(share.end * self.dr0).min(nr0)
+        let rows = (self.fixed * self.dr0).min(nr0);
+        let g = thread_range(rows.div_ceil(4), ith, nth);
+        (g.start * 4).min(rows)..(g.end * 4).min(rows)
     }
 }
 
