@@ -12,8 +12,8 @@
 //! thread spins briefly, then blocks on the barrier's phase where it may (workers; the caller in
 //! Node or a worker), since wasm has no `yield`.
 //! The caller, thread 0, may be a browser's main thread, where waiting traps: there it never
-//! waits, it only spins at the barrier and for the workers to leave the job, which they do right after
-//! the last barrier. There is no unwinding on wasm32 (panics abort): a panic on any thread
+//! waits, it only spins: for the workers to enter the job, at the barrier, and for them to leave
+//! the job, which they do right after the last barrier. There is no unwinding on wasm32 (panics abort): a panic on any thread
 //! poisons the run's barrier from the panic hook, so the others trap too instead of waiting for
 //! a thread that is gone, and the JavaScript call fails with a `RuntimeError`.
 
@@ -36,6 +36,8 @@ struct Run {
     barrier: Barrier,
     /// Participating workers (1..nth) still inside the job.
     running: AtomicUsize,
+    /// Participating workers that have entered the job.
+    started: AtomicUsize,
 }
 
 /// A lock for a few instructions, safe on a browser's main thread (it spins, never waits).
@@ -164,6 +166,7 @@ pub fn worker_main() -> ! {
         // A newer run than `now` may be current already; then it is the one to take part in.
         seen = run.seq;
         if ith < run.nth {
+            run.started.fetch_add(1, Ordering::AcqRel);
             (run.job)(ith, run.nth, &run.barrier);
             run.running.fetch_sub(1, Ordering::AcqRel);
         }
@@ -254,10 +257,18 @@ impl ThreadPool {
             job: Box::new(f),
             barrier: Barrier::new(nth),
             running: AtomicUsize::new(nth - 1),
+            started: AtomicUsize::new(0),
         });
         CURRENT.with(|c| *c = Some(Arc::clone(&run)));
         RUNS.store(seq, Ordering::Release);
         THREADS.with(|t| t[..nth - 1].iter().for_each(Thread::unpark));
+        // Spin until every worker has woken and entered the job (100–300 µs from a park): met
+        // at the job's first barrier instead, that wait ran past the caller's spin budget every
+        // graph, which shrank it until the caller blocked at most barriers of a token.
+        while run.started.load(Ordering::Acquire) < nth - 1 {
+            run.barrier.check_poison();
+            std::hint::spin_loop();
+        }
         (run.job)(0, nth, &run.barrier);
         // The workers leave right after the job's last barrier: spin (no waiting on a main thread).
         while run.running.load(Ordering::Acquire) > 0 {
