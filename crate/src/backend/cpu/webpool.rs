@@ -13,9 +13,10 @@
 //! Node or a worker), since wasm has no `yield`.
 //! The caller, thread 0, may be a browser's main thread, where waiting traps: there it never
 //! waits, it only spins: for the workers to enter the job, at the barrier, and for them to leave
-//! the job, which they do right after the last barrier. There is no unwinding on wasm32 (panics abort): a panic on any thread
-//! poisons the run's barrier from the panic hook, so the others trap too instead of waiting for
-//! a thread that is gone, and the JavaScript call fails with a `RuntimeError`.
+//! the job, which they do right after the last barrier. There is no unwinding on wasm32 (panics
+//! abort): a panic on any thread poisons the run's barrier from the panic hook, so the others
+//! trap too instead of waiting for a thread that is gone, and the JavaScript call fails with a
+//! `RuntimeError`.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
