@@ -1165,17 +1165,8 @@ fn small_gemvs_on_their_own_threads_equal_one_thread() {
 /// of this test in wasm-tests/tests/graph.rs failed on that).
 #[test]
 fn gemv_plan_small_weights_owned_larger_split() {
-    use ggweb::backend::cpu::{cpu_buffer_type, CpuBackend};
-    let mut ctx = Context::new();
-    let x = ctx.new_tensor_1d(DType::F32, 576).unwrap();
-    let wk = ctx.new_tensor_2d(DType::Q4_1, 576, 192).unwrap();
-    let wv = ctx.new_tensor_2d(DType::Q4_1, 576, 192).unwrap();
-    let wq = ctx.new_tensor_2d(DType::Q4_1, 576, 576).unwrap();
-    let k = ctx.mul_mat(wk, x).unwrap();
-    let v = ctx.mul_mat(wv, x).unwrap();
-    let q = ctx.mul_mat(wq, x).unwrap();
-    ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
-    let g = ggweb::Graph::build(&ctx, &[k, v, q]);
+    use ggweb::backend::cpu::CpuBackend;
+    let (ctx, g) = ggweb_testing::smollm2_qkv_gemvs();
     let plan = CpuBackend::with_threads_forced(2)
         .plan_report(&ctx, &g)
         .unwrap();

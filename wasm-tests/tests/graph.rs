@@ -148,16 +148,7 @@ fn flash_attn_ext_f16_vs_reference() {
 /// tail) had put the Q and O products on one thread while the other waited, twice a layer.
 #[wasm_bindgen_test]
 fn gemv_plan_small_weights_owned_larger_split() {
-    let mut ctx = Context::new();
-    let x = ctx.new_tensor_1d(DType::F32, 576).unwrap();
-    let wk = ctx.new_tensor_2d(DType::Q4_1, 576, 192).unwrap();
-    let wv = ctx.new_tensor_2d(DType::Q4_1, 576, 192).unwrap();
-    let wq = ctx.new_tensor_2d(DType::Q4_1, 576, 576).unwrap();
-    let k = ctx.mul_mat(wk, x).unwrap();
-    let v = ctx.mul_mat(wv, x).unwrap();
-    let q = ctx.mul_mat(wq, x).unwrap();
-    ggweb::alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type()).unwrap();
-    let g = Graph::build(&ctx, &[k, v, q]);
+    let (ctx, g) = ggweb_testing::smollm2_qkv_gemvs();
     let plan = CpuBackend::with_threads_forced(2)
         .plan_report(&ctx, &g)
         .unwrap();

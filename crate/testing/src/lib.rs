@@ -30,6 +30,24 @@ impl Rng {
     }
 }
 
+/// A layer's attention GEMVs as SmolLM2 has them (q4_1, one f32 column of 576): the 576×192 K
+/// and V products (69 KB of weights each) and the 576×576 Q product (207 KB), allocated on the
+/// CPU; the graph's nodes are K, V, Q in that order. For the tests of the executor's plan.
+pub fn smollm2_qkv_gemvs() -> (ggweb::Context, ggweb::Graph) {
+    use ggweb::{Context, DType, Graph};
+    let mut ctx = Context::new();
+    let x = ctx.new_tensor_1d(DType::F32, 576).expect("x");
+    let w = |ctx: &mut Context, rows| ctx.new_tensor_2d(DType::Q4_1, 576, rows).expect("weight");
+    let (wk, wv, wq) = (w(&mut ctx, 192), w(&mut ctx, 192), w(&mut ctx, 576));
+    let k = ctx.mul_mat(wk, x).expect("k");
+    let v = ctx.mul_mat(wv, x).expect("v");
+    let q = ctx.mul_mat(wq, x).expect("q");
+    ggweb::alloc::alloc_ctx_tensors(&mut ctx, &ggweb::backend::cpu::cpu_buffer_type())
+        .expect("alloc");
+    let g = Graph::build(&ctx, &[k, v, q]);
+    (ctx, g)
+}
+
 /// ggml's normalized mean squared error (the squared error itself against an all-zero reference).
 pub fn nmse(out: &[f32], reference: &[f32]) -> f64 {
     assert_eq!(out.len(), reference.len(), "nmse: lengths differ");
