@@ -196,12 +196,12 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     ];
 
     let items = split.groups * split.chunks;
+    // The group whose queries qf / qv hold.
+    let mut loaded = None;
     // Items in turn, not one contiguous range a thread: under a causal mask a token's work grows
     // with its position, so contiguous ranges left thread 0 the short early tokens and the last
     // thread the long late ones (SmolLM2's prompt, 2 threads in Chromium: one thread did 2.3×
     // the other's attention). An item's result does not depend on the thread computing it.
-    // The group whose queries qf / qv hold.
-    let mut loaded = None;
     for item in (p.ith..items).step_by(p.nth.max(1)) {
         let (group, chunk) = (item / split.chunks, item % split.chunks);
         let (h0, hk, t0, i3, nl) = split.locate(group);
