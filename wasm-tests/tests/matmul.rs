@@ -352,3 +352,61 @@ fn mul_mat_reports_tiles() {
         "{name}"
     );
 }
+
+/// The relaxed build's two ways of summing 8-bit dots (`arch::split_dots`: dot-adds, or i16
+/// dots widened once, chosen by probing how the engine lowers a dot-add) give the same bits:
+/// every quantized type's GEMV (plain and repacked rows) and prompt tiles (n = 1, 3, 17) on
+/// random and ±1 data, run under each path, bit for bit equal, and each path passes the
+/// scalar-reference checks above. In other builds the switch does nothing and this runs once.
+#[wasm_bindgen_test]
+fn mul_mat_dot_paths_same_bits() {
+    use ggweb::backend::cpu::arch::{force_split_dots, split_dots};
+    let relaxed = cfg!(target_feature = "relaxed-simd");
+    assert_eq!(split_dots().is_some(), relaxed);
+    let paths: &[Option<bool>] = if relaxed {
+        &[Some(false), Some(true)]
+    } else {
+        &[None]
+    };
+    let mut runs: Vec<Vec<Vec<f32>>> = Vec::new();
+    for &p in paths {
+        force_split_dots(p);
+        if let Some(s) = p {
+            assert_eq!(split_dots(), Some(s));
+        }
+        let mut out = Vec::new();
+        for dt in QUANTS {
+            let k = 3 * dt.block_size().max(32) * if dt.block_size() == 256 { 1 } else { 3 };
+            check_data(dt, k, false, 13);
+            check_data(dt, k, true, 67);
+            let slow = type_traits_scalar(dt).unwrap();
+            let wrow = dt.row_size(k).unwrap();
+            for extreme in [false, true] {
+                let mut rng = Rng::new(0x51d7 ^ k as u64);
+                let mut wq = vec![0u8; wrow * 68];
+                for row in wq.chunks_exact_mut(wrow) {
+                    let v = rng.vec(k, -1.0, 1.0);
+                    let v: Vec<f32> = if extreme {
+                        v.iter().map(|x| x.signum()).collect()
+                    } else {
+                        v
+                    };
+                    (slow.from_f32)(&v, row);
+                }
+                for n in [1usize, 3, 17] {
+                    let y = rng.vec(k * n, -1.0, 1.0);
+                    out.push(mul_mat(dt, k, 68, &wq, &y, n));
+                    out.push(mul_mat_as(dt, k, 68, &wq, &y, n, true));
+                }
+            }
+        }
+        runs.push(out);
+    }
+    force_split_dots(None);
+    for run in &runs[1..] {
+        for (a, b) in run.iter().zip(&runs[0]) {
+            let same = a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(same, "the dot paths differ: {a:?} vs {b:?}");
+        }
+    }
+}

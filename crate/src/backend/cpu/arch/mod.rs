@@ -48,6 +48,26 @@ pub fn set_next_read(
     x86::set_next_read(p, len);
 }
 
+/// Whether the relaxed-SIMD wasm build sums its 8-bit dots split (i16 dots, one widening) rather
+/// than with `i32x4.relaxed_dot_i8x16_i7x16_add_s`, as the engine's probe chose (the dot-add
+/// costs five instructions on x86 without VNNI, one with it); `None` in other builds. Both give
+/// the same results.
+pub fn split_dots() -> Option<bool> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    return Some(wasm32::split_dots());
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")))]
+    None
+}
+
+/// Tests: make the relaxed-SIMD wasm build's kernels take the split (`Some(true)`) or the
+/// dot-add path (`Some(false)`) whatever the probe says; `None` gives the choice back to it.
+/// Nothing in other builds.
+#[doc(hidden)]
+pub fn force_split_dots(#[allow(unused_variables)] split: Option<bool>) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    wasm32::force_split_dots(split);
+}
+
 /// Replace the scalar entries of `t` with this machine's kernels.
 pub(crate) fn install(#[allow(unused_variables)] t: &mut Table) {
     #[cfg(target_arch = "x86_64")]

@@ -81,12 +81,16 @@ unsafe fn dispatch<const R4: bool>(
             if nb > kgemv::chunked::MAX_SB {
                 return false;
             }
+            use kgemv::chunked::{gemv_q4_k, gemv_q5_k, gemv_q6_k};
             // SAFETY: forwarded from the caller; nb ≤ MAX_SB.
             unsafe {
-                match t {
-                    Tiled::Q4K => kgemv::chunked::gemv_q4_k(nb, pn, b, accumulate),
-                    Tiled::Q5K => kgemv::chunked::gemv_q5_k(nb, pn, b, accumulate),
-                    _ => kgemv::chunked::gemv_q6_k(nb, pn, b, accumulate),
+                match (t, super::split_dots()) {
+                    (Tiled::Q4K, false) => gemv_q4_k::<false>(nb, pn, b, accumulate),
+                    (Tiled::Q4K, true) => gemv_q4_k::<true>(nb, pn, b, accumulate),
+                    (Tiled::Q5K, false) => gemv_q5_k::<false>(nb, pn, b, accumulate),
+                    (Tiled::Q5K, true) => gemv_q5_k::<true>(nb, pn, b, accumulate),
+                    (_, false) => gemv_q6_k::<false>(nb, pn, b, accumulate),
+                    (_, true) => gemv_q6_k::<true>(nb, pn, b, accumulate),
                 }
             }
             return true;
@@ -699,6 +703,7 @@ use relaxed::{gemv_q4_0, gemv_q4_1, gemv_q5_0, gemv_q5_1, gemv_q8_0};
 /// Qwen2.5 generation at 1 thread +20 %.
 #[cfg(target_feature = "relaxed-simd")]
 pub(super) mod relaxed {
+    use super::super::{dot2_add, dot_add, split_dots};
     use super::*;
 
     /// The constants of the decoders ([`super::super::v128s`]).
@@ -727,7 +732,7 @@ pub(super) mod relaxed {
         idx_hi: v128,
         bits: v128,
         x10: v128,
-        ones: v128,
+        pub(in super::super) ones: v128,
         x1f: v128,
         x07: v128,
         x18: v128,
@@ -812,16 +817,21 @@ pub(super) mod relaxed {
     /// The four rows' exact Σ u·y of one chunked group block (`repack.rs`, `Spec::chunked`):
     /// their quant bytes at `qs` (16-byte chunk c: each row's bytes 4c..4c + 4: nibbles, or for
     /// `Q5` element 4c + j whole and three bits of element 16 + 4c + j, whose bits 3, 4 are bits
-    /// 2c, 2c + 1 of `hv`'s byte 4r + j), the column's 32 quants at `yq`. One relaxed dot-add per
+    /// 2c, 2c + 1 of `hv`'s byte 4r + j), the column's 32 quants at `yq`. One relaxed dot per
     /// 16 bytes of elements 4c.. or 16 + 4c.. against the column's four matching quants
-    /// splatted sums each row in its own lane.
+    /// splatted sums each row in its own lane; `S`: split dots ([`dot2_add`]).
     ///
     /// # Safety
     /// 64 bytes at `qs` and 32 at `yq` must be readable.
     #[inline(always)]
-    unsafe fn chunked_sums<const Q5: bool>(qs: *const u8, hv: v128, yq: *const u8, k: &K) -> v128 {
-        let mut acc = [i32x4_splat(0); 4];
-        for c in 0..4 {
+    unsafe fn chunked_sums<const Q5: bool, const S: bool>(
+        qs: *const u8,
+        hv: v128,
+        yq: *const u8,
+        k: &K,
+    ) -> v128 {
+        // Chunk c's operands: (column lo, quants lo, column hi, quants hi).
+        let chunk = |c: usize| {
             // SAFETY: caller; chunk c < 4, column bytes 4c..4c + 4 and 16 + 4c..20 + 4c.
             unsafe {
                 let v = load16(qs.add(16 * c));
@@ -843,12 +853,17 @@ pub(super) mod relaxed {
                 };
                 let ylo = v128_load32_splat(yq.add(4 * c) as *const u32);
                 let yhi = v128_load32_splat(yq.add(16 + 4 * c) as *const u32);
-                // Four chains of two dot-adds: vpdpbusd's latency (4-5 cycles) on two chains
-                // of four measured 5 % slower (SmolLM2, Chromium).
-                let p = c % 2;
-                acc[p] = i32x4_relaxed_dot_i8x16_i7x16_add(ylo, lo, acc[p]);
-                acc[2 + p] = i32x4_relaxed_dot_i8x16_i7x16_add(yhi, hi, acc[2 + p]);
+                (ylo, lo, yhi, hi)
             }
+        };
+        // Four chains of two dots: vpdpbusd's latency (4-5 cycles) on two chains of four
+        // measured 5 % slower (SmolLM2, Chromium). Split, a pair's i16 sums stay ≤ 4·31·128.
+        let mut acc = [i32x4_splat(0); 4];
+        for p in 0..2 {
+            let (ylo0, lo0, yhi0, hi0) = chunk(2 * p);
+            let (ylo1, lo1, yhi1, hi1) = chunk(2 * p + 1);
+            acc[p] = dot2_add::<S>(ylo0, lo0, ylo1, lo1, acc[p], k.ones);
+            acc[2 + p] = dot2_add::<S>(yhi0, hi0, yhi1, hi1, acc[2 + p], k.ones);
         }
         i32x4_add(i32x4_add(acc[0], acc[1]), i32x4_add(acc[2], acc[3]))
     }
@@ -857,37 +872,58 @@ pub(super) mod relaxed {
         ($name:ident, $xs:expr, $ys:expr, $order:expr, $off:expr, $qoff:expr, $q5:expr, |$x:ident, $k:ident| $decode:expr) => {
             /// # Safety
             /// As [`gemv`].
-            #[inline(never)]
+            #[inline(always)]
             pub(super) unsafe fn $name<const R4: bool>(
                 nb: usize,
                 pn: &Panel,
                 b: *const u8,
                 accumulate: bool,
             ) {
-                let qat = $ys - 32;
-                let consts = consts();
-                // SAFETY: forwarded; each closure call reads one block per row and of the column.
+                /// `S`: split dots (repacked rows only: the plain rows' dots are i16 already).
+                ///
+                /// # Safety
+                /// As [`gemv`].
+                #[inline(never)]
+                unsafe fn imp<const R4: bool, const S: bool>(
+                    nb: usize,
+                    pn: &Panel,
+                    b: *const u8,
+                    accumulate: bool,
+                ) {
+                    let qat = $ys - 32;
+                    let consts = consts();
+                    // SAFETY: forwarded; each closure call reads one block per row and of the
+                    // column.
+                    unsafe {
+                        run::<R4>(
+                            nb,
+                            pn,
+                            b,
+                            accumulate,
+                            ($xs, $ys, qat),
+                            $order,
+                            $off,
+                            |xb, yq, hp| {
+                                let $k = &consts;
+                                if R4 {
+                                    // xb[0] + the plain block's quant offset: the group's quants.
+                                    let hv = if $q5 { load16(hp) } else { i32x4_splat(0) };
+                                    chunked_sums::<{ $q5 }, S>(xb[0].add($qoff), hv, yq, $k)
+                                } else {
+                                    let y = [load16(yq), load16(yq.add(16))];
+                                    reduce4_i16(xb.map(|$x| dot16(y, $decode)), $k)
+                                }
+                            },
+                        )
+                    }
+                }
+                // SAFETY: forwarded.
                 unsafe {
-                    run::<R4>(
-                        nb,
-                        pn,
-                        b,
-                        accumulate,
-                        ($xs, $ys, qat),
-                        $order,
-                        $off,
-                        |xb, yq, hp| {
-                            let $k = &consts;
-                            if R4 {
-                                // xb[0] + the plain block's quant offset: the group's quants.
-                                let hv = if $q5 { load16(hp) } else { i32x4_splat(0) };
-                                chunked_sums::<{ $q5 }>(xb[0].add($qoff), hv, yq, $k)
-                            } else {
-                                let y = [load16(yq), load16(yq.add(16))];
-                                reduce4_i16(xb.map(|$x| dot16(y, $decode)), $k)
-                            }
-                        },
-                    )
+                    if R4 && split_dots() {
+                        imp::<R4, true>(nb, pn, b, accumulate)
+                    } else {
+                        imp::<R4, false>(nb, pn, b, accumulate)
+                    }
                 }
             }
         };
@@ -941,17 +977,33 @@ pub(super) mod relaxed {
     ///
     /// # Safety
     /// As [`gemv`].
-    #[inline(never)]
+    #[inline(always)]
     pub(super) unsafe fn gemv_q8_0<const R4: bool>(
         nb: usize,
         pn: &Panel,
         b: *const u8,
         accumulate: bool,
     ) {
-        if !R4 {
-            // SAFETY: forwarded.
-            return unsafe { super::gemv_q8_0_i16::<false>(nb, pn, b, accumulate) };
+        // SAFETY: forwarded.
+        unsafe {
+            if !R4 {
+                super::gemv_q8_0_i16::<false>(nb, pn, b, accumulate)
+            } else if split_dots() {
+                q8_0_chunked::<true>(nb, pn, b, accumulate)
+            } else {
+                q8_0_chunked::<false>(nb, pn, b, accumulate)
+            }
         }
+    }
+
+    /// [`gemv_q8_0`] over chunked groups; `S`: split dots ([`dot_add`]: a pair of products may
+    /// reach 2·128·127, so no two are added in i16).
+    ///
+    /// # Safety
+    /// As [`gemv`], the panel repacked.
+    #[inline(never)]
+    unsafe fn q8_0_chunked<const S: bool>(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
+        let ones = consts().ones;
         // SAFETY: forwarded; each closure call reads one 136-byte group block and the column
         // block's |y| and masks (`ColBlock::q`, `m`, 32 bytes apart).
         unsafe {
@@ -972,8 +1024,7 @@ pub(super) mod relaxed {
                         let w = load16(qs.add(16 * c));
                         let ms = v128_load32_splat(m.add(4 * c) as *const u32);
                         let a = v128_load32_splat(ay.add(4 * c) as *const u32);
-                        acc[c % 4] =
-                            i32x4_relaxed_dot_i8x16_i7x16_add(v128_xor(w, ms), a, acc[c % 4]);
+                        acc[c % 4] = dot_add::<S>(v128_xor(w, ms), a, acc[c % 4], ones);
                     }
                     i32x4_add(i32x4_add(acc[0], acc[1]), i32x4_add(acc[2], acc[3]))
                 },

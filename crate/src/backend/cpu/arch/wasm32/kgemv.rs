@@ -460,6 +460,7 @@ pub(super) unsafe fn gemv_q6_k<const R4: bool>(
 /// operations of [`run`] in its order: the same bits.
 #[cfg(target_feature = "relaxed-simd")]
 pub(super) mod chunked {
+    use super::super::dot2_add;
     use super::super::gemv::{f16x4_unbiased, touch_page_ahead};
     use super::super::u32x4_bytes;
     use super::*;
@@ -490,7 +491,7 @@ pub(super) mod chunked {
         w: [v128; 4],
     }
 
-    static CONSTS: V128s<8> = V128s([
+    static CONSTS: V128s<9> = V128s([
         [0x0F; 16],
         [0x10; 16],
         [0x30; 16],
@@ -499,6 +500,8 @@ pub(super) mod chunked {
         u32x4_bytes(0x0F0F_0F0F),
         u32x4_bytes(0x3030_3030),
         u32x4_bytes(0x003F_003F),
+        // i16 ones, the split dots' widening ([`dot2_add`]).
+        u32x4_bytes(0x0001_0001),
     ]);
 
     #[derive(Clone, Copy)]
@@ -511,11 +514,12 @@ pub(super) mod chunked {
         n0f: v128,
         n30: v128,
         p3f: v128,
+        ones: v128,
     }
 
     #[inline(always)]
     fn consts() -> C {
-        let [m0f, x10, x30, b3f, bff, n0f, n30, p3f] = v128s(&CONSTS);
+        let [m0f, x10, x30, b3f, bff, n0f, n30, p3f, ones] = v128s(&CONSTS);
         C {
             m0f,
             x10,
@@ -525,6 +529,7 @@ pub(super) mod chunked {
             n0f,
             n30,
             p3f,
+            ones,
         }
     }
 
@@ -707,7 +712,7 @@ pub(super) mod chunked {
     /// # Safety
     /// 256 quants at `yq`.
     #[inline(always)]
-    unsafe fn k4_isum(
+    unsafe fn k4_isum<const S: bool>(
         sc: &[v128; 2],
         yq: *const u8,
         k: &C,
@@ -715,9 +720,8 @@ pub(super) mod chunked {
     ) -> v128 {
         let mut isum = i32x4_splat(0);
         for g in 0..4 {
-            // Two chains per sub-block (`gemv.rs` chunked_sums).
-            let mut a = [i32x4_splat(0); 4];
-            unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
+            // Chunk j's operands: (column lo, quants lo, column hi, quants hi).
+            let chunk = |j: usize| {
                 let (lo, hi) = quants(g, j);
                 // SAFETY: caller; elements 64g + 4j (+ 32) + 0..4.
                 let (ylo, yhi) = unsafe {
@@ -726,8 +730,15 @@ pub(super) mod chunked {
                         v128_load32_splat(yq.add(64 * g + 32 + 4 * j) as *const u32),
                     )
                 };
-                a[j % 2] = i32x4_relaxed_dot_i8x16_i7x16_add(ylo, lo, a[j % 2]);
-                a[2 + j % 2] = i32x4_relaxed_dot_i8x16_i7x16_add(yhi, hi, a[2 + j % 2]);
+                (ylo, lo, yhi, hi)
+            };
+            // Two chains per sub-block (`gemv.rs` chunked_sums), two dots a step.
+            let mut a = [i32x4_splat(0); 4];
+            unroll!(p in [0, 1, 2, 3] {
+                let (ylo0, lo0, yhi0, hi0) = chunk(2 * p);
+                let (ylo1, lo1, yhi1, hi1) = chunk(2 * p + 1);
+                a[p % 2] = dot2_add::<S>(ylo0, lo0, ylo1, lo1, a[p % 2], k.ones);
+                a[2 + p % 2] = dot2_add::<S>(yhi0, hi0, yhi1, hi1, a[2 + p % 2], k.ones);
             });
             // |Σ| < 2^16 per sub-block, · sc ≤ 63: exact in i32.
             let s0 = i32x4_mul(i32x4_add(a[0], a[1]), k4_scale(sc, 2 * g as u32, k));
@@ -742,7 +753,7 @@ pub(super) mod chunked {
     /// # Safety
     /// As [`super::super::gemv::gemv_repacked`], nb ≤ MAX_SB.
     #[inline(never)]
-    pub(in super::super) unsafe fn gemv_q4_k(
+    pub(in super::super) unsafe fn gemv_q4_k<const S: bool>(
         nb: usize,
         pn: &Panel,
         b: *const u8,
@@ -754,7 +765,7 @@ pub(super) mod chunked {
             run(nb, pn, b, accumulate, (144, true), |x, w, yq| {
                 let (sc, summ) = k4_scales(x, w, &k);
                 let qs = x.add(48);
-                let isum = k4_isum(&sc, yq, &k, |g, j| {
+                let isum = k4_isum::<S>(&sc, yq, &k, |g, j| {
                     let v = load16(qs.add(16 * (8 * g + j)));
                     (v128_and(v, k.m0f), v128_and(u16x8_shr(v, 4), k.m0f))
                 });
@@ -769,7 +780,7 @@ pub(super) mod chunked {
     /// # Safety
     /// As [`gemv_q4_k`].
     #[inline(never)]
-    pub(in super::super) unsafe fn gemv_q5_k(
+    pub(in super::super) unsafe fn gemv_q5_k<const S: bool>(
         nb: usize,
         pn: &Panel,
         b: *const u8,
@@ -781,7 +792,7 @@ pub(super) mod chunked {
             run(nb, pn, b, accumulate, (176, true), |x, w, yq| {
                 let (sc, summ) = k4_scales(x, w, &k);
                 let (qh, qs) = (x.add(48), x.add(176));
-                let isum = k4_isum(&sc, yq, &k, |g, j| {
+                let isum = k4_isum::<S>(&sc, yq, &k, |g, j| {
                     let v = load16(qs.add(16 * (8 * g + j)));
                     // Bits 2g, 2g + 1 of qh to bit 4: one shift by the loop's 2g (16-bit
                     // lanes, always right: no branch), then constant ones; the masks drop
@@ -806,7 +817,7 @@ pub(super) mod chunked {
     /// # Safety
     /// As [`gemv_q4_k`].
     #[inline(never)]
-    pub(in super::super) unsafe fn gemv_q6_k(
+    pub(in super::super) unsafe fn gemv_q6_k<const S: bool>(
         nb: usize,
         pn: &Panel,
         b: *const u8,
@@ -823,8 +834,7 @@ pub(super) mod chunked {
                 // 7), qh byte 32h + 4(cc % 8); groups 8h + q and 8h + 4 + q. Two rolled loops
                 // (q < 2, q ≥ 2: their qh shifts constant) over (h, q) (see `k4_isum`).
                 let mut quarter = |h: usize, q: usize, (slo, shi): (i32, i32)| {
-                    let mut a = [i32x4_splat(0); 4];
-                    unroll!(t in [0, 1, 2, 3] {
+                    let chunk = |t: usize| {
                         let cc = 4 * q + t;
                         let v = load16(ql.add(16 * (16 * h + cc)));
                         let hq = load16(qh.add(16 * (8 * h + cc % 8)));
@@ -836,8 +846,15 @@ pub(super) mod chunked {
                         let e = 128 * h + 4 * cc;
                         let ylo = v128_load32_splat(yq.add(e) as *const u32);
                         let yhi = v128_load32_splat(yq.add(e + 64) as *const u32);
-                        a[t % 2] = i32x4_relaxed_dot_i8x16_i7x16_add(ylo, lo, a[t % 2]);
-                        a[2 + t % 2] = i32x4_relaxed_dot_i8x16_i7x16_add(yhi, hi, a[2 + t % 2]);
+                        (ylo, lo, yhi, hi)
+                    };
+                    // Split, a pair's i16 sums stay ≤ 4·63·128 = 32256.
+                    let mut a = [i32x4_splat(0); 4];
+                    unroll!(p in [0, 1] {
+                        let (ylo0, lo0, yhi0, hi0) = chunk(2 * p);
+                        let (ylo1, lo1, yhi1, hi1) = chunk(2 * p + 1);
+                        a[p] = dot2_add::<S>(ylo0, lo0, ylo1, lo1, a[p], k.ones);
+                        a[2 + p] = dot2_add::<S>(yhi0, hi0, yhi1, hi1, a[2 + p], k.ones);
                     });
                     // Scales of groups 8h..8h + 8: row r's bytes in lane r; group g's is byte
                     // g % 4 of vector g / 4, sign-extended.

@@ -11,6 +11,9 @@ pub(crate) mod tiles;
 
 pub(crate) use gemv::{gemv, gemv_repacked};
 
+#[cfg(target_feature = "relaxed-simd")]
+use core::arch::wasm32::*;
+
 /// A table of N kernel constants, 16-aligned for v128 loads.
 #[repr(C, align(16))]
 pub(crate) struct V128s<const N: usize>(pub(crate) [[u8; 16]; N]);
@@ -39,6 +42,90 @@ pub(crate) fn v128s<const N: usize>(t: &'static V128s<N>) -> [core::arch::wasm32
     })
 }
 pub use quants::*;
+
+/// How this engine runs `i32x4.relaxed_dot_i8x16_i7x16_add_s`, probed once ([`split_dots`]):
+/// 0 not yet, 1 fused, 2 split.
+#[cfg(target_feature = "relaxed-simd")]
+static DOT_MODE: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
+
+/// Whether the relaxed kernels sum their 8-bit dots as two i16 dots added in i16 and one
+/// widening ([`dot2_add`]) rather than with dot-adds: true where the engine lowers a dot-add as
+/// x86 without VNNI does, `pmaddubsw` (pairs saturating in i16) + `pmaddwd` + `paddd`, plus two
+/// instructions that rebuild its i16 ones in V8: 10 instructions per two dot-adds, against 5
+/// split. With AVX-VNNI (V8: one `vpdpbusd`) or Arm's dot product (`sdot`) a dot-add is one
+/// instruction and the dot-adds stay. Told apart by an operand outside i7, where the lowerings
+/// differ: 255 · 127, four per lane, is 65534 through `pmaddubsw` (each pair saturated to
+/// 32767), 129540 through `vpdpbusd` (unsigned), −508 through a signed dot. The kernels' sums
+/// are exact either way (i7 operands): the choice changes speed, never a result.
+#[cfg(target_feature = "relaxed-simd")]
+pub(crate) fn split_dots() -> bool {
+    use core::sync::atomic::Ordering::Relaxed;
+    match DOT_MODE.load(Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let y = core::hint::black_box(i8x16_splat(127));
+            let u = core::hint::black_box(u8x16_splat(255));
+            let v = i32x4_relaxed_dot_i8x16_i7x16_add(y, u, i32x4_splat(0));
+            let split = i32x4_extract_lane::<0>(v) == 65534;
+            DOT_MODE.store(if split { 2 } else { 1 }, Relaxed);
+            split
+        }
+    }
+}
+
+/// Tests: `Some(split)` makes the relaxed kernels take that path whatever the probe says, `None`
+/// gives the choice back to the probe.
+#[cfg(target_feature = "relaxed-simd")]
+pub(crate) fn force_split_dots(split: Option<bool>) {
+    let m = match split {
+        None => 0,
+        Some(false) => 1,
+        Some(true) => 2,
+    };
+    DOT_MODE.store(m, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// `acc` + the lane sums of two relaxed dots, y0·u0 and y1·u1 (lane l: bytes 4l..4l + 4 of
+/// each), `u0`, `u1` the i7 operands, every pair of products within ±16383 (u ≤ 63, |y| ≤ 128).
+/// `S` ([`split_dots`]): two `i16x8.relaxed_dot_i8x16_i7x16_s` added in i16, widened by one
+/// `i32x4.dot_i16x8_s` against `ones` (i16 ones, kept in a register by the caller), then added;
+/// else two dot-adds. The same exact sums.
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+pub(crate) fn dot2_add<const S: bool>(
+    y0: v128,
+    u0: v128,
+    y1: v128,
+    u1: v128,
+    acc: v128,
+    ones: v128,
+) -> v128 {
+    if S {
+        let p = i16x8_add(
+            i16x8_relaxed_dot_i8x16_i7x16(y0, u0),
+            i16x8_relaxed_dot_i8x16_i7x16(y1, u1),
+        );
+        i32x4_add(acc, i32x4_dot_i16x8(p, ones))
+    } else {
+        i32x4_relaxed_dot_i8x16_i7x16_add(y1, u1, i32x4_relaxed_dot_i8x16_i7x16_add(y0, u0, acc))
+    }
+}
+
+/// `acc` + one relaxed dot y·u (pairs of products within ±32767), as [`dot2_add`]: `S` one
+/// i16 dot widened against `ones` and added (three instructions; V8's dot-add is five there).
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+pub(crate) fn dot_add<const S: bool>(y: v128, u: v128, acc: v128, ones: v128) -> v128 {
+    if S {
+        i32x4_add(
+            acc,
+            i32x4_dot_i16x8(i16x8_relaxed_dot_i8x16_i7x16(y, u), ones),
+        )
+    } else {
+        i32x4_relaxed_dot_i8x16_i7x16_add(y, u, acc)
+    }
+}
 
 use half::f16;
 

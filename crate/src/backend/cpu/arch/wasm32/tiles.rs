@@ -556,6 +556,7 @@ use relaxed::{tile_q4_0, tile_q4_1, tile_q4_k, tile_q5_0, tile_q5_1, tile_q5_k, 
 #[cfg(target_feature = "relaxed-simd")]
 mod relaxed {
     use super::super::gemv::relaxed::{consts, u4, u5};
+    use super::super::{dot2_add, split_dots};
     use super::*;
 
     /// The f16 at `p[k] + at` for each k < N as f32 splats: one vector conversion per 4 (the
@@ -597,13 +598,10 @@ mod relaxed {
     /// i8): lane l sums bytes 4l..4l + 4 of each half. `i32x4.relaxed_dot_i8x16_i7x16_add_s` is one `vpdpbusd` in
     /// V8 on CPUs with AVX-VNNI, else `pmaddubsw` + `pmaddwd` + `paddd` (what the i16 dot, its
     /// widening and the add took). Exact on every engine: |u·y| ≤ 31·128, no i16 saturation.
+    /// `S`: split dots (`wasm32::dot2_add`, the tile's choice: `split_dots`).
     #[inline(always)]
-    fn dot32(y: &[v128; 2], u: &[v128; 2], acc: v128) -> v128 {
-        i32x4_relaxed_dot_i8x16_i7x16_add(
-            y[1],
-            u[1],
-            i32x4_relaxed_dot_i8x16_i7x16_add(y[0], u[0], acc),
-        )
+    fn dot32<const S: bool>(y: &[v128; 2], u: &[v128; 2], acc: v128, ones: v128) -> v128 {
+        dot2_add::<S>(y[0], u[0], y[1], u[1], acc, ones)
     }
 
     /// Quants of column block `yb`, at `qat`.
@@ -626,8 +624,28 @@ mod relaxed {
             ///
             /// # Safety
             /// Pointers address n/32 blocks.
-            #[inline(never)]
+            #[inline(always)]
             pub(super) unsafe fn $name<const R: usize, const C: usize>(
+                n: usize,
+                a: [*const u8; R],
+                b: [*const u8; C],
+                out: &mut [[f32; C]; R],
+            ) {
+                // SAFETY: forwarded.
+                unsafe {
+                    if split_dots() {
+                        imp::<R, C, true>(n, a, b, out)
+                    } else {
+                        imp::<R, C, false>(n, a, b, out)
+                    }
+                }
+
+            /// The tile; `S`: split dots.
+            ///
+            /// # Safety
+            /// As the tile's.
+            #[inline(never)]
+            unsafe fn imp<const R: usize, const C: usize, const S: bool>(
                 n: usize,
                 a: [*const u8; R],
                 b: [*const u8; C],
@@ -652,7 +670,7 @@ mod relaxed {
                         unroll!(c < C => {
                             let q = column(yb[c], 2);
                             qy[c] = q;
-                            base[c] = i32x4_neg(dot32(&q, &[off, off], i32x4_splat(0)));
+                            base[c] = i32x4_neg(dot32::<S>(&q, &[off, off], i32x4_splat(0), $k.ones));
                         });
                         unroll!(r < R => {
                             let $xb = xbs[r];
@@ -661,7 +679,7 @@ mod relaxed {
                             unroll!(g < 2 => {
                                 if 4 * g < C {
                                     let sf = f32x4_convert_i32x4(block_sums::<C>(g, |c| {
-                                        dot32(&qy[c], &u, base[c])
+                                        dot32::<S>(&qy[c], &u, base[c], $k.ones)
                                     }));
                                     let t = block_term(sf, dx, dy[g], $sumi_dx);
                                     acc[r][g] = f32x4_add(acc[r][g], t);
@@ -671,6 +689,7 @@ mod relaxed {
                     }
                 }
                 store_lanes(&acc, out);
+            }
             }
         };
     }
@@ -693,8 +712,28 @@ mod relaxed {
             ///
             /// # Safety
             /// Pointers address n/32 blocks.
-            #[inline(never)]
+            #[inline(always)]
             pub(super) unsafe fn $name<const R: usize, const C: usize>(
+                n: usize,
+                a: [*const u8; R],
+                b: [*const u8; C],
+                out: &mut [[f32; C]; R],
+            ) {
+                // SAFETY: forwarded.
+                unsafe {
+                    if split_dots() {
+                        imp::<R, C, true>(n, a, b, out)
+                    } else {
+                        imp::<R, C, false>(n, a, b, out)
+                    }
+                }
+
+            /// The tile; `S`: split dots.
+            ///
+            /// # Safety
+            /// As the tile's.
+            #[inline(never)]
+            unsafe fn imp<const R: usize, const C: usize, const S: bool>(
                 n: usize,
                 a: [*const u8; R],
                 b: [*const u8; C],
@@ -726,7 +765,7 @@ mod relaxed {
                             unroll!(g < 2 => {
                                 if 4 * g < C {
                                     let sf = f32x4_convert_i32x4(block_sums::<C>(g, |c| {
-                                        dot32(&qy[c], &u, i32x4_splat(0))
+                                        dot32::<S>(&qy[c], &u, i32x4_splat(0), $k.ones)
                                     }));
                                     let t = block_term(sf, dx, dy[g], false);
                                     acc[r][g] = f32x4_add(acc[r][g], t);
@@ -742,6 +781,7 @@ mod relaxed {
                     }
                 }
                 store_lanes(&acc, out);
+            }
             }
         };
     }
