@@ -3,8 +3,10 @@
 #   1. wasm-bindgen-test suites (wasm-tests/) under Node, then in headless Chromium (chromedriver)
 #      — for the relaxed-SIMD and SIMD128 builds (and the scalar one with GGWEB_TEST_FULL=1, which
 #      scripts/test.sh --full sets); then the WebGPU suite (tests/webgpu.rs,
-#      feature `webgpu`) in Chromium on its SwiftShader adapter (--enable-unsafe-webgpu in
-#      wasm-tests/webdriver.json): every WebGPU op against the CPU, f32 path;
+#      feature `webgpu`) in Chromium on its SwiftShader adapter (--enable-unsafe-webgpu and, since
+#      Debian's Chromium 148 offers no adapter under --disable-gpu without it,
+#      --enable-unsafe-swiftshader in wasm-tests/webdriver.json): every WebGPU op against the
+#      CPU, f32 path;
 #   2. the npm package's tests with node's test runner (www/test/), relaxed-SIMD, SIMD128 and
 #      scalar builds; www/test-models/ (Qwen2.5-Coder-0.5B vs llama.cpp) once;
 #   3. the browser end-to-end test (puppeteer-core driving /usr/bin/chromium) of the demo,

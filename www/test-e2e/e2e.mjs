@@ -33,7 +33,7 @@ const browser = await puppeteer.launch({
   // The CNN on SwiftShader (a CPU emulation of a GPU) takes minutes for the 10,000 images.
   protocolTimeout: 1_200_000,
   args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-    '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage', '--enable-unsafe-webgpu'],
+    '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage', '--enable-unsafe-webgpu', '--enable-unsafe-swiftshader'],
 });
 const results = { digits: [], evaluations: [], matmul: [] };
 let failed = false;

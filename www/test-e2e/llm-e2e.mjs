@@ -45,7 +45,7 @@ const browser = await puppeteer.launch({
   protocolTimeout: 900000,
   args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
     '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage', '--enable-precise-memory-info',
-    '--enable-unsafe-webgpu'],
+    '--enable-unsafe-webgpu', '--enable-unsafe-swiftshader'],
 });
 const results = {};
 let failed = false;

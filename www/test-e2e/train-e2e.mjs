@@ -33,7 +33,7 @@ const browser = await puppeteer.launch({
   headless: true,
   protocolTimeout: 600_000,
   args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-    '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage', '--enable-unsafe-webgpu'],
+    '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage', '--enable-unsafe-webgpu', '--enable-unsafe-swiftshader'],
 });
 let failed = false;
 const check = (cond, msg) => {
