@@ -698,8 +698,9 @@ use relaxed::{gemv_q4_0, gemv_q4_1, gemv_q5_0, gemv_q5_1, gemv_q8_0};
 /// Repacked weights come in the chunked layout (`repack.rs`, `Spec::chunked`) and are summed by
 /// `i32x4.relaxed_dot_i8x16_i7x16_add_s`, one per 16 bytes with each row in its own lane
 /// ([`chunked_sums`]): one `vpdpbusd` in V8 on x86 with AVX-VNNI, one `sdot` on ARM with dot
-/// product, three instructions elsewhere — against two `pmaddubsw`, an add and a share of the
-/// four rows' transpose per row and block before. Chromium 156, this Zen 5: SmolLM2 and
+/// product, five in V8 elsewhere (x86 without VNNI: there the pairs of chunks are split into i16
+/// dots, `wasm32::dot2_add`) — against two `pmaddubsw`, an add and a share of the four rows'
+/// transpose per row and block before. Chromium 156, this Zen 5: SmolLM2 and
 /// Qwen2.5 generation at 1 thread +20 %.
 #[cfg(target_feature = "relaxed-simd")]
 pub(super) mod relaxed {
