@@ -598,6 +598,28 @@ mod relaxed {
     /// i8): lane l sums bytes 4l..4l + 4 of each half. `i32x4.relaxed_dot_i8x16_i7x16_add_s` is one `vpdpbusd` in
     /// V8 on CPUs with AVX-VNNI, else `pmaddubsw` + `pmaddwd` + `paddd` (what the i16 dot, its
     /// widening and the add took). Exact on every engine: |u·y| ≤ 31·128, no i16 saturation.
+    /// A relaxed tile's two instantiations, split dots (`split`) and dot-adds (`fused`).
+    type TileFn<const R: usize, const C: usize> =
+        unsafe fn(usize, [*const u8; R], [*const u8; C], &mut [[f32; C]; R]);
+
+    /// Runs the instantiation of the path `split_dots` chose.
+    ///
+    /// # Safety
+    /// As the tile's.
+    #[inline(always)]
+    unsafe fn on_dot_path<const R: usize, const C: usize>(
+        split: TileFn<R, C>,
+        fused: TileFn<R, C>,
+        n: usize,
+        a: [*const u8; R],
+        b: [*const u8; C],
+        out: &mut [[f32; C]; R],
+    ) {
+        let f = if split_dots() { split } else { fused };
+        // SAFETY: forwarded.
+        unsafe { f(n, a, b, out) }
+    }
+
     /// `S`: split dots (`wasm32::dot2_add`, the tile's choice: `split_dots`).
     #[inline(always)]
     fn dot32<const S: bool>(y: &[v128; 2], u: &[v128; 2], acc: v128, ones: v128) -> v128 {
@@ -632,13 +654,7 @@ mod relaxed {
                 out: &mut [[f32; C]; R],
             ) {
                 // SAFETY: forwarded.
-                unsafe {
-                    if split_dots() {
-                        imp::<R, C, true>(n, a, b, out)
-                    } else {
-                        imp::<R, C, false>(n, a, b, out)
-                    }
-                }
+                unsafe { on_dot_path(imp::<R, C, true>, imp::<R, C, false>, n, a, b, out) }
 
             /// The tile; `S`: split dots.
             ///
@@ -720,13 +736,7 @@ mod relaxed {
                 out: &mut [[f32; C]; R],
             ) {
                 // SAFETY: forwarded.
-                unsafe {
-                    if split_dots() {
-                        imp::<R, C, true>(n, a, b, out)
-                    } else {
-                        imp::<R, C, false>(n, a, b, out)
-                    }
-                }
+                unsafe { on_dot_path(imp::<R, C, true>, imp::<R, C, false>, n, a, b, out) }
 
             /// The tile; `S`: split dots.
             ///
