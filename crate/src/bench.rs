@@ -1,7 +1,7 @@
 //! Micro-benchmarks of the CPU kernels (the `ggweb bench` CLI calls these).
 
 use crate::backend::cpu::{cpu_buffer_type, CpuBackend};
-use crate::{alloc, Context, DType, Error, Graph, Result};
+use crate::{alloc, Context, DType, Error, Graph, Result, TensorId};
 
 /// One benchmark measurement.
 #[derive(Debug, Clone, PartialEq)]
@@ -232,7 +232,95 @@ pub struct AttnResult {
 /// `FLASH_ATTN_EXT` as an LLM's forward runs it: `n_tokens` queries (the last positions of a
 /// causal mask) against `n_kv` cached positions, one node per layer, each layer its own K and
 /// V caches laid out as `models::llama` lays them out (positions `n_head_kv · head_dim` f16
-/// apart), so the caches of all layers together exceed the core's L2 as a model's do.
+/// apart), so the caches of all layers together exceed the core's L2 as a model's do. Built
+/// once; timed natively by [`bench_attention`] and from JavaScript by the wasm module's
+/// `AttentionBench` (wasm has no clock of its own).
+pub struct AttnBench {
+    ctx: Context,
+    graph: Graph,
+    outs: Vec<TensorId>,
+    kv_bytes: f64,
+}
+
+impl AttnBench {
+    pub fn new(s: &AttnShape, n_kv: usize, n_tokens: usize) -> Result<AttnBench> {
+        // (A benchmark of contexts up to a million positions and a prompt's worth of queries;
+        // the mask alone is n_kv · n_tokens values.)
+        if n_tokens == 0 || n_tokens > n_kv || n_kv > MAX_BENCH_KV || n_tokens > MAX_BENCH_QUERIES {
+            return Err(Error::InvalidArgument(format!(
+                "bench_attention: {n_tokens} queries over {n_kv} positions (1 ≤ queries ≤ \
+                 positions, positions ≤ {MAX_BENCH_KV}, queries ≤ {MAX_BENCH_QUERIES})"
+            )));
+        }
+        let (dk, hk) = (s.head_dim, s.n_head_kv);
+        let row = 2 * dk * hk;
+        let mut ctx = Context::new();
+        let mask = ctx.new_tensor_2d(DType::F32, n_kv, n_tokens)?;
+        let mut outs = Vec::with_capacity(s.n_layer);
+        let mut caches = Vec::with_capacity(2 * s.n_layer);
+        let mut qs = Vec::with_capacity(s.n_layer);
+        for _ in 0..s.n_layer {
+            let q = ctx.new_tensor_3d(DType::F32, dk, s.n_head, n_tokens)?;
+            let kc = ctx.new_tensor_2d(DType::F16, dk * hk, n_kv)?;
+            let vc = ctx.new_tensor_2d(DType::F16, dk * hk, n_kv)?;
+            let k = ctx.view(kc, &[dk, n_kv, hk], &[row, 2 * dk], 0)?;
+            let v = ctx.view(vc, &[dk, n_kv, hk], &[row, 2 * dk], 0)?;
+            let qp = ctx.permute(q, [0, 2, 1, 3])?;
+            let scale = 1.0 / (dk as f32).sqrt();
+            outs.push(ctx.flash_attn_ext(qp, k, v, Some(mask), scale, 0.0, 0.0)?);
+            caches.extend([kc, vc]);
+            qs.push(q);
+        }
+        alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type())?;
+        let mut m = vec![f32::NEG_INFINITY; n_kv * n_tokens];
+        for (i, r) in m.chunks_mut(n_kv).enumerate() {
+            r[..n_kv - n_tokens + i + 1].fill(0.0);
+        }
+        ctx.set_f32(mask, &m)?;
+        let mut vals = vec![0f32; n_kv * dk * hk];
+        for (i, &c) in caches.iter().enumerate() {
+            fill_random(&mut vals, 0xA77E + i as u64);
+            let h: Vec<u8> = vals
+                .iter()
+                .flat_map(|x| half::f16::from_f32(*x).to_le_bytes())
+                .collect();
+            ctx.set_bytes(c, &h)?;
+        }
+        let mut qv = vec![0f32; dk * s.n_head * n_tokens];
+        for (i, &q) in qs.iter().enumerate() {
+            fill_random(&mut qv, 0x9E3 + i as u64);
+            ctx.set_f32(q, &qv)?;
+        }
+        let graph = Graph::build(&ctx, &outs);
+        Ok(AttnBench {
+            ctx,
+            graph,
+            outs,
+            kv_bytes: (2 * n_kv * row * s.n_layer) as f64,
+        })
+    }
+
+    /// One forward's attention over every layer.
+    pub fn compute(&self, backend: &mut CpuBackend) -> Result<()> {
+        backend.compute(&self.ctx, &self.graph)
+    }
+
+    /// KV cache bytes a forward reads.
+    pub fn kv_bytes(&self) -> f64 {
+        self.kv_bytes
+    }
+
+    /// The last computed output of every layer, one after another (to compare two builds).
+    pub fn output(&self) -> Result<Vec<f32>> {
+        let mut all = Vec::new();
+        for &o in &self.outs {
+            all.extend(self.ctx.get_f32(o)?);
+        }
+        Ok(all)
+    }
+}
+
+/// [`AttnBench`] timed: median and best seconds of a forward's attention over every layer.
 pub fn bench_attention(
     s: &AttnShape,
     n_kv: usize,
@@ -245,63 +333,15 @@ pub fn bench_attention(
             "bench_attention needs a native clock".into(),
         ));
     }
-    // (A benchmark of contexts up to a million positions and a prompt's worth of queries; the
-    // mask alone is n_kv · n_tokens values.)
-    if n_tokens == 0 || n_tokens > n_kv || n_kv > MAX_BENCH_KV || n_tokens > MAX_BENCH_QUERIES {
-        return Err(Error::InvalidArgument(format!(
-            "bench_attention: {n_tokens} queries over {n_kv} positions (1 ≤ queries ≤ positions, \
-             positions ≤ {MAX_BENCH_KV}, queries ≤ {MAX_BENCH_QUERIES})"
-        )));
-    }
-    let (dk, hk) = (s.head_dim, s.n_head_kv);
-    let row = 2 * dk * hk;
-    let mut ctx = Context::new();
-    let mask = ctx.new_tensor_2d(DType::F32, n_kv, n_tokens)?;
-    let mut outs = Vec::with_capacity(s.n_layer);
-    let mut caches = Vec::with_capacity(2 * s.n_layer);
-    let mut qs = Vec::with_capacity(s.n_layer);
-    for _ in 0..s.n_layer {
-        let q = ctx.new_tensor_3d(DType::F32, dk, s.n_head, n_tokens)?;
-        let kc = ctx.new_tensor_2d(DType::F16, dk * hk, n_kv)?;
-        let vc = ctx.new_tensor_2d(DType::F16, dk * hk, n_kv)?;
-        let k = ctx.view(kc, &[dk, n_kv, hk], &[row, 2 * dk], 0)?;
-        let v = ctx.view(vc, &[dk, n_kv, hk], &[row, 2 * dk], 0)?;
-        let qp = ctx.permute(q, [0, 2, 1, 3])?;
-        let scale = 1.0 / (dk as f32).sqrt();
-        outs.push(ctx.flash_attn_ext(qp, k, v, Some(mask), scale, 0.0, 0.0)?);
-        caches.extend([kc, vc]);
-        qs.push(q);
-    }
-    alloc::alloc_ctx_tensors(&mut ctx, &cpu_buffer_type())?;
-    let mut m = vec![f32::NEG_INFINITY; n_kv * n_tokens];
-    for (i, r) in m.chunks_mut(n_kv).enumerate() {
-        r[..n_kv - n_tokens + i + 1].fill(0.0);
-    }
-    ctx.set_f32(mask, &m)?;
-    let mut vals = vec![0f32; n_kv * dk * hk];
-    for (i, &c) in caches.iter().enumerate() {
-        fill_random(&mut vals, 0xA77E + i as u64);
-        let h: Vec<u8> = vals
-            .iter()
-            .flat_map(|x| half::f16::from_f32(*x).to_le_bytes())
-            .collect();
-        ctx.set_bytes(c, &h)?;
-    }
-    let mut qv = vec![0f32; dk * s.n_head * n_tokens];
-    for (i, &q) in qs.iter().enumerate() {
-        fill_random(&mut qv, 0x9E3 + i as u64);
-        ctx.set_f32(q, &qv)?;
-    }
-    let graph = Graph::build(&ctx, &outs);
+    let b = AttnBench::new(s, n_kv, n_tokens)?;
     let mut backend = CpuBackend::new(threads);
-    let mut times = time_graph(&mut backend, &ctx, &graph, min_seconds)?;
+    let mut times = time_graph(&mut backend, &b.ctx, &b.graph, min_seconds)?;
     times.sort_by(f64::total_cmp);
     let seconds = times[times.len() / 2];
-    let kv_bytes = (2 * n_kv * row * s.n_layer) as f64;
     Ok(AttnResult {
         seconds,
         best_seconds: times[0],
-        kv_gbps: kv_bytes / seconds / 1e9,
+        kv_gbps: b.kv_bytes / seconds / 1e9,
     })
 }
 

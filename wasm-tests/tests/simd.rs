@@ -281,6 +281,59 @@ fn attention_v_block_vs_rows() {
     }
 }
 
+/// The block scores (`arch::dots_f16_block`; SIMD128: each group of four rows touches the next
+/// four where rows are strided, its loads joining the specials check) bit for bit against
+/// `dot4_heads_f16_f32` group by group: strided and back-to-back rows, block lengths not a
+/// multiple of four, 1–9 lanes, an inf in a later group (its touch sends the group before it
+/// through the exact conversion: the same values) and subnormals.
+#[wasm_bindgen_test]
+fn attention_dots_block_vs_groups() {
+    let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+    let mut rng = Rng::new(11);
+    for (dk, n) in [(64usize, 32usize), (7, 5), (24, 9), (67, 13), (128, 6), (600, 5), (8, 1)] {
+        for pad in [0usize, 3] {
+            for nl in 1..=9 {
+                let rs = dk + pad;
+                let mut k: Vec<f16> =
+                    rng.vec(n * rs, -2.0, 2.0).into_iter().map(f16::from_f32).collect();
+                k[(2 % n) * rs + dk / 3] = f16::from_bits(0x8001);
+                if n > 4 {
+                    k[4 * rs + dk - 1] = f16::INFINITY;
+                }
+                let q = rng.vec(nl * dk, -1.0, 1.0);
+                let ostride = n + 2;
+                let mut got = vec![f32::NAN; (nl - 1) * ostride + n];
+                // SAFETY: n rows of dk (+ pad) f16; out sized as required.
+                let have = unsafe {
+                    arch::dots_f16_block(k.as_ptr() as *const u8, 2 * rs, n, &q, nl, &mut got, ostride)
+                };
+                assert_eq!(have, cfg!(target_feature = "simd128"), "dk {dk}");
+                if !have {
+                    return;
+                }
+                for j in (0..n).step_by(4) {
+                    let cnt = (n - j).min(4);
+                    let ptrs = [0, 1, 2, 3].map(|r| k[(j + r.min(cnt - 1)) * rs..].as_ptr());
+                    let mut want = vec![[0f32; 4]; nl];
+                    // SAFETY: every row holds dk values, q holds nl queries of dk.
+                    unsafe { arch::dot4_heads_f16_f32(ptrs, &q, &mut want) };
+                    for (l, w) in want.iter().enumerate() {
+                        for r in 0..cnt {
+                            let a = got[l * ostride + j + r];
+                            assert!(
+                                same(a, w[r]),
+                                "dk {dk} pad {pad} n {n} lanes {nl} lane {l} row {}: block {a} vs group {}",
+                                j + r,
+                                w[r]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The fused attention's f16 kernels (SIMD128: K rows converted once for all heads) against
 /// f64 sums, on odd head sizes and head counts, and the V update bit for bit against the
 /// scalar axpy (the same mul then add per element).

@@ -4,6 +4,7 @@
 //
 //   node --experimental-wasm-relaxed-simd --no-liftoff www/bench/gemv-ab.mjs --a www/wasm/relaxed
 //        --b /tmp/old-relaxed [--shapes q8_0:896x256,...] [--bursts 30] [--runs 20] [--mib 0]
+//        [--attn smollm2:150,qwen2.5:1024]   (--shapes '' for the attention alone)
 //
 // --a / --b: directories of a single-thread build (ggweb.js + ggweb_bg.wasm, as build-wasm.sh
 // writes www/wasm/relaxed). --mib 0 (default) re-reads one weight (the kernel from cache);
@@ -34,10 +35,20 @@ const dirB = opt('b', null);
 if (!dirA || !dirB) throw new Error('usage: gemv-ab.mjs --a <build dir> --b <build dir> [--shapes ...]');
 const shapes = opt('shapes', 'q4_1:576x1536,q8_0:896x256,q5_0:896x896,q4_K:4864x128,q6_K:4864x128')
   .split(',')
+  .filter(Boolean)
   .map((s) => {
     const [type, dims] = s.split(':');
     const [k, m] = dims.split('x').map(Number);
     return { type, k, m };
+  });
+// Attention cases: model:positions[:queries] (ggweb::bench::LLM_ATTN's models), e.g.
+// smollm2:150 (a generated token at position 150); none unless given.
+const attn = (opt('attn', '') || '')
+  .split(',')
+  .filter(Boolean)
+  .map((s) => {
+    const [model, nkv, nt] = s.split(':');
+    return { model, nkv: Number(nkv), nt: Number(nt ?? 1) };
   });
 const bursts = Number(opt('bursts', '30'));
 const runs = Number(opt('runs', '20'));
@@ -68,7 +79,7 @@ if (opt('child', null) === null) {
   };
   const ab = child(dirA, dirB);
   const ba = child(dirB, dirA);
-  console.log(`A ${dirA}, B ${dirB}: GB/s of weights, ${bursts} bursts of ${runs} runs a build, alternated, in each load order (${mib > 0 ? `from memory: > ${mib} MiB of copies` : 'one weight re-read'})`);
+  console.log(`A ${dirA}, B ${dirB}: GB/s of weights (attention: of KV cache), ${bursts} bursts of ${runs} runs a build, alternated, in each load order (${mib > 0 ? `from memory: > ${mib} MiB of copies` : 'one weight re-read'})`);
   console.log('| shape | A median | A best | B median | B best | A/B (A loaded first) | A/B (B loaded first) | A/B |');
   console.log('|---|---|---|---|---|---|---|---|');
   for (const key of Object.keys(ab)) {
@@ -85,17 +96,51 @@ if (opt('child', null) === null) {
 const builds = [await load(dirA), await load(dirB)];
 const out = {};
 
+// One case: per build a set of benches to rotate over, the bytes one run reads, and a check.
+const cases = [];
 for (const s of shapes) {
   if (!BYTES[s.type]) throw new Error(`unknown type ${s.type}`);
   const bytes = (s.k / BYTES[s.type][1]) * BYTES[s.type][0] * s.m;
   const copies = mib > 0 ? Math.max(2, Math.ceil((mib * 2 ** 20) / bytes)) : 1;
-  const sets = builds.map((g) =>
-    Array.from({ length: copies }, () => {
-      const b = new g.MulMatBench('cpu', s.type, s.m, 1, s.k);
-      b.repack();
-      return b;
-    }),
-  );
+  cases.push({
+    key: `${s.type}:${s.k}x${s.m}`,
+    bytes,
+    make: (g) =>
+      Array.from({ length: copies }, () => {
+        const b = new g.MulMatBench('cpu', s.type, s.m, 1, s.k);
+        b.repack();
+        return b;
+      }),
+    // A kernel that is fast because it is wrong reports nothing: the first and the last
+    // weight each build ran checked against the scalar reference.
+    check: (sets, last) =>
+      sets.forEach((set, x) => {
+        for (const b of [set[0], set[last[x]]]) if (!b.verify()) throw new Error(`${s.type}: wrong products`);
+      }),
+  });
+}
+for (const a of attn) {
+  cases.push({
+    key: `attn ${a.model}@${a.nkv}x${a.nt}`,
+    bytes: null,
+    make: (g) => [new g.AttentionBench(a.model, a.nkv, a.nt)],
+    // Both builds' outputs side by side (the attention's kernels keep their bits: any
+    // difference is reported; one beyond f32 rounding fails).
+    check: (sets) => {
+      const [x, y] = sets.map((set) => set[0].output());
+      let worst = 0;
+      for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]));
+      if (!(worst <= 1e-4)) throw new Error(`attention ${a.model}: builds differ by ${worst}`);
+      if (worst > 0) console.error(`attention ${a.model}: builds differ by ${worst} (not bit-identical)`);
+    },
+  });
+}
+
+for (const c of cases) {
+  const sets = builds.map((g) => c.make(g));
+  // One run's bytes: weights, or the KV cache the attention reads.
+  const bytes = c.bytes ?? sets[0][0].kvBytes;
+  const copies = sets[0].length;
   const next = [0, 0];
   const burst = async (x) => {
     const t0 = performance.now();
@@ -113,12 +158,8 @@ for (const s of shapes) {
     const order = i % 2 ? [1, 0] : [0, 1];
     for (const x of order) got[x].push(await burst(x));
   }
-  // A kernel that is fast because it is wrong reports nothing: the first and the last weight
-  // each build ran checked against the scalar reference.
-  sets.forEach((set, x) => {
-    for (const b of [set[0], set[(next[x] + copies - 1) % copies]]) if (!b.verify()) throw new Error(`${s.type}: wrong products`);
-  });
+  c.check(sets, next.map((n) => (n + copies - 1) % copies));
   for (const set of sets) for (const b of set) b.free();
-  out[`${s.type}:${s.k}x${s.m}`] = { first: got[0], second: got[1], ratio: med(got[0].map((a, i) => a / got[1][i])) };
+  out[c.key] = { first: got[0], second: got[1], ratio: med(got[0].map((a, i) => a / got[1][i])) };
 }
 console.log(JSON.stringify(out));

@@ -153,3 +153,49 @@ impl MulMatBench {
         js_sys::Promise::resolve(&JsValue::UNDEFINED)
     }
 }
+
+/// The fused attention of one of the project's LLMs (`ggweb::bench::LLM_ATTN`: "smollm2",
+/// "gemma3", "qwen2.5") over every layer's f16 KV cache, `n_tokens` queries at the end of
+/// `n_kv` positions, on the CPU backend; JavaScript times `run()`.
+#[wasm_bindgen]
+pub struct AttentionBench {
+    bench: ggweb::bench::AttnBench,
+    backend: CpuBackend,
+}
+
+#[wasm_bindgen]
+impl AttentionBench {
+    #[wasm_bindgen(constructor)]
+    pub fn new(model: &str, n_kv: u32, n_tokens: u32) -> Result<AttentionBench, JsError> {
+        let shape = ggweb::bench::LLM_ATTN
+            .iter()
+            .find(|s| s.model == model)
+            .ok_or_else(|| {
+                js_err(Error::InvalidArgument(format!(
+                    "unknown attention shape '{model}' (smollm2, gemma3, qwen2.5)"
+                )))
+            })?;
+        let bench = ggweb::bench::AttnBench::new(shape, n_kv as usize, n_tokens as usize)
+            .map_err(js_err)?;
+        Ok(AttentionBench {
+            bench,
+            backend: CpuBackend::new(crate::cpu_threads()),
+        })
+    }
+
+    /// KV cache bytes one `run()` reads.
+    #[wasm_bindgen(getter, js_name = kvBytes)]
+    pub fn kv_bytes(&self) -> f64 {
+        self.bench.kv_bytes()
+    }
+
+    /// One forward's attention over every layer.
+    pub fn run(&mut self) -> Result<(), JsError> {
+        self.bench.compute(&mut self.backend).map_err(js_err)
+    }
+
+    /// Every layer's output of the last `run()` (to compare two builds).
+    pub fn output(&self) -> Result<Vec<f32>, JsError> {
+        self.bench.output().map_err(js_err)
+    }
+}
