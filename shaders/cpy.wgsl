@@ -11,8 +11,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
 // The rest is compiled only for the pairs variant.
 // @@PAIRS@@
-// f16 destination without shader-f16: dst is contiguous and bound as u32 words; each invocation
-// writes one word (two halves).
+// f16 destination without shader-f16: dst is bound as u32 words; each invocation writes one word
+// (two halves). dst is contiguous, or its rows are: an even number of halves each, every stride
+// and the offset a whole number of words (a head-major KV cache's store), so elements 2w and
+// 2w + 1 always share a word that no other invocation writes.
 @compute @workgroup_size(256)
 fn main_pairs(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
@@ -20,7 +22,7 @@ fn main_pairs(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     let n = su(0u);
     let e = 2u * w;
     if (e >= n) { return; }
-    let word = (t_off(0u) >> 1u) + w;
+    let word = t_at(0u, t_coords(0u, e)) >> 1u;
     let v0 = read_src(t_at(1u, t_coords(1u, e)));
     var v1: f32;
     if (e + 1u < n) {

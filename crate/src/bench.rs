@@ -231,8 +231,8 @@ pub struct AttnResult {
 
 /// `FLASH_ATTN_EXT` as an LLM's forward runs it: `n_tokens` queries (the last positions of a
 /// causal mask) against `n_kv` cached positions, one node per layer, each layer its own K and
-/// V caches laid out as `models::llama` lays them out (positions `n_head_kv · head_dim` f16
-/// apart), so the caches of all layers together exceed the core's L2 as a model's do. Built
+/// V caches laid out as `models::llama` lays them out (head-major: each kv head's positions one
+/// after another), so the caches of all layers together exceed the core's L2 as a model's do. Built
 /// once; timed natively by [`bench_attention`] and from JavaScript by the wasm module's
 /// `AttentionBench` (wasm has no clock of its own).
 pub struct AttnBench {
@@ -253,7 +253,6 @@ impl AttnBench {
             )));
         }
         let (dk, hk) = (s.head_dim, s.n_head_kv);
-        let row = 2 * dk * hk;
         let mut ctx = Context::new();
         let mask = ctx.new_tensor_2d(DType::F32, n_kv, n_tokens)?;
         let mut outs = Vec::with_capacity(s.n_layer);
@@ -261,13 +260,12 @@ impl AttnBench {
         let mut qs = Vec::with_capacity(s.n_layer);
         for _ in 0..s.n_layer {
             let q = ctx.new_tensor_3d(DType::F32, dk, s.n_head, n_tokens)?;
-            let kc = ctx.new_tensor_2d(DType::F16, dk * hk, n_kv)?;
-            let vc = ctx.new_tensor_2d(DType::F16, dk * hk, n_kv)?;
-            let k = ctx.view(kc, &[dk, n_kv, hk], &[row, 2 * dk], 0)?;
-            let v = ctx.view(vc, &[dk, n_kv, hk], &[row, 2 * dk], 0)?;
+            // Head-major, as `models::llama`'s cache (filled to the end).
+            let kc = ctx.new_tensor_3d(DType::F16, dk, n_kv, hk)?;
+            let vc = ctx.new_tensor_3d(DType::F16, dk, n_kv, hk)?;
             let qp = ctx.permute(q, [0, 2, 1, 3])?;
             let scale = 1.0 / (dk as f32).sqrt();
-            outs.push(ctx.flash_attn_ext(qp, k, v, Some(mask), scale, 0.0, 0.0)?);
+            outs.push(ctx.flash_attn_ext(qp, kc, vc, Some(mask), scale, 0.0, 0.0)?);
             caches.extend([kc, vc]);
             qs.push(q);
         }
@@ -296,7 +294,7 @@ impl AttnBench {
             ctx,
             graph,
             outs,
-            kv_bytes: (2 * n_kv * row * s.n_layer) as f64,
+            kv_bytes: (2 * n_kv * 2 * dk * hk * s.n_layer) as f64,
         })
     }
 

@@ -281,11 +281,9 @@ fn attention_v_block_vs_rows() {
     }
 }
 
-/// The block scores (`arch::dots_f16_block`; SIMD128: each group of four rows touches the next
-/// four where rows are strided, its loads joining the specials check) bit for bit against
-/// `dot4_heads_f16_f32` group by group: strided and back-to-back rows, block lengths not a
-/// multiple of four, 1–9 lanes, an inf in a later group (its touch sends the group before it
-/// through the exact conversion: the same values) and subnormals.
+/// The block scores (`arch::dots_f16_block`) bit for bit against `dot4_heads_f16_f32` group by
+/// group: strided and back-to-back rows, block lengths not a multiple of four, 1–9 lanes, an
+/// inf in one group (the exact conversion there, the short one elsewhere) and subnormals.
 #[wasm_bindgen_test]
 fn attention_dots_block_vs_groups() {
     let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());

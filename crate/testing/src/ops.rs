@@ -241,6 +241,28 @@ fn cpy_concat(v: &mut Vec<OpCase>) {
             },
         );
     }
+    // A head-major KV cache's store (`models::llama`): rows of the destination contiguous, the
+    // heads n_ctx rows apart, two tokens at position 4 (on WebGPU's f32 path, f16 written two
+    // halves a word from strided rows).
+    for from in [DType::F32, DType::F16] {
+        push(
+            v,
+            format!("cpy {from}->f16 into head-major cache rows"),
+            F32_TOL,
+            move |ctx| {
+                let a = ctx.new_tensor(from, &[8, 3, 2])?;
+                let cache = ctx.new_tensor(DType::F16, &[8, 10, 3])?;
+                let mut rng = Rng::new(13);
+                let mut inputs = random_inputs(ctx, &[a], &mut rng);
+                inputs.push((cache, Data::F(rng.vec(240, -1.0, 1.0))));
+                let nb = ctx.tensor(cache).nb;
+                let dst = ctx.view(cache, &[8, 3, 2], &[nb[2], nb[1]], 4 * nb[1])?;
+                let c = ctx.cpy(a, dst)?;
+                let out = ctx.cast(c, DType::F32)?;
+                Ok(Case { inputs, out })
+            },
+        );
+    }
     push(v, "cont of a permuted f32".into(), F32_TOL, |ctx| {
         let a = ctx.new_tensor(DType::F32, &[7, 5, 3, 2])?;
         let inputs = random_inputs(ctx, &[a], &mut Rng::new(8));

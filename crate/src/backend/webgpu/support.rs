@@ -88,7 +88,7 @@ pub(crate) fn check(
             matches!(s0, Some(F32) | Some(F16))
                 && matches!(d, F32 | F16)
                 && s == Some(t.nelements())
-                && (d != F16 || shared.use_f16 || t.is_contiguous())
+                && (d != F16 || shared.use_f16 || pairs_whole_words(t))
         }
         Op::Concat { dim } => dim < 4 && matches!(d, F32 | I32) && s0 == Some(d) && s1 == Some(d),
         Op::Norm { .. } | Op::RmsNorm { .. } => f32s(&[s0, Some(d)]),
@@ -143,4 +143,12 @@ pub(crate) fn check(
             if shared.use_f16 { "" } else { " (f32 path)" }
         ))
     }
+}
+
+/// Whether the f32 path can write the f16 destination `t` two halves a word (`cpy.wgsl`'s
+/// `main_pairs`): contiguous, or rows of an even number of contiguous halves whose strides are
+/// whole words (the planner checks the offset), so that no two invocations share a word.
+fn pairs_whole_words(t: &Tensor) -> bool {
+    t.is_contiguous()
+        || (t.ne[0].is_multiple_of(2) && t.nb[0] == 2 && t.nb[1..].iter().all(|nb| nb % 4 == 0))
 }

@@ -325,13 +325,6 @@ pub unsafe fn dots_f16_block(
     if unsafe { x86::attention::dots_f16_block(k0, kstride, n, q, nl, out, ostride) } {
         return true;
     }
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    {
-        // SAFETY: as the caller guarantees (lengths checked above).
-        unsafe { wasm32::attention::dots_f16_block(k0, kstride, n, q, nl, out, ostride) };
-        return true;
-    }
-    #[allow(unreachable_code)]
     let mut dots = [[0f32; 4]; MAX_BLOCK_LANES];
     let mut j = 0;
     while j < n {

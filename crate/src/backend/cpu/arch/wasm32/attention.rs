@@ -70,43 +70,20 @@ unsafe fn any_special<const R: usize>(rows: [*const f16; R], n8: usize) -> bool 
     v128_any_true(u16x8_ge(m, inf))
 }
 
-/// f16 values in a 64-byte cache line.
-const LINE_F16: usize = 32;
-
 /// The first `n8` values (a multiple of eight) of four f16 rows as f32 into `buf`, interleaved:
 /// vector c of row r at 4c + r, so that the loops over them read one pointer at constant
 /// offsets (V8 computed each row's address apart). The short conversion first, checking for
 /// inf and NaN as it goes; the exact one again only where there are some.
 ///
-/// `next`: the rows the caller converts next, to touch where the rows are strided (see below;
-/// rows one after another the hardware prefetcher streams: touching them cost gemma3's
-/// attention 5–13 %).
-///
 /// # Safety
-/// Each row and each next row holds `n8` readable values; `buf` has room for `n8` vectors.
+/// Each row holds `n8` readable values; `buf` has room for `n8` vectors.
 #[inline(always)]
-unsafe fn convert4(
-    rows: [*const f16; 4],
-    next: Option<[*const f16; 4]>,
-    n8: usize,
-    buf: *mut v128,
-    fk: &F16Consts,
-) {
+unsafe fn convert4(rows: [*const f16; 4], n8: usize, buf: *mut v128, fk: &F16Consts) {
     let [abs, inf] = v128s(&SPECIALS);
     let mut m = i16x8_splat(0);
-    // SAFETY: i + 8 <= n8 inside every row (and every next row); vectors c = i/4 and i/4 + 1
-    // of row r go to 4c + r = i + r and i + 4 + r < n8.
+    // SAFETY: i + 8 <= n8 inside every row; vectors c = i/4 and i/4 + 1 of row r go to 4c + r
+    // = i + r and i + 4 + r < n8.
     unsafe {
-        // The next four rows' cache lines requested now (wasm has no prefetch: a load whose
-        // value joins the specials check, which it can only make take the exact conversion,
-        // as exact for every value), so that their misses overlap this group's work.
-        for row in next.into_iter().flatten() {
-            let mut i = 0;
-            while i < n8 {
-                m = max_abs(m, v128_load(row.add(i) as *const v128), abs);
-                i += LINE_F16;
-            }
-        }
         for (r, row) in rows.iter().enumerate() {
             let mut i = 0;
             while i < n8 {
@@ -155,54 +132,6 @@ fn reduce4(p: [v128; 4]) -> v128 {
 /// # Safety
 /// Each `k[r]` points at dk readable f16 values.
 pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32; 4]]) {
-    // SAFETY: forwarded.
-    unsafe { dot4_heads(k, None, q, out) }
-}
-
-/// `arch::dots_f16_block`: [`dot4_heads_f16_f32`] over the block's rows four at a time, each
-/// group touching the next group's rows ([`convert4`]).
-///
-/// # Safety
-/// As `arch::dots_f16_block` (lengths checked there).
-pub unsafe fn dots_f16_block(
-    k0: *const u8,
-    kstride: usize,
-    n: usize,
-    q: &[f32],
-    nl: usize,
-    out: &mut [f32],
-    ostride: usize,
-) {
-    let mut dots = [[0f32; 4]; crate::backend::cpu::arch::MAX_BLOCK_LANES];
-    // Row j of the block, or the last row past its end.
-    // SAFETY: rows < n (caller).
-    let row = |j: usize| unsafe { k0.add(j.min(n - 1) * kstride) } as *const f16;
-    let strided = kstride > 2 * q.len() / nl;
-    let mut j = 0;
-    while j < n {
-        let cnt = (n - j).min(4);
-        let rows = [0, 1, 2, 3].map(|r| row(j + r.min(cnt - 1)));
-        let next = strided.then(|| [4, 5, 6, 7].map(|r| row(j + r)));
-        // SAFETY: each row holds dk values (caller).
-        unsafe { dot4_heads(rows, next, q, &mut dots[..nl]) };
-        for (l, d) in dots[..nl].iter().enumerate() {
-            out[l * ostride + j..l * ostride + j + cnt].copy_from_slice(&d[..cnt]);
-        }
-        j += cnt;
-    }
-}
-
-/// [`dot4_heads_f16_f32`], touching the rows `next` ([`convert4`]).
-///
-/// # Safety
-/// Each `k[r]` and `next[r]` points at dk readable f16 values.
-#[inline(always)]
-unsafe fn dot4_heads(
-    k: [*const f16; 4],
-    next: Option<[*const f16; 4]>,
-    q: &[f32],
-    out: &mut [[f32; 4]],
-) {
     let g = out.len();
     if g == 0 {
         return;
@@ -231,7 +160,7 @@ unsafe fn dot4_heads(
     let kf = buf.as_mut_ptr() as *mut v128;
     let w = n8 / 4;
     // SAFETY: every row holds dk ≥ n8 values; the buffer MAX_DK ≥ n8 vectors.
-    unsafe { convert4(k, next, n8, kf, &fk) };
+    unsafe { convert4(k, n8, kf, &fk) };
     // Two heads at a time: eight independent sums, where one head's four each wait on their
     // last add (4 cycles) every step; each sum is added in the same order either way.
     let mut h = 0;
@@ -392,13 +321,8 @@ pub unsafe fn v_block_f16(
         // SAFETY: rows j..j + cnt < n (caller).
         let rows: [*const f16; 4] =
             [0, 1, 2, 3].map(|r| unsafe { v0.add((j + r.min(cnt - 1)) * vstride) } as *const f16);
-        // The next group's rows (the last row past the end), touched ([`convert4`]).
-        // SAFETY: rows < n (caller).
-        let next = (vstride > 2 * dv).then(|| {
-            [4, 5, 6, 7].map(|r| unsafe { v0.add((j + r).min(n - 1) * vstride) } as *const f16)
-        });
         // SAFETY: each row holds dv ≥ d8 values; the buffer MAX_DV ≥ d8 vectors.
-        unsafe { convert4(rows, next, d8, vf, &fk) };
+        unsafe { convert4(rows, d8, vf, &fk) };
         for l in 0..nl {
             let wl = &ws[l * wstride + j..l * wstride + j + cnt];
             // SAFETY: lane l's dv accumulators (accs = nl × dv).

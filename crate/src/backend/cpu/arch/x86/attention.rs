@@ -381,26 +381,6 @@ mod avx2 {
         axpy_heads_f16_tail(ws, v, accs, i);
     }
 
-    /// Prefetches the lines of rows `from..from + 4` (clamped to n − 1) of `bytes` bytes each,
-    /// `stride` apart from `p0`. Where the cache rows of one kv head are n_head_kv · dk values
-    /// apart (SmolLM2, Qwen2.5), the hardware prefetchers did not stream them: each row's
-    /// first line missed (`ggweb bench --attention`, SmolLM2 at 1024 positions: 2.8 GB/s of KV
-    /// against 5.4 at 150). Rows one after another (one kv head) need none.
-    ///
-    /// # Safety
-    /// Rows < n exist (prefetches do not fault; the addresses stay inside the rows).
-    #[inline(always)]
-    unsafe fn prefetch_rows(p0: *const u8, stride: usize, from: usize, n: usize, bytes: usize) {
-        for r in 0..4 {
-            // SAFETY: row min(from + r, n − 1) < n (caller).
-            let row = unsafe { p0.add((from + r).min(n - 1) * stride) };
-            for off in (0..bytes).step_by(64) {
-                // SAFETY: off < bytes: inside the row.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(row.add(off) as *const i8) };
-            }
-        }
-    }
-
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dots_f16_block(
         k0: *const u8,
@@ -412,7 +392,6 @@ mod avx2 {
         ostride: usize,
     ) {
         let dk = q.len() / nl;
-        let strided = kstride > 2 * dk;
         let mut j = 0;
         while j < n {
             let cnt = (n - j).min(4);
@@ -420,10 +399,6 @@ mod avx2 {
             // SAFETY: rows j..j + cnt < n, each dk f16 values (caller).
             let rows = [0, 1, 2, 3]
                 .map(|r| unsafe { k0.add((j + r.min(cnt - 1)) * kstride) } as *const f16);
-            if strided {
-                // SAFETY: rows < n (the last past the end), 2·dk bytes each.
-                unsafe { prefetch_rows(k0, kstride, (j + 4).min(n - 1), n, 2 * dk) };
-            }
             for l in 0..nl {
                 // SAFETY: as above; query l is q[l·dk..(l + 1)·dk].
                 let d = unsafe { dot4_f16_f32(rows, &q[l * dk..(l + 1) * dk]) };
@@ -512,16 +487,8 @@ mod avx2 {
                 *x = unsafe { _mm256_loadu_ps(a.add(l * dv + c + 8 * v)) };
             }
         }
-        let strided = vstride > 2 * dv;
         for j in 0..n {
             let p = unsafe { (v0.add(j * vstride) as *const f16).add(c) };
-            if strided && j + 4 < n {
-                // The pass's columns of row j + 4 (one line at NV = 4), see `prefetch_rows`.
-                let ahead = unsafe { (v0.add((j + 4) * vstride) as *const f16).add(c) };
-                for v in (0..NV).step_by(4) {
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.add(8 * v) as *const i8) };
-                }
-            }
             let mut x = [_mm256_setzero_ps(); NV];
             for (v, xv) in x.iter_mut().enumerate() {
                 *xv = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.add(8 * v) as *const __m128i)) };
