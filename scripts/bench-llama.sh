@@ -9,7 +9,9 @@
 # The rounds repeat part 1; part 2 runs once after them (~8 min: ggml times each case for a
 # while). Prints llama.cpp, ggweb and the ratio ggweb / llama.cpp (> 1: ggweb faster).
 #   scripts/bench-llama.sh [ROUNDS]     (env: LLAMA_BIN, GGWEB, MODELS_DIR; SKIP_OPS=1: tokens/s only;
-#   GGWEB_OLD=path: also an older ggweb build in the same rounds, for a before/after ratio)
+#   GGWEB_OLD=path: also an older ggweb build in the same rounds, for a before/after ratio;
+#   ONLY=smollm2,qwen2.5: only these models; DEPTH=N: also 64 tokens generated after a ~N-token
+#   prompt, llama-bench -d with ggweb's prompt length)
 # llama.cpp: the v0.5.0 bundle built with GGML_NATIVE at $LLAMA_BIN; by default scripts/build-llama.sh
 # builds it (once, cached) and gives its path;
 # ggweb: a release build (cargo build --release -p ggweb-cli).
@@ -29,7 +31,9 @@ PROMPT=$(python3 -c "print(' '.join(['The quick brown fox jumps over the lazy do
 models=()
 for m in smollm2:SmolLM2-135M-Instruct.Q4_1.gguf gemma3:gemma-3-270m-q4_k_m.gguf \
   qwen2.5:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf; do
-  [ -f "$MD/${m#*:}" ] && models+=("$m")
+  [ -f "$MD/${m#*:}" ] || continue
+  [ -z "${ONLY:-}" ] || [[ ",$ONLY," == *",${m%%:*},"* ]] || continue
+  models+=("$m")
 done
 
 # The test-backend-ops file: one MUL_MAT line per shape and n (op, type, ne, params, sources).
@@ -76,6 +80,21 @@ if o:
     line += f" | old pp {opp:7.1f} tg {otg:6.1f} ratio pp {opp/pp:.2f} tg {otg/tg:.2f}"
 print(line)
 EOF
+      if [ -n "${DEPTH:-}" ]; then
+        # Generation at depth: ggweb after a ~DEPTH-token prompt, llama.cpp (-d) after as many.
+        DP=$(python3 -c "print(' '.join(['The quick brown fox jumps over the lazy dog near the river bank.']*max(1, $DEPTH // 13)))")
+        "$GGWEB" generate -m "$file" -p "$DP" -n 64 --temp 0 --threads "$t" --ctx-size $((DEPTH + 512)) \
+          --json 2>/dev/null >"$TMP/gd.json"
+        d=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["prompt_ids"]))' "$TMP/gd.json")
+        "$LLAMA_BIN/llama-bench" -m "$file" -p 0 -n 64 -d "$d" -t "$t" -r 1 -o json 2>/dev/null >"$TMP/ld.json"
+        python3 - "$TMP/ld.json" "$TMP/gd.json" "$name" "$t" "$d" <<'EOF'
+import json, sys
+l = json.load(open(sys.argv[1])); g = json.load(open(sys.argv[2]))
+tg = next(r["avg_ts"] for r in l if r["n_gen"] > 0)
+print(f"{sys.argv[3]:<8} threads={sys.argv[4]} depth {sys.argv[5]}: llama.cpp tg64 {tg:6.1f} | ggweb tg64 "
+      f"{g['gen_tok_per_s']:6.1f} | ratio {g['gen_tok_per_s']/tg:.2f}")
+EOF
+      fi
     done
   done
 done
