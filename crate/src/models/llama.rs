@@ -1034,30 +1034,26 @@ impl LlamaModel {
             // stream, which the hardware prefetchers follow; rows n_head_kv · d apart they did
             // not (`ggweb bench --attention`, SmolLM2 at 1024 positions: 3.2 GB/s of KV against
             // 6.1 for gemma3's single kv head).
-            let (kh, vh) = (2 * dk, 2 * dv);
             let n_cache = ctx.tensor(l.k_cache).ne[1];
-            let k_dst = ctx.view(
-                l.k_cache,
-                &[dk, hp.n_head_kv, n_tokens],
-                &[kh * n_cache, kh],
-                n_past * kh,
-            )?;
-            let k_src = ctx.reshape(k, &[dk, hp.n_head_kv, n_tokens])?;
-            let k_store = ctx.cpy(k_src, k_dst)?;
-            let v_dst = ctx.view(
-                l.v_cache,
-                &[dv, hp.n_head_kv, n_tokens],
-                &[vh * n_cache, vh],
-                n_past * vh,
-            )?;
-            let v_src = ctx.reshape(v, &[dv, hp.n_head_kv, n_tokens])?;
-            let v_store = ctx.cpy(v_src, v_dst)?;
+            let nh = hp.n_head_kv;
+            // This step's rows of a cache of head size d, and the cache's first n_kv positions.
+            let store = |ctx: &mut Context, cache: TensorId, x: TensorId, d: usize| {
+                let h = 2 * d;
+                let dst = ctx.view(cache, &[d, nh, n_tokens], &[h * n_cache, h], n_past * h)?;
+                let src = ctx.reshape(x, &[d, nh, n_tokens])?;
+                ctx.cpy(src, dst)
+            };
+            let cached = |ctx: &mut Context, cache: TensorId, d: usize| {
+                ctx.view(cache, &[d, n_kv, nh], &[2 * d, 2 * d * n_cache], 0)
+            };
+            let k_store = store(ctx, l.k_cache, k, dk)?;
+            let v_store = store(ctx, l.v_cache, v, dv)?;
 
             // Attention over all cached positions. The stores are expanded into the graph before
             // the logits (as llama.cpp does), so they run before these reads of the cache.
             order.extend([k_store, v_store]);
-            let kc = ctx.view(l.k_cache, &[dk, n_kv, hp.n_head_kv], &[kh, kh * n_cache], 0)?;
-            let vc = ctx.view(l.v_cache, &[dv, n_kv, hp.n_head_kv], &[vh, vh * n_cache], 0)?;
+            let kc = cached(ctx, l.k_cache, dk)?;
+            let vc = cached(ctx, l.v_cache, dv)?;
             let qp = ctx.permute(q, [0, 2, 1, 3])?; // [dk, n_tokens, n_head]
             let m = if swa { mask_swa.unwrap_or(mask) } else { mask };
             // gemma3 scales q by 1/sqrt(head_dim) before attention: the same as scaling here.
