@@ -410,3 +410,35 @@ fn mul_mat_dot_paths_same_bits() {
         }
     }
 }
+
+/// The repacked GEMVs' page touches (`arch::set_page_touch`: on, off, or not chosen — on) change
+/// no result: every quantized type's n = 1 product over repacked weights spanning many pages
+/// (301 rows, a 1-row tail) is the same bits in all three settings, and the setting reads back
+/// (in the scalar build, which has no GEMV kernels, it stays unset).
+#[wasm_bindgen_test]
+fn mul_mat_page_touch_same_bits() {
+    use ggweb::backend::cpu::arch::{page_touch, set_page_touch};
+    let simd = cfg!(target_feature = "simd128");
+    for dt in QUANTS {
+        let k = if dt.block_size() == 256 { 1024 } else { 576 };
+        let slow = type_traits_scalar(dt).unwrap();
+        let wrow = dt.row_size(k).unwrap();
+        let mut rng = Rng::new(0x7a6e ^ k as u64);
+        let mut wq = vec![0u8; wrow * 301];
+        for row in wq.chunks_exact_mut(wrow) {
+            (slow.from_f32)(&rng.vec(k, -1.0, 1.0), row);
+        }
+        let y = rng.vec(k, -1.0, 1.0);
+        let mut outs = Vec::new();
+        for set in [Some(true), Some(false), None] {
+            set_page_touch(set);
+            assert_eq!(page_touch(), if simd { set } else { None });
+            outs.push(mul_mat_as(dt, k, 301, &wq, &y, 1, true));
+        }
+        set_page_touch(None);
+        for o in &outs[1..] {
+            let same = o.iter().zip(&outs[0]).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{dt}: the page touches changed a result");
+        }
+    }
+}

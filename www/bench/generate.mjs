@@ -4,7 +4,7 @@
 //
 //   node --experimental-wasm-relaxed-simd --no-liftoff www/bench/generate.mjs [--build relaxed|simd|threads]
 //        [--threads N] [--wasm path/to/ggweb_bg.wasm] [--model FILE] [--reps 5] [--tokens 32]
-//        [--rounds 3] [--warm-up 0|1] [--temp 0]
+//        [--rounds 3] [--warm-up 0|1] [--temp 0] [--page-touch on|off]
 //
 // The prompt is one sentence repeated --reps times (5: ~116 tokens); --tokens greedy tokens
 // follow unless the model ends first (`generated` says how many). Each round prints one JSON line; rounds after the first
@@ -29,6 +29,8 @@ const rounds = Number(opt('rounds', '3'));
 const wasm = opt('wasm', undefined);
 const threads = opt('threads', undefined);
 const warmUp = opt('warm-up', '1') !== '0';
+// The GEMVs' page touches (`InitOptions.pageTouch`): forced, or (default) timed at the load.
+const pageTouch = opt('page-touch', undefined);
 // 0: greedy; above 0 the package's default sampling chain (top-k 40, top-p 0.95, min-p 0.05).
 const temperature = Number(opt('temp', '0'));
 
@@ -39,6 +41,7 @@ const info = await init({
   simd: true,
   relaxed: build !== 'simd',
   ...(wasm ? { wasm } : {}),
+  ...(pageTouch ? { pageTouch: pageTouch === 'on' } : {}),
 });
 const llm = await LLM.load(model, { nCtx: 1024, backend: 'cpu', warmUp });
 const prompt =
@@ -55,7 +58,7 @@ for (let r = 0; r < rounds; r++) {
       promptTokPerS: +s.promptTokPerS.toFixed(1),
       generated: s.generatedTokens,
       genTokPerS: +s.genTokPerS.toFixed(1),
-      ...(r === 0 ? { warmUpSeconds: +llm.loadInfo.warmUpSeconds.toFixed(3) } : {}),
+      ...(r === 0 ? { warmUpSeconds: +llm.loadInfo.warmUpSeconds.toFixed(3), pageTouch: llm.loadInfo.pageTouch, pageTouchProbe: llm.loadInfo.pageTouchProbe } : {}),
     }),
   );
 }

@@ -40,20 +40,55 @@ test('load: info, progress, backend note, memory', () => {
   console.log(`load ${llm.loadInfo.seconds.toFixed(2)} s, wasm heap ${(m.wasmHeap / 2 ** 20).toFixed(1)} MiB, ${llm.loadInfo.kernels}`);
 });
 
-test('warm-up at load: by default with more than one thread, timed, the model as loaded (same logits bit for bit)', async () => {
+test('warm-up at load: with more than one thread, or to time the page touches; timed; the model as loaded (same logits bit for bit)', async () => {
   const threads = llm.loadInfo.backendInfo.cpuThreads ?? 1;
-  assert.equal(llm.loadInfo.warmUpSeconds > 0, threads > 1, JSON.stringify(llm.loadInfo));
+  const simd = llm.loadInfo.kernels !== 'scalar';
+  // The engine's first load (this file's) chose the GEMVs' page touches in the SIMD builds:
+  // timed both ways after a warm-up, the faster kept.
+  const probe = llm.loadInfo.pageTouchProbe;
+  assert.equal(probe !== null, simd, JSON.stringify(llm.loadInfo));
+  assert.equal(llm.loadInfo.pageTouch, simd ? probe.onMs <= probe.offMs : null, JSON.stringify(llm.loadInfo));
+  if (simd) assert.ok(probe.onMs > 0 && probe.offMs > 0, JSON.stringify(probe));
+  assert.equal(llm.loadInfo.warmUpSeconds > 0, threads > 1 || simd, JSON.stringify(llm.loadInfo));
   const warm = await LLM.load(SMOLLM2, { nCtx: 512, warmUp: true });
   const cold = await LLM.load(SMOLLM2, { nCtx: 512, warmUp: false });
   try {
     assert.ok(warm.loadInfo.warmUpSeconds > 0 && warm.loadInfo.warmUpSeconds < warm.loadInfo.seconds, JSON.stringify(warm.loadInfo));
+    // The choice is the engine's: later loads keep it and time nothing.
     assert.equal(cold.loadInfo.warmUpSeconds, 0);
+    assert.equal(cold.loadInfo.pageTouchProbe, null);
+    assert.equal(cold.loadInfo.pageTouch, llm.loadInfo.pageTouch);
     assert.equal(warm.nPast, 0, 'the warm-up tokens are forgotten');
     const [a, b] = [await warm.logits(PROMPT_IDS), await cold.logits(PROMPT_IDS)];
     assert.deepEqual(a, b, 'a warmed-up model computes what a cold one does');
   } finally {
     warm.free();
     cold.free();
+  }
+});
+
+test('page touches: init({ pageTouch }) sets them for the engine; generated tokens the same bits either way', async () => {
+  const chosen = (await init(initOptions)).pageTouch;
+  assert.equal(chosen, llm.loadInfo.pageTouch);
+  const runs = [];
+  try {
+    for (const pageTouch of [true, false]) {
+      const info = await init({ ...initOptions, pageTouch });
+      assert.equal(info.pageTouch, llm.loadInfo.kernels === 'scalar' ? null : pageTouch);
+      // The prompt, then three tokens one at a time: the GEMVs that touch.
+      llm.reset();
+      await llm.logits(PROMPT_IDS);
+      const out = [];
+      for (const id of GREEDY_7.slice(0, 3)) out.push(await llm.logits([id]));
+      runs.push(out);
+    }
+  } finally {
+    llm.reset();
+    if (chosen !== null) await init({ ...initOptions, pageTouch: chosen });
+  }
+  for (let i = 0; i < 3; i++) {
+    const [on, off] = [runs[0][i], runs[1][i]];
+    assert.ok(on.length === 49152 && on.every((v, j) => Object.is(v, off[j])), `token ${i}: the logits differ with and without the touches`);
   }
 });
 

@@ -96,6 +96,20 @@ pub fn threads_worker_main() {
     ggweb::backend::cpu::threadpool::worker_main()
 }
 
+/// Whether the SIMD builds' GEMVs touch pages ahead of the weights they stream (wasm has no
+/// prefetch; `ggweb::backend::cpu::arch::page_touch`): `undefined` while not chosen (they
+/// touch). Speed only: the results are the same bits either way.
+#[wasm_bindgen(js_name = cpuPageTouch)]
+pub fn cpu_page_touch() -> Option<bool> {
+    ggweb::backend::cpu::arch::page_touch()
+}
+
+/// Choose the GEMVs' page touches for the whole engine (every thread); `undefined`: not chosen.
+#[wasm_bindgen(js_name = setCpuPageTouch)]
+pub fn set_cpu_page_touch(on: Option<bool>) {
+    ggweb::backend::cpu::arch::set_page_touch(on);
+}
+
 /// The CPU kernels in use ("wasm32 simd128 + relaxed-simd", "wasm32 simd128" or "scalar").
 #[wasm_bindgen(js_name = cpuFeatures)]
 pub fn cpu_features() -> String {

@@ -68,6 +68,27 @@ pub fn force_split_dots(#[allow(unused_variables)] split: Option<bool>) {
     wasm32::force_split_dots(split);
 }
 
+/// Whether the SIMD wasm builds' GEMVs over repacked weights touch the start of each page
+/// 8 KiB ahead of their stream (wasm has no prefetch): `Some` once chosen by
+/// [`set_page_touch`], `None` while not chosen (they touch) and in other builds. A load that
+/// must complete before what follows it retires: it starts a page's stream early where the
+/// hardware prefetchers stop at pages (Intel), and only stalls where they do not (AMD Zen 3:
+/// 1.25–1.30× faster from DRAM without it).
+pub fn page_touch() -> Option<bool> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm32::page_touch();
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    None
+}
+
+/// Choose whether the SIMD wasm builds' GEMVs touch pages ahead ([`page_touch`]; `None`: not
+/// chosen, they touch). Process-wide (every thread of the threads build); speed only, the
+/// results are the same bits. Nothing in other builds.
+pub fn set_page_touch(#[allow(unused_variables)] on: Option<bool>) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    wasm32::set_page_touch(on);
+}
+
 /// Replace the scalar entries of `t` with this machine's kernels.
 pub(crate) fn install(#[allow(unused_variables)] t: &mut Table) {
     #[cfg(target_arch = "x86_64")]

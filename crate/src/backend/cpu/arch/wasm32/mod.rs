@@ -9,7 +9,7 @@ mod kgemv;
 mod quants;
 pub(crate) mod tiles;
 
-pub(crate) use gemv::{gemv, gemv_repacked};
+pub(crate) use gemv::{gemv, gemv_repacked, page_touch, set_page_touch};
 
 #[cfg(target_feature = "relaxed-simd")]
 use core::arch::wasm32::*;
