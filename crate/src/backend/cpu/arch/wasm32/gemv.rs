@@ -312,7 +312,8 @@ pub(super) const PF_PASSES: usize = 2;
 /// page. Touching every line instead (4–16 KiB ahead) measured 0.68–0.83× (session 23); one byte
 /// a page 8 KiB ahead, on an Intel Emerald Rapids in Node 26: the GEMVs from DRAM 1.06–1.23×,
 /// from cache 0.97–1.0×; Chromium 1-thread generation 1.10× SmolLM2, 1.11× Qwen2.5 (session 26;
-/// 4 and 12–16 KiB ahead a little less; not measured on AMD).
+/// 4 and 12–16 KiB ahead a little less). On an AMD Zen 3 they only stall: chosen per machine
+/// ([`PAGE_TOUCH`]).
 pub(super) const PAGE_AHEAD: usize = 8192;
 
 /// Whether the repacked GEMVs touch pages ahead ([`touch_page_ahead`]): 0 not chosen (they
