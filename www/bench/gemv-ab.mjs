@@ -5,6 +5,7 @@
 //   node --experimental-wasm-relaxed-simd --no-liftoff www/bench/gemv-ab.mjs --a www/wasm/relaxed
 //        --b /tmp/old-relaxed [--shapes q8_0:896x256,...] [--bursts 30] [--runs 20] [--mib 0]
 //        [--attn smollm2:150,qwen2.5:1024]   (--shapes '' for the attention alone)
+//        [--page-touch on|off]
 //
 // --a / --b: directories of a single-thread build (ggweb.js + ggweb_bg.wasm, as build-wasm.sh
 // writes www/wasm/relaxed). --mib 0 (default) re-reads one weight (the kernel from cache);
@@ -97,6 +98,10 @@ if (opt('child', null) === null) {
 }
 
 const builds = [await load(dirA), await load(dirB)];
+// --page-touch on|off: the GEMVs' page touches (`InitOptions.pageTouch`) in both builds (builds
+// from before the choice existed keep touching); default as a build starts (touching).
+const touch = opt('page-touch', null);
+if (touch !== null) for (const g of builds) g.setCpuPageTouch?.(touch === 'on');
 const out = {};
 
 // One case: per build a set of benches to rotate over, the bytes one run reads, and a check.
