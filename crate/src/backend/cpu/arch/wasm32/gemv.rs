@@ -606,6 +606,107 @@ unsafe fn run<const R4: bool>(
     }
 }
 
+/// [`run`] over repacked groups (the relaxed build's chunked layout) two at a time, far apart:
+/// group i with group i + h, h half the panel's groups rounded up (an odd count's middle group
+/// runs alone, beside itself, written once). Per block `sums(ga, gb, yq)` gives both groups'
+/// exact integer dots (`ga`, `gb`: their group blocks, `yq` the column block's quants), so the
+/// column's splats and block facts and the loop's bookkeeping serve eight rows, not four; each
+/// row's float steps are [`run`]'s, in its order: the same bits. Two streams, pages apart, keep
+/// more of the weights in flight from DRAM: against one group a pass, `gemv-ab.mjs --mib 64`
+/// (Node 24, AMD Zen 3) q4_1 576×1536 1.15×, q4_0 / q5_0 896×4864 1.17× / 1.11× without page
+/// touches, 1.16–1.17× with them; from cache 1.05–1.14×. (Adjacent groups — two streams
+/// interleaved in the same pages — measured 0.56–0.75× from DRAM, and one stream of eight rows
+/// interleaved level: the hardware prefetchers gain from separate streams, not from fewer
+/// instructions.)
+///
+/// # Safety
+/// As [`gemv`], the panel repacked (whole groups); `sums` reads one group block at each of
+/// `ga`, `gb` and 32 bytes at `yq` (64 for q8_0's masks after them).
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn run2(
+    nb: usize,
+    pn: &Panel,
+    b: *const u8,
+    accumulate: bool,
+    (xs, ys, qat): (usize, usize, usize),
+    (min, sumi_dx, signs): (bool, bool, bool),
+    off: i32,
+    sums: impl Fn(*const u8, *const u8, *const u8) -> [v128; 2],
+) {
+    let mut col = core::mem::MaybeUninit::<[ColBlock; MAX_BLOCKS]>::uninit();
+    let cp = col.as_mut_ptr() as *mut ColBlock;
+    let fk = f16_consts();
+    // SAFETY: caller; nb ≤ MAX_BLOCKS (checked by `gemv`).
+    unsafe { column_blocks(cp, nb, b, ys, qat, (min, off, signs), F16_REBIAS) };
+    let groups = pn.nrows / 4;
+    let gbytes = 4 * pn.lda;
+    let lim = pn.a0 as usize + groups * gbytes;
+    // Two streams far apart: group i with group i + h (h = half the groups, rounded up).
+    let h = groups.div_ceil(2);
+    for g0 in 0..h {
+        let (g1, both) = if g0 + h < groups {
+            (g0 + h, true)
+        } else {
+            (g0, false)
+        };
+        // SAFETY: g0, g1 < groups: inside the panel.
+        let (base0, base1) = unsafe { (pn.a0.add(g0 * gbytes), pn.a0.add(g1 * gbytes)) };
+        // SAFETY: the panel's bytes run to `lim`.
+        unsafe {
+            touch_page_ahead(base0, nb * 4 * xs, lim);
+            touch_page_ahead(base1, nb * 4 * xs, lim);
+        }
+        let mut acc = [f32x4_splat(0.0); 2];
+        for blk in 0..nb {
+            // SAFETY: blk < nb: one group block of each group and the column copy's entry.
+            unsafe {
+                let cb = cp.add(blk);
+                let (ga, gb) = (base0.add(blk * 4 * xs), base1.add(blk * 4 * xs));
+                let s = sums(ga, gb, (&raw const (*cb).q) as *const u8);
+                let dy = (*cb).d;
+                for (j, gp) in [ga, gb].into_iter().enumerate() {
+                    let (dx, mx) = group_scales(gp, min, &fk);
+                    let mut sj = s[j];
+                    if off != 0 || signs {
+                        sj = i32x4_sub(sj, (*cb).f);
+                    }
+                    let sf = f32x4_convert_i32x4(sj);
+                    let mut t = if sumi_dx {
+                        f32x4_mul(f32x4_mul(sf, dx), dy)
+                    } else {
+                        f32x4_mul(f32x4_mul(dx, dy), sf)
+                    };
+                    if min {
+                        t = f32x4_add(t, f32x4_mul(mx, (*cb).f));
+                    }
+                    acc[j] = f32x4_add(acc[j], t);
+                }
+            }
+        }
+        for (j, gi) in [g0, g1].into_iter().enumerate() {
+            if j == 1 && !both {
+                continue;
+            }
+            let mut o = [0f32; 4];
+            // SAFETY: 16 bytes.
+            unsafe { v128_store(o.as_mut_ptr() as *mut v128, acc[j]) };
+            for (r, v) in o.iter().enumerate() {
+                // SAFETY: row 4·gi + r < nrows of the panel's single column.
+                unsafe {
+                    let p = pn.out0.add((4 * gi + r) * 4) as *mut f32;
+                    if accumulate {
+                        *p += *v
+                    } else {
+                        *p = *v
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// q8_0 rows: i16 dots in both builds (|x| may be 128, no i7 operand). The relaxed dot with
 /// the column's |y| as the i7 operand and its sign moved onto the weights (w ^ m, plus
 /// Σ |y|·[y < 0] per block) measured 5-10 % slower in Node 20: as many multiplies (two relaxed
@@ -729,14 +830,14 @@ use relaxed::{gemv_q4_0, gemv_q4_1, gemv_q5_0, gemv_q5_1, gemv_q8_0};
 /// other; Σ (u − off)·y = Σ u·y − off·Σ y with off·Σ y once per column block ([`column_blocks`]).
 /// Repacked weights come in the chunked layout (`repack.rs`, `Spec::chunked`) and are summed by
 /// `i32x4.relaxed_dot_i8x16_i7x16_add_s`, one per 16 bytes with each row in its own lane
-/// ([`chunked_sums`]): one `vpdpbusd` in V8 on x86 with AVX-VNNI, one `sdot` on ARM with dot
+/// ([`chunked_sums2`]): one `vpdpbusd` in V8 on x86 with AVX-VNNI, one `sdot` on ARM with dot
 /// product, five in V8 elsewhere (x86 without VNNI: there the pairs of chunks are split into i16
 /// dots, `wasm32::dot2_add`) — against two `pmaddubsw`, an add and a share of the four rows'
 /// transpose per row and block before. Chromium 156, this Zen 5: SmolLM2 and
 /// Qwen2.5 generation at 1 thread +20 %.
 #[cfg(target_feature = "relaxed-simd")]
 pub(super) mod relaxed {
-    use super::super::{dot2_add, dot_add, split_dots};
+    use super::super::{dot_add, split_dots};
     use super::*;
 
     /// The constants of the decoders ([`super::super::v128s`]).
@@ -751,7 +852,7 @@ pub(super) mod relaxed {
         // i16 ones: `i32x4.dot_i16x8_s` with them is the pairwise widening sum, one `pmaddwd`
         // with a register operand (V8's `extadd_pairwise` loads its constant each time).
         [1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0],
-        // The chunked q5 layout's masks (`chunked_sums`).
+        // The chunked q5 layout's masks (`chunked_sums2`).
         [0x1F; 16],
         [0x07; 16],
         [0x18; 16],
@@ -847,62 +948,90 @@ pub(super) mod relaxed {
         )
     }
 
-    /// The four rows' exact Σ u·y of one chunked group block (`repack.rs`, `Spec::chunked`):
-    /// their quant bytes at `qs` (16-byte chunk c: each row's bytes 4c..4c + 4: nibbles, or for
-    /// `Q5` element 4c + j whole and three bits of element 16 + 4c + j, whose bits 3, 4 are bits
-    /// 2c, 2c + 1 of `hv`'s byte 4r + j), the column's 32 quants at `yq`. One relaxed dot per
-    /// 16 bytes of elements 4c.. or 16 + 4c.. against the column's four matching quants
-    /// splatted sums each row in its own lane; `S`: split dots ([`dot2_add`]).
+    /// The four rows' exact Σ u·y of one chunked group block (`repack.rs`, `Spec::chunked`) for
+    /// each of two groups at `qa`, `qb` ([`run2`]): their quant bytes (16-byte chunk c: each
+    /// row's bytes 4c..4c + 4: nibbles, or for `Q5` element 4c + j whole and three bits of
+    /// element 16 + 4c + j, whose bits 3, 4 are bits 2c, 2c + 1 of the group's shared bytes
+    /// `ha` / `hb`, byte 4r + j), the column's 32 quants at `yq`. One relaxed dot per 16 bytes
+    /// of elements 4c.. or 16 + 4c.. against the column's four matching quants splatted sums
+    /// each row in its own lane; each splat serves both groups. `S`, split dots
+    /// ([`split_dots`]): a chunk's two i16 dots added in i16, then a group's 4-bit chunks all
+    /// four (8 · 2·15·128 = 30720 ≤ 32767) and its 5-bit ones two by two (4 · 2·31·128 = 31744)
+    /// before one widening each; else dot-adds, four chains (vpdpbusd's latency).
     ///
     /// # Safety
-    /// 64 bytes at `qs` and 32 at `yq` must be readable.
+    /// 64 bytes at each of `qa`, `qb` and 32 at `yq` must be readable.
     #[inline(always)]
-    unsafe fn chunked_sums<const Q5: bool, const S: bool>(
-        qs: *const u8,
-        hv: v128,
+    unsafe fn chunked_sums2<const Q5: bool, const S: bool>(
+        qa: *const u8,
+        qb: *const u8,
+        [ha, hb]: [v128; 2],
         yq: *const u8,
         k: &K,
-    ) -> v128 {
-        // Chunk c's operands: (column lo, quants lo, column hi, quants hi).
-        let chunk = |c: usize| {
-            // SAFETY: caller; chunk c < 4, column bytes 4c..4c + 4 and 16 + 4c..20 + 4c.
-            unsafe {
-                let v = load16(qs.add(16 * c));
-                let (lo, hi) = if Q5 {
-                    // Bits 2c, 2c + 1 of the shared bytes to bits 3, 4 (16-bit shifts: what
-                    // crosses a byte is masked off, as are the neighbour's bits in `v >> 5`).
-                    let top = match c {
-                        0 => i16x8_shl(hv, 3),
-                        1 => i16x8_shl(hv, 1),
-                        2 => u16x8_shr(hv, 1),
-                        _ => u16x8_shr(hv, 3),
-                    };
-                    (
-                        v128_and(v, k.x1f),
-                        v128_or(v128_and(u16x8_shr(v, 5), k.x07), v128_and(top, k.x18)),
-                    )
-                } else {
-                    (v128_and(v, k.m0f), v128_and(u16x8_shr(v, 4), k.m0f))
+    ) -> [v128; 2] {
+        let quants = |q: *const u8, hv: v128, c: usize| {
+            // SAFETY: caller; chunk c < 4.
+            let v = unsafe { load16(q.add(16 * c)) };
+            if Q5 {
+                let top = match c {
+                    0 => i16x8_shl(hv, 3),
+                    1 => i16x8_shl(hv, 1),
+                    2 => u16x8_shr(hv, 1),
+                    _ => u16x8_shr(hv, 3),
                 };
-                let ylo = v128_load32_splat(yq.add(4 * c) as *const u32);
-                let yhi = v128_load32_splat(yq.add(16 + 4 * c) as *const u32);
-                (ylo, lo, yhi, hi)
+                (
+                    v128_and(v, k.x1f),
+                    v128_or(v128_and(u16x8_shr(v, 5), k.x07), v128_and(top, k.x18)),
+                )
+            } else {
+                (v128_and(v, k.m0f), v128_and(u16x8_shr(v, 4), k.m0f))
             }
         };
-        // Four chains of two dots: vpdpbusd's latency (4-5 cycles) on two chains of four
-        // measured 5 % slower (SmolLM2, Chromium). Split, a pair's i16 sums stay ≤ 4·31·128.
-        let mut acc = [i32x4_splat(0); 4];
-        for p in 0..2 {
-            let (ylo0, lo0, yhi0, hi0) = chunk(2 * p);
-            let (ylo1, lo1, yhi1, hi1) = chunk(2 * p + 1);
-            acc[p] = dot2_add::<S>(ylo0, lo0, ylo1, lo1, acc[p], k.ones);
-            acc[2 + p] = dot2_add::<S>(yhi0, hi0, yhi1, hi1, acc[2 + p], k.ones);
+        // SAFETY: caller.
+        let ycol = |c: usize| unsafe {
+            (
+                v128_load32_splat(yq.add(4 * c) as *const u32),
+                v128_load32_splat(yq.add(16 + 4 * c) as *const u32),
+            )
+        };
+        if S {
+            let mut t = [[i16x8_splat(0); 4]; 2];
+            // (c also picks the chunk's offsets.)
+            #[allow(clippy::needless_range_loop)]
+            for c in 0..4 {
+                let (ylo, yhi) = ycol(c);
+                for (j, (q, hv)) in [(qa, ha), (qb, hb)].into_iter().enumerate() {
+                    let (lo, hi) = quants(q, hv, c);
+                    t[j][c] = i16x8_add(
+                        i16x8_relaxed_dot_i8x16_i7x16(ylo, lo),
+                        i16x8_relaxed_dot_i8x16_i7x16(yhi, hi),
+                    );
+                }
+            }
+            t.map(|t| {
+                let (h01, h23) = (i16x8_add(t[0], t[1]), i16x8_add(t[2], t[3]));
+                if Q5 {
+                    i32x4_add(i32x4_dot_i16x8(h01, k.ones), i32x4_dot_i16x8(h23, k.ones))
+                } else {
+                    i32x4_dot_i16x8(i16x8_add(h01, h23), k.ones)
+                }
+            })
+        } else {
+            let mut acc = [[i32x4_splat(0); 2]; 2];
+            for c in 0..4 {
+                let (ylo, yhi) = ycol(c);
+                for (j, (q, hv)) in [(qa, ha), (qb, hb)].into_iter().enumerate() {
+                    let (lo, hi) = quants(q, hv, c);
+                    acc[j][0] = i32x4_relaxed_dot_i8x16_i7x16_add(ylo, lo, acc[j][0]);
+                    acc[j][1] = i32x4_relaxed_dot_i8x16_i7x16_add(yhi, hi, acc[j][1]);
+                }
+            }
+            acc.map(|a| i32x4_add(a[0], a[1]))
         }
-        i32x4_add(i32x4_add(acc[0], acc[1]), i32x4_add(acc[2], acc[3]))
     }
 
     macro_rules! relaxed_gemv {
-        ($name:ident, $xs:expr, $ys:expr, $order:expr, $off:expr, $qoff:expr, $q5:expr, |$x:ident, $k:ident| $decode:expr) => {
+        ($name:ident, $xs:expr, $ys:expr, $order:expr, $off:expr, $q5:expr, |$x:ident, $k:ident| $decode:expr) => {
             /// # Safety
             /// As [`gemv`].
             #[inline(always)]
@@ -925,10 +1054,41 @@ pub(super) mod relaxed {
                 ) {
                     let qat = $ys - 32;
                     let consts = consts();
+                    if R4 {
+                        let f = if $order.0 { 2 } else { 1 };
+                        let head = 8 * f + if $q5 { 16 } else { 0 };
+                        // SAFETY: forwarded.
+                        unsafe {
+                            run2(
+                                nb,
+                                pn,
+                                b,
+                                accumulate,
+                                ($xs, $ys, qat),
+                                $order,
+                                $off,
+                                |ga, gb, yq| {
+                                    let hv = if $q5 {
+                                        [load16(ga.add(8 * f)), load16(gb.add(8 * f))]
+                                    } else {
+                                        [i32x4_splat(0); 2]
+                                    };
+                                    chunked_sums2::<{ $q5 }, S>(
+                                        ga.add(head),
+                                        gb.add(head),
+                                        hv,
+                                        yq,
+                                        &consts,
+                                    )
+                                },
+                            )
+                        };
+                        return;
+                    }
                     // SAFETY: forwarded; each closure call reads one block per row and of the
                     // column.
                     unsafe {
-                        run::<R4>(
+                        run::<false>(
                             nb,
                             pn,
                             b,
@@ -936,16 +1096,10 @@ pub(super) mod relaxed {
                             ($xs, $ys, qat),
                             $order,
                             $off,
-                            |xb, yq, hp| {
+                            |xb, yq, _| {
                                 let $k = &consts;
-                                if R4 {
-                                    // xb[0] + the plain block's quant offset: the group's quants.
-                                    let hv = if $q5 { load16(hp) } else { i32x4_splat(0) };
-                                    chunked_sums::<{ $q5 }, S>(xb[0].add($qoff), hv, yq, $k)
-                                } else {
-                                    let y = [load16(yq), load16(yq.add(16))];
-                                    reduce4_i16(xb.map(|$x| dot16(y, $decode)), $k)
-                                }
+                                let y = [load16(yq), load16(yq.add(16))];
+                                reduce4_i16(xb.map(|$x| dot16(y, $decode)), $k)
                             },
                         )
                     }
@@ -968,7 +1122,6 @@ pub(super) mod relaxed {
         34,
         (false, true, false),
         8,
-        2,
         false,
         |x, k| u4(x.add(2), k)
     );
@@ -978,7 +1131,6 @@ pub(super) mod relaxed {
         34,
         (false, false, false),
         16,
-        6,
         true,
         |x, k| u5(x.add(2), x.add(6), k)
     );
@@ -988,20 +1140,14 @@ pub(super) mod relaxed {
         36,
         (true, false, false),
         0,
-        4,
         false,
         |x, k| u4(x.add(4), k)
     );
-    relaxed_gemv!(
-        gemv_q5_1,
-        24,
-        36,
-        (true, false, false),
-        0,
-        8,
-        true,
-        |x, k| u5(x.add(4), x.add(8), k)
-    );
+    relaxed_gemv!(gemv_q5_1, 24, 36, (true, false, false), 0, true, |x, k| u5(
+        x.add(4),
+        x.add(8),
+        k
+    ));
 
     /// q8_0 over chunked groups: the weights are full i8 (−128 may occur), so the column's |y|
     /// (≤ 127) is the i7 operand and y's sign moves onto the weights as w ^ m (m: y < 0, so
@@ -1037,10 +1183,10 @@ pub(super) mod relaxed {
     #[inline(never)]
     unsafe fn q8_0_chunked<const S: bool>(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
         let ones = consts().ones;
-        // SAFETY: forwarded; each closure call reads one 136-byte group block and the column
-        // block's |y| and masks (`ColBlock::q`, `m`, 32 bytes apart).
+        // SAFETY: forwarded; each closure call reads one 136-byte group block of each group
+        // and the column block's |y| and masks (`ColBlock::q`, `m`, 32 bytes apart).
         unsafe {
-            run::<true>(
+            run2(
                 nb,
                 pn,
                 b,
@@ -1048,18 +1194,20 @@ pub(super) mod relaxed {
                 (34, 34, 2),
                 (false, false, true),
                 0,
-                |xb, ay, _| {
-                    let qs = xb[0].add(2);
-                    let m = ay.add(32);
-                    // Four chains of two dot-adds (`chunked_sums`).
-                    let mut acc = [i32x4_splat(0); 4];
+                |ga, gb, ay| {
+                    // The quants after the four d; each splat serves both groups, two chains
+                    // of four dot-adds a group (vpdpbusd's latency).
+                    let (qa, qb, m) = (ga.add(8), gb.add(8), ay.add(32));
+                    let mut acc = [[i32x4_splat(0); 2]; 2];
                     for c in 0..8 {
-                        let w = load16(qs.add(16 * c));
                         let ms = v128_load32_splat(m.add(4 * c) as *const u32);
                         let a = v128_load32_splat(ay.add(4 * c) as *const u32);
-                        acc[c % 4] = dot_add::<S>(v128_xor(w, ms), a, acc[c % 4], ones);
+                        for (j, q) in [qa, qb].into_iter().enumerate() {
+                            let w = v128_xor(load16(q.add(16 * c)), ms);
+                            acc[j][c % 2] = dot_add::<S>(w, a, acc[j][c % 2], ones);
+                        }
                     }
-                    i32x4_add(i32x4_add(acc[0], acc[1]), i32x4_add(acc[2], acc[3]))
+                    acc.map(|a| i32x4_add(a[0], a[1]))
                 },
             )
         }

@@ -591,7 +591,7 @@ pub(super) mod chunked {
     /// As [`super::super::gemv::gemv_repacked`]; nb ≤ MAX_SB; `sums` reads one group block and
     /// one column block.
     #[inline(always)]
-    unsafe fn run(
+    unsafe fn run<const P: bool>(
         nb: usize,
         pn: &Panel,
         b: *const u8,
@@ -606,48 +606,70 @@ pub(super) mod chunked {
         let fk = f16_consts();
         let rebias = f32x4_splat(f32::from_bits(0x7780_0000));
         let lim = pn.a0 as usize + pn.nrows * pn.lda;
-        let mut i = 0;
-        while i < pn.nrows {
-            // SAFETY: group i / 4 is inside the panel.
-            let base = unsafe { pn.a0.add(i * pn.lda) };
-            let mut acc = f32x4_splat(0.0);
+        // `P`: two groups a pass, far apart, group i with group i + h (as the 32-element types'
+        // `gemv::run2`: two streams pages apart keep more weights in flight from DRAM; q4_K
+        // 4864 × 896 from DRAM 1.10× in Node 24 on an AMD Zen 3, where q6_K, with more live
+        // values, measured 0.90–0.92×: one group a pass). An odd count's middle group runs
+        // alone.
+        let groups = pn.nrows / 4;
+        let h = if P { groups.div_ceil(2) } else { groups };
+        for g0 in 0..h {
+            let (g1, both) = if P && g0 + h < groups {
+                (g0 + h, true)
+            } else {
+                (g0, false)
+            };
+            // SAFETY: groups g0, g1 are inside the panel.
+            let bases = unsafe { [pn.a0.add(4 * g0 * pn.lda), pn.a0.add(4 * g1 * pn.lda)] };
+            let mut acc = [f32x4_splat(0.0); 2];
             for blk in 0..nb {
-                // SAFETY: blk < nb: one group block and one column block (set above).
-                unsafe {
-                    let g = base.add(blk * 4 * xs);
-                    // The panel's groups run to a0 + nrows · lda. Per block: a pass is long
-                    // (k / 256 blocks of 576–840 bytes), its touches spread over it measured
-                    // 1.08× a burst at its start (q4_K 4864 × 896 from DRAM, Node 26).
-                    touch_page_ahead(g, 4 * xs, lim);
-                    let cb = cp.add(blk);
-                    let head = if min { 16 } else { 8 };
-                    let (isum, summ) = sums(
-                        g.add(head),
-                        (&raw const (*cb).w) as *const u8,
-                        b.add(blk * YS + YQ),
-                    );
-                    // d (and dmin) of the four rows: finite (`repack.rs`), so the bits moved
-                    // into place times 2^112 are their values exactly.
-                    let h = if min {
-                        load16(g)
-                    } else {
-                        v128_load64_zero(g as *const u64)
-                    };
-                    let conv = |s: v128| f32x4_mul(f16x4_unbiased(s, &fk), rebias);
-                    let dy = (*cb).dy;
-                    let d = conv(i32x4_extend_low_i16x8(h));
-                    // The scalar reference's operations in its order (quant/k_quants.rs).
-                    let mut t = f32x4_mul(f32x4_mul(d, dy), f32x4_convert_i32x4(isum));
-                    if min {
-                        let dmin = conv(i32x4_extend_high_i16x8(h));
-                        t = f32x4_sub(t, f32x4_mul(f32x4_mul(dmin, dy), f32x4_convert_i32x4(summ)));
+                // SAFETY: blk < nb: the column copy's entry (set above).
+                let cb = unsafe { cp.add(blk) };
+                for (j, base) in bases.into_iter().enumerate().take(if P { 2 } else { 1 }) {
+                    // SAFETY: blk < nb: one group block and one column block (set above).
+                    unsafe {
+                        let g = base.add(blk * 4 * xs);
+                        // The panel's groups run to a0 + nrows · lda. Per block: a pass is
+                        // long (k / 256 blocks of 576–840 bytes), its touches spread over it
+                        // measured 1.08× a burst at its start (q4_K 4864 × 896 from DRAM,
+                        // Node 26).
+                        touch_page_ahead(g, 4 * xs, lim);
+                        let head = if min { 16 } else { 8 };
+                        let (isum, summ) = sums(
+                            g.add(head),
+                            (&raw const (*cb).w) as *const u8,
+                            b.add(blk * YS + YQ),
+                        );
+                        // d (and dmin) of the four rows: finite (`repack.rs`), so the bits
+                        // moved into place times 2^112 are their values exactly.
+                        let h = if min {
+                            load16(g)
+                        } else {
+                            v128_load64_zero(g as *const u64)
+                        };
+                        let conv = |s: v128| f32x4_mul(f16x4_unbiased(s, &fk), rebias);
+                        let dy = (*cb).dy;
+                        let d = conv(i32x4_extend_low_i16x8(h));
+                        // The scalar reference's operations in its order (quant/k_quants.rs).
+                        let mut t = f32x4_mul(f32x4_mul(d, dy), f32x4_convert_i32x4(isum));
+                        if min {
+                            let dmin = conv(i32x4_extend_high_i16x8(h));
+                            t = f32x4_sub(
+                                t,
+                                f32x4_mul(f32x4_mul(dmin, dy), f32x4_convert_i32x4(summ)),
+                            );
+                        }
+                        acc[j] = f32x4_add(acc[j], t);
                     }
-                    acc = f32x4_add(acc, t);
                 }
             }
-            // SAFETY: rows i..i + 4 < nrows (whole groups) are the panel's.
-            unsafe { store_rows(pn, i, 4, acc, accumulate) };
-            i += 4;
+            // SAFETY: the groups' rows (whole groups) are the panel's.
+            unsafe {
+                store_rows(pn, 4 * g0, 4, acc[0], accumulate);
+                if both {
+                    store_rows(pn, 4 * g1, 4, acc[1], accumulate);
+                }
+            }
         }
     }
 
@@ -762,7 +784,7 @@ pub(super) mod chunked {
         let k = consts();
         // SAFETY: forwarded; each closure call reads one group block and one column block.
         unsafe {
-            run(nb, pn, b, accumulate, (144, true), |x, w, yq| {
+            run::<true>(nb, pn, b, accumulate, (144, true), |x, w, yq| {
                 let (sc, summ) = k4_scales(x, w, &k);
                 let qs = x.add(48);
                 let isum = k4_isum::<S>(&sc, yq, &k, |g, j| {
@@ -789,7 +811,7 @@ pub(super) mod chunked {
         let k = consts();
         // SAFETY: forwarded; each closure call reads one group block and one column block.
         unsafe {
-            run(nb, pn, b, accumulate, (176, true), |x, w, yq| {
+            run::<true>(nb, pn, b, accumulate, (176, true), |x, w, yq| {
                 let (sc, summ) = k4_scales(x, w, &k);
                 let (qh, qs) = (x.add(48), x.add(176));
                 let isum = k4_isum::<S>(&sc, yq, &k, |g, j| {
@@ -826,7 +848,7 @@ pub(super) mod chunked {
         let k = consts();
         // SAFETY: forwarded; each closure call reads one group block and one column block.
         unsafe {
-            run(nb, pn, b, accumulate, (210, false), |x, w, yq| {
+            run::<false>(nb, pn, b, accumulate, (210, false), |x, w, yq| {
                 let (ql, qh, scp) = (x, x.add(512), x.add(768));
                 let mut isum = i32x4_splat(0);
                 // Chunks cc = 4q + t of half h: elements 128h + 4cc + 0..4 (low nibbles; qh
