@@ -21,6 +21,8 @@ use core::arch::wasm32::*;
 use super::{u32x4_bytes, v128s, V128s};
 
 use super::kgemv;
+#[cfg(target_feature = "relaxed-simd")]
+use super::kgemv::store_rows;
 #[cfg(not(target_feature = "relaxed-simd"))]
 use super::tiles::{decode_q4_0, decode_q4_1, decode_q5_0, decode_q5_1};
 use super::tiles::{decode_q8_0, dot32, ext_i8x32, f16_at, load16};
@@ -450,6 +452,41 @@ unsafe fn column_blocks(
     }
 }
 
+/// One block's f32 term of four rows: their exact integer dots `s` (before the relaxed build's
+/// `off · Σ y` / q8_0's sign sum, `cb.f`, taken off here), scales `dx` (and mins `mx`) times the
+/// column block `cb`'s, in the scalar reference's order (quant/legacy.rs): q4_0 (sumi·dx)·dy,
+/// the others (dx·dy)·sumi, plus m·s for those with a min.
+///
+/// # Safety
+/// `cb` addresses a column block set by [`column_blocks`].
+#[inline(always)]
+unsafe fn block_term(
+    s: v128,
+    cb: *const ColBlock,
+    (dx, mx): (v128, v128),
+    (min, sumi_dx, signs): (bool, bool, bool),
+    off: i32,
+) -> v128 {
+    // SAFETY: caller.
+    let (dy, f) = unsafe { ((*cb).d, (*cb).f) };
+    let s = if off != 0 || signs {
+        i32x4_sub(s, f)
+    } else {
+        s
+    };
+    let sf = f32x4_convert_i32x4(s);
+    let t = if sumi_dx {
+        f32x4_mul(f32x4_mul(sf, dx), dy)
+    } else {
+        f32x4_mul(f32x4_mul(dx, dy), sf)
+    };
+    if min {
+        f32x4_add(t, f32x4_mul(mx, f))
+    } else {
+        t
+    }
+}
+
 /// Every row of `pn` in passes of four: `sums(rows, yq)` gives the four rows' exact integer dots
 /// of one block (`yq`: the column block's 32 quants, 16-aligned) as i32x4 (the relaxed build's
 /// offset types before their `off · Σ y`).
@@ -548,22 +585,8 @@ unsafe fn run<const R4: bool>(
                     };
                     (xb, x0, sc)
                 };
-                let mut s = sums(xb, (&raw const (*cb).q) as *const u8, hp);
-                if off != 0 || signs {
-                    s = i32x4_sub(s, (*cb).f);
-                }
-                // The scalar reference's operations in its order (quant/legacy.rs): q4_0
-                // (sumi·dx)·dy, the others (dx·dy)·sumi, plus m·s for those with a min.
-                let sf = f32x4_convert_i32x4(s);
-                let dy = (*cb).d;
-                let mut t = if sumi_dx {
-                    f32x4_mul(f32x4_mul(sf, dx), dy)
-                } else {
-                    f32x4_mul(f32x4_mul(dx, dy), sf)
-                };
-                if min {
-                    t = f32x4_add(t, f32x4_mul(mx, (*cb).f));
-                }
+                let s = sums(xb, (&raw const (*cb).q) as *const u8, hp);
+                let t = block_term(s, cb, (dx, mx), (min, sumi_dx, signs), off);
                 acc = f32x4_add(acc, t);
             }
         };
@@ -665,43 +688,18 @@ unsafe fn run2(
                 let cb = cp.add(blk);
                 let (ga, gb) = (base0.add(blk * 4 * xs), base1.add(blk * 4 * xs));
                 let s = sums(ga, gb, (&raw const (*cb).q) as *const u8);
-                let dy = (*cb).d;
                 for (j, gp) in [ga, gb].into_iter().enumerate() {
-                    let (dx, mx) = group_scales(gp, min, &fk);
-                    let mut sj = s[j];
-                    if off != 0 || signs {
-                        sj = i32x4_sub(sj, (*cb).f);
-                    }
-                    let sf = f32x4_convert_i32x4(sj);
-                    let mut t = if sumi_dx {
-                        f32x4_mul(f32x4_mul(sf, dx), dy)
-                    } else {
-                        f32x4_mul(f32x4_mul(dx, dy), sf)
-                    };
-                    if min {
-                        t = f32x4_add(t, f32x4_mul(mx, (*cb).f));
-                    }
+                    let sc = group_scales(gp, min, &fk);
+                    let t = block_term(s[j], cb, sc, (min, sumi_dx, signs), off);
                     acc[j] = f32x4_add(acc[j], t);
                 }
             }
         }
-        for (j, gi) in [g0, g1].into_iter().enumerate() {
-            if j == 1 && !both {
-                continue;
-            }
-            let mut o = [0f32; 4];
-            // SAFETY: 16 bytes.
-            unsafe { v128_store(o.as_mut_ptr() as *mut v128, acc[j]) };
-            for (r, v) in o.iter().enumerate() {
-                // SAFETY: row 4·gi + r < nrows of the panel's single column.
-                unsafe {
-                    let p = pn.out0.add((4 * gi + r) * 4) as *mut f32;
-                    if accumulate {
-                        *p += *v
-                    } else {
-                        *p = *v
-                    }
-                }
+        // SAFETY: the groups' rows are the panel's.
+        unsafe {
+            store_rows(pn, 4 * g0, 4, acc[0], accumulate);
+            if both {
+                store_rows(pn, 4 * g1, 4, acc[1], accumulate);
             }
         }
     }

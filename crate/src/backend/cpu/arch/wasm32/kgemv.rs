@@ -217,7 +217,7 @@ unsafe fn run<const R4: bool>(
 /// # Safety
 /// Rows i..i + count must be in the panel.
 #[inline(always)]
-unsafe fn store_rows(pn: &Panel, i: usize, count: usize, acc: v128, accumulate: bool) {
+pub(super) unsafe fn store_rows(pn: &Panel, i: usize, count: usize, acc: v128, accumulate: bool) {
     let mut o = [0f32; 4];
     // SAFETY: 16 bytes.
     unsafe { v128_store(o.as_mut_ptr() as *mut v128, acc) };
