@@ -597,7 +597,7 @@ pub(super) mod chunked {
         b: *const u8,
         accumulate: bool,
         (xs, min): (usize, bool),
-        sums: impl Fn(*const u8, *const u8, *const u8) -> (v128, v128),
+        sums: impl Fn([*const u8; 2], *const u8, *const u8) -> [(v128, v128); 2],
     ) {
         let mut col = core::mem::MaybeUninit::<[KCol; MAX_SB]>::uninit();
         let cp = col.as_mut_ptr() as *mut KCol;
@@ -622,24 +622,33 @@ pub(super) mod chunked {
             // SAFETY: groups g0, g1 are inside the panel.
             let bases = unsafe { [pn.a0.add(4 * g0 * pn.lda), pn.a0.add(4 * g1 * pn.lda)] };
             let mut acc = [f32x4_splat(0.0); 2];
+            let head = if min { 16 } else { 8 };
             for blk in 0..nb {
                 // SAFETY: blk < nb: the column copy's entry (set above).
                 let cb = unsafe { cp.add(blk) };
-                for (j, base) in bases.into_iter().enumerate().take(if P { 2 } else { 1 }) {
-                    // SAFETY: blk < nb: one group block and one column block (set above).
+                // SAFETY: blk < nb: one block of each group (the same one twice when alone)
+                // and one column block (set above).
+                let (gs, sum) = unsafe {
+                    let gs = bases.map(|base| base.add(blk * 4 * xs));
+                    // The panel's groups run to a0 + nrows · lda. Per block: a pass is long
+                    // (k / 256 blocks of 576–840 bytes), its touches spread over it measured
+                    // 1.08× a burst at its start (q4_K 4864 × 896 from DRAM, Node 26).
+                    touch_page_ahead(gs[0], 4 * xs, lim);
+                    if P && both {
+                        touch_page_ahead(gs[1], 4 * xs, lim);
+                    }
+                    let w = (&raw const (*cb).w) as *const u8;
+                    let sum = sums(gs.map(|g| g.add(head)), w, b.add(blk * YS + YQ));
+                    (gs, sum)
+                };
+                for (j, (g, (isum, summ))) in
+                    gs.into_iter()
+                        .zip(sum)
+                        .enumerate()
+                        .take(if P { 2 } else { 1 })
+                {
+                    // SAFETY: g is a group block (its d, and dmin, read here).
                     unsafe {
-                        let g = base.add(blk * 4 * xs);
-                        // The panel's groups run to a0 + nrows · lda. Per block: a pass is
-                        // long (k / 256 blocks of 576–840 bytes), its touches spread over it
-                        // measured 1.08× a burst at its start (q4_K 4864 × 896 from DRAM,
-                        // Node 26).
-                        touch_page_ahead(g, 4 * xs, lim);
-                        let head = if min { 16 } else { 8 };
-                        let (isum, summ) = sums(
-                            g.add(head),
-                            (&raw const (*cb).w) as *const u8,
-                            b.add(blk * YS + YQ),
-                        );
                         // d (and dmin) of the four rows: finite (`repack.rs`), so the bits
                         // moved into place times 2^112 are their values exactly.
                         let h = if min {
@@ -726,7 +735,75 @@ pub(super) mod chunked {
         }
     }
 
-    /// Σ_j sc_j·Σ u·y over the eight sub-blocks of a q4_K / q5_K super-block, `quants(g, j)`
+    /// Σ_j sc_j·Σ u·y over the eight sub-blocks of a q4_K / q5_K super-block, for two groups
+    /// at once (`sc[q]`: group q's scales), each column splat serving both. `quants(q, g, j)`:
+    /// group q's operands of chunk 8g + j (low nibbles: elements 64g + 4j + 0..4 of each row,
+    /// sub-block 2g; high nibbles the same + 32, sub-block 2g + 1). The loop over g stays
+    /// rolled: unrolled, LLVM hoisted loads across it and V8 spilled (q4_K 30 % slower).
+    ///
+    /// For engines whose dot-add is split ([`super::super::split_dots`]; else [`k4_isum`]): a
+    /// sub-block's i16 dots are summed in i16 — all eight chunks for q4_K (|lane| ≤ 8·2·15·128 =
+    /// 30720), four at a time for q5_K (4·2·31·128 = 31744) — and meet the scale in one
+    /// `i32x4.dot_i16x8_s` against it in both i16 halves of each lane, instead of a widening
+    /// against ones per two chunks and an i32 multiply per sub-block: the same exact integers.
+    ///
+    /// # Safety
+    /// 256 quants at `yq`.
+    #[inline(always)]
+    // (q indexes the accumulators, the scales and `quants`' group alike.)
+    #[allow(clippy::needless_range_loop)]
+    unsafe fn k4_isum2<const Q5: bool>(
+        sc: [&[v128; 2]; 2],
+        yq: *const u8,
+        k: &C,
+        quants: impl Fn(usize, usize, usize) -> (v128, v128),
+    ) -> [v128; 2] {
+        let mut isum = [i32x4_splat(0); 2];
+        for g in 0..4 {
+            // SAFETY: caller; elements 64g + 4j (+ 32) + 0..4.
+            let ycol = |j: usize| unsafe {
+                (
+                    v128_load32_splat(yq.add(64 * g + 4 * j) as *const u32),
+                    v128_load32_splat(yq.add(64 * g + 32 + 4 * j) as *const u32),
+                )
+            };
+            let scale = |q: usize, j: u32| k4_scale(sc[q], 2 * g as u32 + j, k);
+            // The scale in both i16 halves of each row's lane.
+            let s16 = |q: usize, j: u32| {
+                let s = scale(q, j);
+                v128_or(s, i32x4_shl(s, 16))
+            };
+            let ss = [[s16(0, 0), s16(0, 1)], [s16(1, 0), s16(1, 1)]];
+            // [group][low, high nibbles]
+            let mut t = [[i16x8_splat(0); 2]; 2];
+            let mut w = [[i32x4_splat(0); 2]; 2];
+            unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
+                let (ylo, yhi) = ycol(j);
+                for q in 0..2 {
+                    let (lo, hi) = quants(q, g, j);
+                    t[q][0] = i16x8_add(t[q][0], i16x8_relaxed_dot_i8x16_i7x16(ylo, lo));
+                    t[q][1] = i16x8_add(t[q][1], i16x8_relaxed_dot_i8x16_i7x16(yhi, hi));
+                }
+                if Q5 && j == 3 {
+                    for q in 0..2 {
+                        for h in 0..2 {
+                            w[q][h] = i32x4_dot_i16x8(t[q][h], ss[q][h]);
+                            t[q][h] = i16x8_splat(0);
+                        }
+                    }
+                }
+            });
+            for q in 0..2 {
+                let lo = i32x4_add(w[q][0], i32x4_dot_i16x8(t[q][0], ss[q][0]));
+                let hi = i32x4_add(w[q][1], i32x4_dot_i16x8(t[q][1], ss[q][1]));
+                isum[q] = i32x4_add(isum[q], i32x4_add(lo, hi));
+            }
+        }
+        isum
+    }
+
+    /// Σ_j sc_j·Σ u·y over the eight sub-blocks of a q4_K / q5_K super-block with dot-adds (the
+    /// engines whose dot-add is one instruction; else [`k4_isum2`]), `quants(g, j)`
     /// the operands of chunk 8g + j (low nibbles: elements 64g + 4j + 0..4 of each row,
     /// sub-block 2g; high nibbles the same + 32, sub-block 2g + 1). The loop over g stays
     /// rolled: unrolled, LLVM hoisted loads across it and V8 spilled (q4_K 30 % slower).
@@ -734,7 +811,7 @@ pub(super) mod chunked {
     /// # Safety
     /// 256 quants at `yq`.
     #[inline(always)]
-    unsafe fn k4_isum<const S: bool>(
+    unsafe fn k4_isum(
         sc: &[v128; 2],
         yq: *const u8,
         k: &C,
@@ -759,8 +836,8 @@ pub(super) mod chunked {
             unroll!(p in [0, 1, 2, 3] {
                 let (ylo0, lo0, yhi0, hi0) = chunk(2 * p);
                 let (ylo1, lo1, yhi1, hi1) = chunk(2 * p + 1);
-                a[p % 2] = dot2_add::<S>(ylo0, lo0, ylo1, lo1, a[p % 2], k.ones);
-                a[2 + p % 2] = dot2_add::<S>(yhi0, hi0, yhi1, hi1, a[2 + p % 2], k.ones);
+                a[p % 2] = dot2_add::<false>(ylo0, lo0, ylo1, lo1, a[p % 2], k.ones);
+                a[2 + p % 2] = dot2_add::<false>(yhi0, hi0, yhi1, hi1, a[2 + p % 2], k.ones);
             });
             // |Σ| < 2^16 per sub-block, · sc ≤ 63: exact in i32.
             let s0 = i32x4_mul(i32x4_add(a[0], a[1]), k4_scale(sc, 2 * g as u32, k));
@@ -785,13 +862,21 @@ pub(super) mod chunked {
         // SAFETY: forwarded; each closure call reads one group block and one column block.
         unsafe {
             run::<true>(nb, pn, b, accumulate, (144, true), |x, w, yq| {
-                let (sc, summ) = k4_scales(x, w, &k);
-                let qs = x.add(48);
-                let isum = k4_isum::<S>(&sc, yq, &k, |g, j| {
-                    let v = load16(qs.add(16 * (8 * g + j)));
+                let [(sa, ma), (sb, mb)] = x.map(|x| k4_scales(x, w, &k));
+                let qs = x.map(|x| x.add(48));
+                let quants = |q: usize, g: usize, j: usize| {
+                    let v = load16(qs[q].add(16 * (8 * g + j)));
                     (v128_and(v, k.m0f), v128_and(u16x8_shr(v, 4), k.m0f))
-                });
-                (isum, summ)
+                };
+                let [ia, ib] = if S {
+                    k4_isum2::<false>([&sa, &sb], yq, &k, quants)
+                } else {
+                    [
+                        k4_isum(&sa, yq, &k, |g, j| quants(0, g, j)),
+                        k4_isum(&sb, yq, &k, |g, j| quants(1, g, j)),
+                    ]
+                };
+                [(ia, ma), (ib, mb)]
             })
         }
     }
@@ -812,9 +897,9 @@ pub(super) mod chunked {
         // SAFETY: forwarded; each closure call reads one group block and one column block.
         unsafe {
             run::<true>(nb, pn, b, accumulate, (176, true), |x, w, yq| {
-                let (sc, summ) = k4_scales(x, w, &k);
-                let (qh, qs) = (x.add(48), x.add(176));
-                let isum = k4_isum::<S>(&sc, yq, &k, |g, j| {
+                let [(sa, ma), (sb, mb)] = x.map(|x| k4_scales(x, w, &k));
+                let quants = |q: usize, g: usize, j: usize| {
+                    let (qh, qs) = (x[q].add(48), x[q].add(176));
                     let v = load16(qs.add(16 * (8 * g + j)));
                     // Bits 2g, 2g + 1 of qh to bit 4: one shift by the loop's 2g (16-bit
                     // lanes, always right: no branch), then constant ones; the masks drop
@@ -827,8 +912,16 @@ pub(super) mod chunked {
                             v128_and(i16x8_shl(h, 3), k.x10),
                         ),
                     )
-                });
-                (isum, summ)
+                };
+                let [ia, ib] = if S {
+                    k4_isum2::<true>([&sa, &sb], yq, &k, quants)
+                } else {
+                    [
+                        k4_isum(&sa, yq, &k, |g, j| quants(0, g, j)),
+                        k4_isum(&sb, yq, &k, |g, j| quants(1, g, j)),
+                    ]
+                };
+                [(ia, ma), (ib, mb)]
             })
         }
     }
@@ -848,7 +941,7 @@ pub(super) mod chunked {
         let k = consts();
         // SAFETY: forwarded; each closure call reads one group block and one column block.
         unsafe {
-            run::<false>(nb, pn, b, accumulate, (210, false), |x, w, yq| {
+            run::<false>(nb, pn, b, accumulate, (210, false), |[x, _], w, yq| {
                 let (ql, qh, scp) = (x, x.add(512), x.add(768));
                 let mut isum = i32x4_splat(0);
                 // Chunks cc = 4q + t of half h: elements 128h + 4cc + 0..4 (low nibbles; qh
@@ -899,7 +992,8 @@ pub(super) mod chunked {
                 for i in 0..4 {
                     quarter(i / 2, 2 + i % 2, (2, -2));
                 }
-                (isum, i32x4_splat(0))
+                let r = (isum, i32x4_splat(0));
+                [r, r]
             })
         }
     }
