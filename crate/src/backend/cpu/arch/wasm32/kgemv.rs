@@ -629,7 +629,8 @@ pub(super) mod chunked {
                 // SAFETY: blk < nb: one block of each group (the same one twice when alone)
                 // and one column block (set above).
                 let (gs, sum) = unsafe {
-                    let gs = bases.map(|base| base.add(blk * 4 * xs));
+                    // (Written out, not `map`: see `gemv.rs` each4.)
+                    let gs = [bases[0].add(blk * 4 * xs), bases[1].add(blk * 4 * xs)];
                     // The panel's groups run to a0 + nrows · lda. Per block: a pass is long
                     // (k / 256 blocks of 576–840 bytes), its touches spread over it measured
                     // 1.08× a burst at its start (q4_K 4864 × 896 from DRAM, Node 26).
@@ -638,7 +639,7 @@ pub(super) mod chunked {
                         touch_page_ahead(gs[1], 4 * xs, lim);
                     }
                     let w = (&raw const (*cb).w) as *const u8;
-                    let sum = sums(gs.map(|g| g.add(head)), w, b.add(blk * YS + YQ));
+                    let sum = sums([gs[0].add(head), gs[1].add(head)], w, b.add(blk * YS + YQ));
                     (gs, sum)
                 };
                 for (j, (g, (isum, summ))) in
@@ -862,8 +863,8 @@ pub(super) mod chunked {
         // SAFETY: forwarded; each closure call reads one group block and one column block.
         unsafe {
             run::<true>(nb, pn, b, accumulate, (144, true), |x, w, yq| {
-                let [(sa, ma), (sb, mb)] = x.map(|x| k4_scales(x, w, &k));
-                let qs = x.map(|x| x.add(48));
+                let ((sa, ma), (sb, mb)) = (k4_scales(x[0], w, &k), k4_scales(x[1], w, &k));
+                let qs = [x[0].add(48), x[1].add(48)];
                 let quants = |q: usize, g: usize, j: usize| {
                     let v = load16(qs[q].add(16 * (8 * g + j)));
                     (v128_and(v, k.m0f), v128_and(u16x8_shr(v, 4), k.m0f))
@@ -897,7 +898,7 @@ pub(super) mod chunked {
         // SAFETY: forwarded; each closure call reads one group block and one column block.
         unsafe {
             run::<true>(nb, pn, b, accumulate, (176, true), |x, w, yq| {
-                let [(sa, ma), (sb, mb)] = x.map(|x| k4_scales(x, w, &k));
+                let ((sa, ma), (sb, mb)) = (k4_scales(x[0], w, &k), k4_scales(x[1], w, &k));
                 let quants = |q: usize, g: usize, j: usize| {
                     let (qh, qs) = (x[q].add(48), x[q].add(176));
                     let v = load16(qs.add(16 * (8 * g + j)));
