@@ -21,7 +21,6 @@ use core::arch::wasm32::*;
 use super::{u32x4_bytes, v128s, V128s};
 
 use super::kgemv;
-#[cfg(target_feature = "relaxed-simd")]
 use super::kgemv::store_rows;
 #[cfg(not(target_feature = "relaxed-simd"))]
 use super::tiles::{decode_q4_0, decode_q4_1, decode_q5_0, decode_q5_1};
@@ -291,6 +290,26 @@ unsafe fn group_scales(g: *const u8, min: bool, k: &F16Consts) -> (v128, v128) {
             f16x4_unbiased(i32x4_extend_low_i16x8(h), k),
             f32x4_splat(0.0),
         )
+    }
+}
+
+/// A group block of the SIMD128 build's repacked layout (`repack.rs`, not chunked: the four
+/// rows' scales, for q5_* their fifth bits, then each row's nibbles, or q8_0's quants, whole):
+/// xb[r], where row r's plain block would start, so that the plain decoders' quant offsets
+/// apply, and where the fifth bits are (q5_* only).
+///
+/// # Safety
+/// `g` addresses a group block of `xs`-byte blocks (`min`: with d and m).
+#[inline(always)]
+unsafe fn group_rows(g: *const u8, xs: usize, min: bool) -> ([*const u8; 4], *const u8) {
+    let f = if min { 2 } else { 1 };
+    let hb = if xs - 2 * f == 20 { 1 } else { 0 };
+    let body = xs - 2 * f - 4 * hb;
+    // SAFETY: caller; x0 = g + 6f + 12hb, and the rows' bytes from it lie in the group block.
+    unsafe {
+        let x0 = g.add(8 * f + 16 * hb - (2 * f + 4 * hb));
+        let xb = [x0, x0.add(body), x0.add(2 * body), x0.add(3 * body)];
+        (xb, g.add(8 * f))
     }
 }
 
@@ -572,16 +591,9 @@ unsafe fn run<const R4: bool>(
             unsafe {
                 let cb = cp.add(blk);
                 let (xb, hp, (dx, mx)) = if R4 {
-                    // Group block (`repack.rs`): the scales, for q5_* the four rows' fifth
-                    // bits (`hp`), then each row's nibbles (or q8_0's quants); xb[r] is where
-                    // row r's plain block would start, so the decoders' quant offsets apply.
                     let g = base.add(blk * 4 * xs);
-                    let f = if min { 2 } else { 1 };
-                    let hb = if xs - 2 * f == 20 { 1 } else { 0 };
-                    let body = xs - 2 * f - 4 * hb;
-                    let x0 = g.add(8 * f + 16 * hb - (2 * f + 4 * hb));
-                    let xb = [x0, x0.add(body), x0.add(2 * body), x0.add(3 * body)];
-                    (xb, g.add(8 * f), group_scales(g, min, &fk))
+                    let (xb, hp) = group_rows(g, xs, min);
+                    (xb, hp, group_scales(g, min, &fk))
                 } else {
                     let x0 = base.add(blk * xs);
                     let x1 = x0.add(stride);
@@ -638,7 +650,8 @@ unsafe fn run<const R4: bool>(
     }
 }
 
-/// [`run`] over repacked groups (the relaxed build's chunked layout) two at a time, far apart:
+/// [`run`] over repacked groups (the relaxed build's chunked layout, and the SIMD128 build's
+/// q8_0) two at a time, far apart:
 /// group i with group i + h, h half the panel's groups rounded up (an odd count's middle group
 /// runs alone, beside itself, written once). Per block `sums(ga, gb, yq)` gives both groups'
 /// exact integer dots (`ga`, `gb`: their group blocks, `yq` the column block's quants), so the
@@ -654,7 +667,6 @@ unsafe fn run<const R4: bool>(
 /// # Safety
 /// As [`gemv`], the panel repacked (whole groups); `sums` reads one group block at each of
 /// `ga`, `gb` and 32 bytes at `yq` (64 for q8_0's masks after them).
-#[cfg(target_feature = "relaxed-simd")]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn run2(
@@ -723,9 +735,37 @@ unsafe fn run2(
 /// As [`gemv`].
 #[inline(never)]
 unsafe fn gemv_q8_0_i16<const R4: bool>(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
+    // Four rows' sums against the column's widened quants `qy`.
+    let rows =
+        |xb: [*const u8; 4], qy: &[v128; 4]| reduce4(each4(|r| dot32(&decode_q8_0(xb[r]), qy)));
+    if R4 {
+        // The SIMD128 build's repacked groups (the relaxed build's are chunked), two a pass
+        // ([`run2`]), the column's widened quants shared by eight rows: against one a pass
+        // (`gemv-ab.mjs`, Node 24, AMD Zen 3) 576 × 49152 1.17× from DRAM, 1.18–1.21× from
+        // cache, 896 × 4864 1.07–1.19× / 1.08–1.10×. (The 4/5-bit types stay one a pass.)
+        // SAFETY: forwarded; each closure call reads one 136-byte group block of each group
+        // and the column block's 32 quants.
+        unsafe {
+            run2(
+                nb,
+                pn,
+                b,
+                accumulate,
+                (34, 34, 2),
+                (false, false, false),
+                0,
+                |ga, gb, yq| {
+                    let qy = ext_i8x32(yq);
+                    let group = |g| rows(group_rows(g, 34, false).0, &qy);
+                    [group(ga), group(gb)]
+                },
+            )
+        }
+        return;
+    }
     // SAFETY: forwarded; each closure call reads one 34-byte block per row and of the column.
     unsafe {
-        run::<R4>(
+        run::<false>(
             nb,
             pn,
             b,
@@ -733,10 +773,7 @@ unsafe fn gemv_q8_0_i16<const R4: bool>(nb: usize, pn: &Panel, b: *const u8, acc
             (34, 34, 2),
             (false, false, false),
             0,
-            |xb, yq, _| {
-                let qy = ext_i8x32(yq);
-                reduce4(each4(|r| dot32(&decode_q8_0(xb[r]), &qy)))
-            },
+            |xb, yq, _| rows(xb, &ext_i8x32(yq)),
         )
     }
 }
@@ -752,6 +789,10 @@ macro_rules! simd_gemv {
         #[inline(never)]
         unsafe fn $name<const R4: bool>(nb: usize, pn: &Panel, b: *const u8, accumulate: bool) {
             let qat = $ys - 32;
+            // Repacked: one group a pass. Two far apart, as q8_0 ([`run2`], the column's
+            // widened quants shared), measured against one (`gemv-ab.mjs`, Node 24, AMD Zen 3)
+            // from DRAM q4_1 1.01–1.02×, q4_0 0.99–1.00×, q5_0 1.00×, q5_1 0.96–0.98× (from
+            // cache 1.01–1.05×): at 3–5 GB/s these are bound by their decode, not the stream.
             // SAFETY: forwarded; each closure call reads one block per row and of the column.
             unsafe {
                 run::<R4>(
