@@ -248,8 +248,10 @@ fn mul_mat_quant_gemv_special_scales() {
 
 /// Repacked weights (the wasm SIMD GEMV reads the groups directly, with the finite-only f16
 /// conversion; other products read a plain copy): every row bit for bit the plain weights'
-/// result, on 4, 67 (a 3-row tail) and 301 rows, with ordinary scales and with every class of
-/// finite f16 (±0, subnormals, the largest) as scales (and q8_0 quants of −128).
+/// result, on 4, 12, 67 (a 3-row tail) and 301 rows, with ordinary scales and with every class
+/// of finite f16 (±0, subnormals, the largest) as scales (and q8_0 quants of −128). The GEMVs
+/// that take two groups a pass (i with i + h) meet 1 group, 3 (the middle one alone), 16, and
+/// 11 with a 1-row tail (301 rows: chunks of 64 rows at n = 1).
 #[wasm_bindgen_test]
 fn mul_mat_repacked_matches_plain() {
     const FINITE: [u16; 7] = [0x0000, 0x8000, 0x0001, 0x03ff, 0x8201, 0x7bff, 0xfbff];
@@ -263,9 +265,9 @@ fn mul_mat_repacked_matches_plain() {
             _ => &[0],
         };
         let shapes: &[(usize, usize)] = if dt.block_size() == 256 {
-            &[(256, 4), (768, 67), (1024, 301)]
+            &[(256, 4), (512, 12), (768, 67), (1024, 301)]
         } else {
-            &[(32, 4), (288, 67), (576, 301)]
+            &[(32, 4), (64, 12), (288, 67), (576, 301)]
         };
         for &(k, m) in shapes {
             for special in [false, true] {
