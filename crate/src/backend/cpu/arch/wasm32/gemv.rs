@@ -127,7 +127,7 @@ unsafe fn dispatch<const R4: bool>(
 /// `[f(0), f(1), f(2), f(3)]` written out: a pass's four rows as straight-line code. Over
 /// `[_; 4]::map` (a loop) LLVM either unrolled the rows or kept the loop, its results through a
 /// stack array, depending on unrelated code elsewhere in the crate: the SIMD128 build's GEMVs
-/// below ran 1.2–1.9× apart by that alone (Node 24, AMD Zen 3; written out is the faster).
+/// below ran 1.1–1.9× apart by that alone (Node 24, AMD Zen 3; written out is the faster).
 #[inline(always)]
 pub(super) fn each4<T>(mut f: impl FnMut(usize) -> T) -> [T; 4] {
     [f(0), f(1), f(2), f(3)]

@@ -141,6 +141,14 @@ fn k4_summ(bs: [v128; 2], mn: v128) -> v128 {
 /// of one super-block as i32x4 (lane r = row r); `min` for the types with dmin (at byte 2),
 /// `dat` where d is.
 ///
+/// Repacked rows (the SIMD128 build) go one group a pass: two far apart, as `gemv.rs` `run2`,
+/// measured against one (`gemv-ab.mjs`, Node 24, AMD Zen 3) from DRAM q4_K 0.98–1.00×, q5_K
+/// 0.99–1.00×, q6_K 0.95–0.97× (from cache 0.99–1.03×): at 5–7 GB/s they are bound by their
+/// decode. That speed rests on LLVM keeping `xb.map(row)` below a loop, the column's widening
+/// hoisted out of it for the four rows; unrolled, as unrelated changes to the crate made it at
+/// times, they ran 0.87–0.95× (and the rows written out with the widening shared 0.81–1.00×, a
+/// loop with a count hidden from LLVM 0.77–0.87×, for reasons not found).
+///
 /// # Safety
 /// As [`super::gemv::gemv`] (`b` a q8_K column of nb blocks, rows of nb blocks of `xs` bytes);
 /// `sums` reads one block of each row and of the column.
