@@ -856,6 +856,31 @@ pub(super) mod chunked {
         isum
     }
 
+    /// Both groups' Σ_j sc_j·Σ u·y: [`k4_isum2`] where the dot-add is split (`S`), else
+    /// [`k4_isum`] per group.
+    ///
+    /// # Safety
+    /// 256 quants at `yq`.
+    #[inline(always)]
+    unsafe fn k4_sums<const S: bool, const Q5: bool>(
+        sc: [&[v128; 2]; 2],
+        yq: *const u8,
+        k: &C,
+        quants: impl Fn(usize, usize, usize) -> (v128, v128),
+    ) -> [v128; 2] {
+        // SAFETY: caller.
+        unsafe {
+            if S {
+                k4_isum2::<Q5>(sc, yq, k, quants)
+            } else {
+                [
+                    k4_isum(sc[0], yq, k, |g, j| quants(0, g, j)),
+                    k4_isum(sc[1], yq, k, |g, j| quants(1, g, j)),
+                ]
+            }
+        }
+    }
+
     /// q4_K groups: body = 3 chunks of scales, 32 of nibbles.
     ///
     /// # Safety
@@ -877,14 +902,7 @@ pub(super) mod chunked {
                     let v = load16(qs[q].add(16 * (8 * g + j)));
                     (v128_and(v, k.m0f), v128_and(u16x8_shr(v, 4), k.m0f))
                 };
-                let [ia, ib] = if S {
-                    k4_isum2::<false>([&sa, &sb], yq, &k, quants)
-                } else {
-                    [
-                        k4_isum(&sa, yq, &k, |g, j| quants(0, g, j)),
-                        k4_isum(&sb, yq, &k, |g, j| quants(1, g, j)),
-                    ]
-                };
+                let [ia, ib] = k4_sums::<S, false>([&sa, &sb], yq, &k, quants);
                 [(ia, ma), (ib, mb)]
             })
         }
@@ -922,14 +940,7 @@ pub(super) mod chunked {
                         ),
                     )
                 };
-                let [ia, ib] = if S {
-                    k4_isum2::<true>([&sa, &sb], yq, &k, quants)
-                } else {
-                    [
-                        k4_isum(&sa, yq, &k, |g, j| quants(0, g, j)),
-                        k4_isum(&sb, yq, &k, |g, j| quants(1, g, j)),
-                    ]
-                };
+                let [ia, ib] = k4_sums::<S, true>([&sa, &sb], yq, &k, quants);
                 [(ia, ma), (ib, mb)]
             })
         }
