@@ -591,13 +591,14 @@ pub(super) mod chunked {
         }
     }
 
-    /// Every group of `pn` (whole groups of four rows) against column `b`: `sums(g, w, yq)`
-    /// gives the four rows' exact (isum, summ) of one group block `g` (summ: 0 without dmin)
-    /// with the column super-block's facts at `w` and its quants at `yq`.
+    /// Every group of `pn` (whole groups of four rows) against column `b`: `sums([ga, gb], w,
+    /// yq)` gives the four rows' exact (isum, summ) of group blocks `ga` and `gb` (summ: 0
+    /// without dmin) with the column super-block's facts at `w` and its quants at `yq`. Without
+    /// `P`, and for an odd count's middle group, `gb` is `ga` and its result unused.
     ///
     /// # Safety
-    /// As [`super::super::gemv::gemv_repacked`]; nb ≤ MAX_SB; `sums` reads one group block and
-    /// one column block.
+    /// As [`super::super::gemv::gemv_repacked`]; nb ≤ MAX_SB; `sums` reads one block of each
+    /// group and one column block.
     #[inline(always)]
     unsafe fn run<const P: bool>(
         nb: usize,
