@@ -50,20 +50,28 @@ struct Padded(AtomicUsize);
 #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
 const SPINS: u32 = 2000;
 
-/// In wasm the only way out of a spin is to block, and a blocked Web Worker takes tens of µs to
-/// wake, more than most nodes of a token take. So a thread spins up to its budget, which doubles
-/// (to `MAX_SPINS`, some 50-100 µs) when a spin ends in time and shrinks by an eighth (to
-/// `MIN_SPINS`) when one runs out: on a quiet machine nearly every barrier of a token is met
-/// spinning; where the threads share a core with others (an oversubscribed machine), a spinner
-/// would take the time the thread it waits for needs (measured 20x slower), almost every spin
-/// runs out, and the budget falls back to a short spin. (Halving on a miss was symmetric with
-/// the doubling: on a 2-vCPU Intel VM a few long waits per token drove the budget down, short
-/// spins then missed too, and SmolLM2's 2-thread generation fell below its 1-thread one, 31 vs
-/// 42 tok/s in Node; shrinking by an eighth: 2 threads 58–60.)
+/// In wasm the only way out of a spin is to block, and a blocked Web Worker takes tens to
+/// hundreds of µs to wake, more than most nodes of a token take. So a thread spins up to its
+/// budget, which doubles (to `MAX_SPINS`, some 0.4–0.8 ms) when a spin ends in time and shrinks
+/// by an eighth (to `MIN_SPINS`) when one runs out: on a quiet machine nearly every barrier of a
+/// token is met spinning; where the threads share a core with others (an oversubscribed
+/// machine), a spinner would take the time the thread it waits for needs (measured 20x slower),
+/// almost every spin runs out, and the budget falls back to a short spin. (Halving on a miss
+/// was symmetric with the doubling: on a 2-vCPU Intel VM a few long waits per token drove the
+/// budget down, short spins then missed too, and SmolLM2's 2-thread generation fell below its
+/// 1-thread one, 31 vs 42 tok/s in Node; shrinking by an eighth: 2 threads 58–60.)
+///
+/// The ceiling is above a wake-up's cost (spin about as long as blocking costs, then block):
+/// with 2^16 spins (50–100 µs) a prompt's barriers parked 160–190 times (SmolLM2, 120 tokens, 2
+/// threads, Node 24), each waking late enough that the other thread parked at the next barrier
+/// in turn; with 2^19, 7–26 times. Chromium 148 (2 threads, 6 rounds each load order, Zen 3):
+/// SmolLM2 prompt 1.29× / 1.00× (medians per order), generation 1.16× / 1.13×; Qwen2.5 prompt
+/// 1.05× / 1.03×, generation 0.96× / 0.98×. Oversubscribed (3 threads on 2 cores, Node):
+/// generation 57–79 vs 34–51 tok/s, prompt level or better.
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
 const MIN_SPINS: u32 = 2000;
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
-const MAX_SPINS: u32 = 1 << 16;
+const MAX_SPINS: u32 = 1 << 19;
 
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
 thread_local! {
