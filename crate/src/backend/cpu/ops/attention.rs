@@ -13,7 +13,6 @@ use crate::backend::cpu::arch::{self, exp_approx};
 use crate::backend::cpu::{thread_range, type_traits, ComputeParams, NodeRef, TensorRef};
 use crate::tensor::{Alibi, Op};
 use crate::DType;
-use std::sync::atomic::Ordering;
 
 use super::basic::load_row;
 
@@ -199,24 +198,11 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
     let items = split.groups * split.chunks;
     // The group whose queries qf / qv hold.
     let mut loaded = None;
-    // Not one contiguous range a thread: under a causal mask a token's work grows with its
-    // position, so contiguous ranges left thread 0 the short early tokens and the last thread
-    // the long late ones (SmolLM2's prompt, 2 threads in Chromium: one thread did 2.3× the
-    // other's attention). A prompt's items (one chunk a group) go from the last tokens' down,
-    // each thread taking the next one free, so the last to finish are the cheapest: taken in
-    // turn, the threads' shares still differed by ~10 % of the node (a wait of ~170 µs a layer
-    // at 2 threads in wasm, SmolLM2's 120-token prompt). A generated token's chunks are alike:
-    // in turn. An item's result does not depend on the thread computing it.
-    let dynamic = split.chunks == 1 && p.nth > 1 && !p.alone;
-    let mut next = p.ith;
-    while next < items {
-        let item = if dynamic { items - 1 - next } else { next };
-        // (The node's counter starts at nth: every thread's first item is its own.)
-        next = if dynamic {
-            p.chunk.fetch_add(1, Ordering::Relaxed)
-        } else {
-            next + p.nth.max(1)
-        };
+    // Items in turn, not one contiguous range a thread: under a causal mask a token's work grows
+    // with its position, so contiguous ranges left thread 0 the short early tokens and the last
+    // thread the long late ones (SmolLM2's prompt, 2 threads in Chromium: one thread did 2.3×
+    // the other's attention). An item's result does not depend on the thread computing it.
+    for item in (p.ith..items).step_by(p.nth.max(1)) {
         let (group, chunk) = (item / split.chunks, item % split.chunks);
         let (h0, hk, t0, i3, nl) = split.locate(group);
         let k3 = i3 % k.ne[3];
