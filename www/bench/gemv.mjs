@@ -6,6 +6,12 @@
 //
 //   node --experimental-wasm-relaxed-simd --no-liftoff www/bench/gemv.mjs [--builds relaxed,old=relaxed:path/to/ggweb_bg.wasm]
 //        [--shapes q4_1:576x1536,...] [--mib 128] [--rounds 3] [--seconds 0.3] [--native target/release/ggweb]
+//        [--page-touch on|off]
+//
+// --page-touch: the GEMVs' page touches (`InitOptions.pageTouch`), which a model's load times and
+// chooses per machine (`loadInfo.pageTouch`); unset, a build keeps its start's (touching). Where
+// the load chooses off, the touches' stalls make the memory figures low (q6_K 4864x896 on an AMD
+// Zen 3: 4.4 GB/s touching, 7.6-8.4 without).
 //
 // Each build runs in its own Node process; the rounds interleave builds (and the native CLI's
 // `bench --llm` of the same models, 1 thread, when --native is given), so on a shared machine
@@ -36,7 +42,14 @@ if (opt('child', null) !== null) {
   const spec = opt('child', 'relaxed');
   const [kind, path] = spec.includes(':') ? spec.split(/:(.*)/s) : [spec, undefined];
   const { init, benchMulMat } = await import('../dist/index.js');
-  await init({ threads: false, simd: kind !== 'scalar', relaxed: kind === 'relaxed', ...(path ? { wasm: path } : {}) });
+  const touch = opt('page-touch', null);
+  await init({
+    threads: false,
+    simd: kind !== 'scalar',
+    relaxed: kind === 'relaxed',
+    ...(path ? { wasm: path } : {}),
+    ...(touch !== null ? { pageTouch: touch === 'on' } : {}),
+  });
   const out = {};
   for (const s of shapes) {
     const bytes = weightBytes(s);
@@ -58,6 +71,8 @@ const builds = opt('builds', 'relaxed').split(',').map((v) => {
 });
 const native = opt('native', null);
 const rounds = Number(opt('rounds', '3'));
+const pageTouch = opt('page-touch', null);
+if (pageTouch !== null && pageTouch !== 'on' && pageTouch !== 'off') throw new Error(`--page-touch must be on or off, not ${pageTouch}`);
 const runs = {}; // name -> key -> {cache: [], memory: []}
 const add = (name, key, where, v) => {
   runs[name] ??= {};
@@ -67,7 +82,8 @@ const add = (name, key, where, v) => {
 for (let r = 0; r < rounds; r++) {
   for (const b of builds) {
     const p = spawnSync(process.execPath, [...RELAXED_FLAGS, '--no-liftoff', self, '--child', b.spec, '--shapes',
-      shapes.map((s) => `${s.type}:${s.k}x${s.m}`).join(','), '--mib', `${mib}`, '--seconds', `${seconds}`], { encoding: 'utf8', maxBuffer: 1 << 24 });
+      shapes.map((s) => `${s.type}:${s.k}x${s.m}`).join(','), '--mib', `${mib}`, '--seconds', `${seconds}`,
+      ...(pageTouch !== null ? ['--page-touch', pageTouch] : [])], { encoding: 'utf8', maxBuffer: 1 << 24 });
     if (p.status !== 0) throw new Error(`build ${b.name} failed:\n${p.stderr}`);
     const o = JSON.parse(p.stdout.trim().split('\n').pop());
     for (const [key, v] of Object.entries(o)) {
@@ -94,7 +110,7 @@ const med = (a) => {
   return s[s.length >> 1];
 };
 const names = Object.keys(runs);
-console.log(`wasm GEMV over repacked weights, 1 thread, GB/s of weights (median of ${rounds} rounds; cache: one weight re-read, memory: > ${mib} MiB of copies)`);
+console.log(`wasm GEMV over repacked weights, 1 thread, GB/s of weights (median of ${rounds} rounds; cache: one weight re-read, memory: > ${mib} MiB of copies; page touches ${pageTouch ?? "as a build starts (on)"})`);
 console.log(`| shape | ${names.map((n) => `${n} cache | ${n} memory`).join(' | ')} |`);
 console.log(`|---|${names.map(() => '---|---').join('|')}|`);
 for (const s of shapes) {
