@@ -67,7 +67,7 @@ const SPINS: u32 = 2000;
 /// in turn; with 2^19, 7–26 times. Chromium 148 (2 threads, 6 rounds each load order, Zen 3):
 /// SmolLM2 prompt 1.29× / 1.00× (medians per order), generation 1.16× / 1.13×; Qwen2.5 prompt
 /// 1.05× / 1.03×, generation 0.96× / 0.98×. Oversubscribed (3 threads on 2 cores, Node):
-/// generation 57–79 vs 34–51 tok/s, prompt level or better.
+/// generation 46–79 vs 34–51 tok/s, prompt level or better.
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
 const MIN_SPINS: u32 = 2000;
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
