@@ -10,7 +10,9 @@
 //! the thread count: the results are the same bits on any number of threads.
 
 use crate::backend::cpu::arch::{self, exp_approx};
-use crate::backend::cpu::{thread_range, type_traits, ComputeParams, NodeRef, TensorRef};
+use crate::backend::cpu::{
+    dequantize_row, thread_range, type_traits, ComputeParams, NodeRef, TensorRef,
+};
 use crate::tensor::{Alibi, Op};
 use crate::DType;
 
@@ -183,7 +185,14 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
 
     let mut qf = vec![0f32; ml * dk];
     let mut qv = vec![0u8; if dot4 { 0 } else { ml * q_bytes }];
+    // q's f16 copy for rounding it (dot4).
+    let mut qh = vec![0u8; if dot4 { dk * 2 } else { 0 }];
+    let f16t = type_traits(DType::F16).expect("f16 is computable");
     let mut masks = vec![0f32; if mask.is_some() { ml * n_kv } else { 0 }];
+    // The mask row each lane reads (`masks[slot · n_kv..]`): lanes of one token whose heads
+    // read the same mask row (a broadcast over heads, no ALiBi) share the first one's, so a
+    // generated token's group loads and scans its row once, not once a head.
+    let mut mslot = vec![0usize; ml];
     let mut scores = vec![0f32; ml * BLOCK];
     let mut vrow = vec![0f32; dv];
     let mut accs = vec![0f32; ml * dv];
@@ -223,13 +232,25 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
                 if dot4 {
                     // q rounded to f16 as the one-row path (and mul_mat's f16 path, and
                     // llama.cpp) rounds it: the same scores whichever kernel this machine has.
-                    qrow.iter_mut()
-                        .for_each(|x| *x = half::f16::from_f32(*x).to_f32());
+                    // (The rows' conversions: the same bits as `half`'s, a vector at a time.)
+                    (f16t.from_f32)(qrow, &mut qh);
+                    dequantize_row(DType::F16, &qh, qrow).expect("f16 is computable");
                 } else {
                     (qt.from_f32)(qrow, &mut qv[gi * q_bytes..(gi + 1) * q_bytes]);
                 }
             }
             if let Some(m) = mask {
+                let slope = alibi.slope(h);
+                // An earlier lane of this token with the same mask row and no ALiBi scaling.
+                mslot[gi] = gi;
+                if slope == 1.0 {
+                    if let Some(gj) = (gi - gi % g..gi).find(|&gj| {
+                        (h0 + gj % g) % m.ne[2] == h % m.ne[2] && alibi.slope(h0 + gj % g) == 1.0
+                    }) {
+                        mslot[gi] = mslot[gj];
+                        continue;
+                    }
+                }
                 // Only the chunk's positions: nothing else of the row is read (a chunk a thread
                 // would otherwise load whole rows n_kv / chunk_len times over).
                 let row = &mut masks[gi * n_kv + j_lo..gi * n_kv + j_hi];
@@ -242,7 +263,6 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
                     };
                     load_row(&part, t, h % m.ne[2], i3 % m.ne[3], row)
                 };
-                let slope = alibi.slope(h);
                 if slope != 1.0 {
                     row.iter_mut().for_each(|x| *x *= slope);
                 }
@@ -259,7 +279,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
         // so a lane's blocks do not depend on the other lanes of its group.
         let (mut s_lo, mut s_hi) = (j_hi, j_lo);
         if mask.is_some() {
-            for gi in 0..nl {
+            for gi in (0..nl).filter(|&gi| mslot[gi] == gi) {
                 let (lo, hi) = attended_span(&masks[gi * n_kv + j_lo..gi * n_kv + j_hi]);
                 if lo < hi {
                     s_lo = s_lo.min(j_lo + lo);
@@ -275,7 +295,10 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
             // The block's rows r0..r1 past the rows at either end that every lane masks (a
             // causal mask's future, a sliding window's past): those are neither scored nor read.
             let attended = |j: usize| {
-                mask.is_none() || (0..nl).any(|gi| masks[gi * n_kv + j] != f32::NEG_INFINITY)
+                mask.is_none()
+                    || (0..nl)
+                        .filter(|&gi| mslot[gi] == gi)
+                        .any(|gi| masks[gi * n_kv + j] != f32::NEG_INFINITY)
             };
             let mut r0 = b0;
             while r0 < b1 && !attended(r0) {
@@ -310,7 +333,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
                 for gi in 0..nl {
                     let qrow = &qv[gi * q_bytes..(gi + 1) * q_bytes];
                     for j in r0..r1 {
-                        if mask.is_some() && masks[gi * n_kv + j] == f32::NEG_INFINITY {
+                        if mask.is_some() && masks[mslot[gi] * n_kv + j] == f32::NEG_INFINITY {
                             continue;
                         }
                         // SAFETY: row j < n_kv as above; k_bytes bytes per row.
@@ -338,7 +361,7 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
                     }
                 }
                 if mask.is_some() {
-                    let mrow = &masks[gi * n_kv + r0..gi * n_kv + r1];
+                    let mrow = &masks[mslot[gi] * n_kv + r0..mslot[gi] * n_kv + r1];
                     for (x, &mv) in mid.iter_mut().zip(mrow) {
                         *x = if mv == f32::NEG_INFINITY {
                             f32::NEG_INFINITY

@@ -182,6 +182,13 @@ pub(super) unsafe fn load_row(t: &TensorRef, i1: usize, i2: usize, i3: usize, ou
             DType::F32 if t.nb[0] == 4 => {
                 std::ptr::copy_nonoverlapping(base, out.as_mut_ptr() as *mut u8, n * 4)
             }
+            // A contiguous f16 row (an attention mask's) through the vector conversion (the
+            // same bits as `ld`): element by element it was a call each.
+            DType::F16 if t.nb[0] == 2 => {
+                let bytes = std::slice::from_raw_parts(base, n * 2);
+                crate::backend::cpu::dequantize_row(DType::F16, bytes, out)
+                    .expect("f16 is computable");
+            }
             dt if is_float(dt) => {
                 for (i, o) in out.iter_mut().enumerate() {
                     *o = ld(dt, base.add(i * t.nb[0]));

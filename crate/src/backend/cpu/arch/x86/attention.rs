@@ -258,13 +258,19 @@ mod avx512 {
                     _mm_storeu_ps(d.as_mut_ptr(), reduce4(aa));
                     _mm_storeu_ps(d.as_mut_ptr().add(4), reduce4(ab));
                 }
-                for (o, x) in out[l * ostride + j..].iter_mut().zip(&d[..cnt]) {
-                    *o = *x;
-                }
+                crate::backend::cpu::arch::put4(
+                    out,
+                    l * ostride + j,
+                    &[d[0], d[1], d[2], d[3]],
+                    cnt,
+                );
                 if l2 > l {
-                    for (o, x) in out[l2 * ostride + j..].iter_mut().zip(&d[4..4 + cnt]) {
-                        *o = *x;
-                    }
+                    crate::backend::cpu::arch::put4(
+                        out,
+                        l2 * ostride + j,
+                        &[d[4], d[5], d[6], d[7]],
+                        cnt,
+                    );
                 }
                 l += 2;
             }
@@ -402,9 +408,7 @@ mod avx2 {
             for l in 0..nl {
                 // SAFETY: as above; query l is q[l·dk..(l + 1)·dk].
                 let d = unsafe { dot4_f16_f32(rows, &q[l * dk..(l + 1) * dk]) };
-                for (o, x) in out[l * ostride + j..].iter_mut().zip(&d[..cnt]) {
-                    *o = *x;
-                }
+                crate::backend::cpu::arch::put4(out, l * ostride + j, &d, cnt);
             }
             j += cnt;
         }
