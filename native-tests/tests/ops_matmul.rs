@@ -1172,3 +1172,93 @@ fn gemv_plan_small_weights_owned_larger_split() {
         .unwrap();
     assert_eq!(plan, ["MUL_MAT owner 1", "MUL_MAT owner 0", "MUL_MAT all"]);
 }
+
+/// A layer's products of one activation (prompt-sized: converted once for all threads, then a
+/// barrier) take the first one's converted src1 where the next needs the same bytes
+/// (`ops::matmul::ConvertKey`): K, V and Q of q4_1 weights (a bias add between), not the q8_0
+/// product (another vec_dot type), and not the q4_1 product after it (the work buffer then
+/// holds the q8_0 product's conversion). On 2 and 3 threads, rounds of them, the same bits as on
+/// 1 thread and as each product computed alone.
+#[test]
+fn products_of_one_activation_share_its_conversion() {
+    use ggweb::backend::cpu::CpuBackend;
+    use ggweb::Graph;
+    let mut rng = Rng::new(91);
+    let mut ctx = Context::new();
+    let (k, n) = (576, 13);
+    let w = |ctx: &mut Context, t, rows| ctx.new_tensor(t, &[k, rows]).unwrap();
+    let (wk, wv, wq) = (
+        w(&mut ctx, DType::Q4_1, 192),
+        w(&mut ctx, DType::Q4_1, 192),
+        w(&mut ctx, DType::Q4_1, 576),
+    );
+    let (w8, wl) = (w(&mut ctx, DType::Q8_0, 64), w(&mut ctx, DType::Q4_1, 96));
+    let x = ctx.new_tensor(DType::F32, &[k, n]).unwrap();
+    let bias = ctx.new_tensor(DType::F32, &[192, n]).unwrap();
+    let yk = ctx.mul_mat(wk, x).unwrap();
+    let yk = ctx.add(yk, bias).unwrap();
+    let yv = ctx.mul_mat(wv, x).unwrap();
+    let yq = ctx.mul_mat(wq, x).unwrap();
+    let y8 = ctx.mul_mat(w8, x).unwrap();
+    let yl = ctx.mul_mat(wl, x).unwrap();
+    let outs = [yk, yv, yq, y8, yl];
+    alloc_all(&mut ctx);
+    for (t, rows) in [(wk, 192), (wv, 192), (wq, 576), (w8, 64), (wl, 96)] {
+        set_values(&ctx, t, &rng.vec(k * rows, -1.0, 1.0)).unwrap();
+    }
+    set_values(&ctx, x, &rng.vec(k * n, -1.0, 1.0)).unwrap();
+    set_values(&ctx, bias, &rng.vec(192 * n, -1.0, 1.0)).unwrap();
+    let g = Graph::build(&ctx, &outs);
+    let plan = CpuBackend::with_threads_forced(2)
+        .plan_report(&ctx, &g)
+        .unwrap();
+    assert_eq!(
+        plan,
+        [
+            // (The add reads K's result; the q8_0 product converts over what Q reads.)
+            "MUL_MAT all sync",
+            "ADD solo",
+            "MUL_MAT all reuse",
+            "MUL_MAT all reuse sync",
+            "MUL_MAT all sync",
+            "MUL_MAT all",
+        ],
+        "{plan:?}"
+    );
+    let clear = |ctx: &Context| {
+        for t in outs {
+            let len = ctx.tensor(t).nelements();
+            ctx.set_f32(t, &vec![f32::NAN; len]).unwrap();
+        }
+    };
+    // Each product alone (its own graph, its own conversion), then all of them on 1 thread.
+    let mut alone = Vec::new();
+    for t in outs {
+        clear(&ctx);
+        compute(&ctx, &[t], 1).unwrap();
+        alone.push(ctx.get_f32(t).unwrap());
+    }
+    clear(&ctx);
+    compute(&ctx, &outs, 1).unwrap();
+    let want: Vec<Vec<f32>> = outs.iter().map(|&t| ctx.get_f32(t).unwrap()).collect();
+    let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+    for (i, (a, w)) in alone.iter().zip(&want).enumerate() {
+        assert!(w.iter().all(|v| v.is_finite()), "product {i}: not finite");
+        assert!(
+            same(a, w),
+            "product {i}: one graph differs from the product alone"
+        );
+    }
+    for threads in [2, 3] {
+        for round in 0..10 {
+            clear(&ctx);
+            compute(&ctx, &outs, threads).unwrap();
+            for (i, (&t, w)) in outs.iter().zip(&want).enumerate() {
+                assert!(
+                    same(&ctx.get_f32(t).unwrap(), w),
+                    "{threads} threads, round {round}, product {i}: not one thread's bits"
+                );
+            }
+        }
+    }
+}

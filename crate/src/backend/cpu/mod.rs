@@ -123,6 +123,9 @@ pub struct ComputeParams<'a> {
     /// Thread `ith` of `nth` runs the whole node by itself, with thread `ith`'s part of the
     /// work buffer (a small GEMV, see `Run::Owner`; only mul_mat's GEMV is given this).
     pub alone: bool,
+    /// mul_mat: src1 is already in the work buffer as this product converts it, left by the
+    /// previous product (`ops::matmul::ConvertKey`): no conversion, no barrier after it.
+    pub src1_ready: bool,
 }
 
 impl ComputeParams<'_> {
@@ -221,6 +224,8 @@ struct Step {
     node: NodeRef,
     run: Run,
     sync: bool,
+    /// mul_mat: the previous product's converted src1 is this one's (see [`ComputeParams`]).
+    src1_ready: bool,
 }
 
 /// Which threads run a node.
@@ -295,7 +300,7 @@ impl Span {
 }
 
 impl Access {
-    fn of(node: &NodeRef, run: Run, nth: usize) -> Access {
+    fn of(node: &NodeRef, run: Run, nth: usize, src1_ready: bool) -> Access {
         let mut reads = [None; MAX_SRC];
         for (r, s) in reads.iter_mut().zip(&node.src) {
             *r = s.as_ref().map(Span::of);
@@ -306,6 +311,8 @@ impl Access {
             owner: run.owner(),
             work: if run == Run::Solo {
                 ops::WorkUse::None
+            } else if src1_ready {
+                ops::WorkUse::SharedRead
             } else {
                 ops::work_use(node, nth)
             },
@@ -323,6 +330,10 @@ impl Access {
             (WorkUse::None, _) | (_, WorkUse::None) => false,
             // Each thread's own part of the work buffer, the same part in every node.
             (WorkUse::PerThread, WorkUse::PerThread) => false,
+            // Reading what the product before converted, as it does (`plan` sets SharedRead
+            // only right after that product; its own barrier ordered the conversion, and any
+            // scratch is each thread's own at the same place in both).
+            (WorkUse::Shared | WorkUse::SharedRead, WorkUse::SharedRead) => false,
             _ => true,
         };
         let reads_write = |a: &Access, w: Span| a.reads.iter().flatten().any(|r| r.overlaps(w));
@@ -437,6 +448,9 @@ impl CpuBackend {
         let nth = self.n_threads;
         let mut wsize = 0usize;
         let mut next_owner = 0usize;
+        // The last shared conversion of src1 and the bytes it read, while the work buffer and
+        // those bytes still hold what it left.
+        let mut converted: Option<(ops::matmul::ConvertKey, Span)> = None;
         for &id in &graph.nodes {
             let t = ctx.tensor(id);
             if t.op.is_view() || t.op == Op::None {
@@ -472,9 +486,24 @@ impl CpuBackend {
             };
             let solo = run == Run::Solo;
             wsize = wsize.max(ops::work_size(&node, if solo { 1 } else { nth }));
+            let key = match run {
+                Run::All => ops::matmul::shared_convert_key(&node, nth),
+                _ => None,
+            };
+            let src1_ready = key.is_some() && converted.map(|(k, _)| k) == key;
+            if !src1_ready {
+                converted = match key {
+                    Some(k) => Some((k, Span::of(node.src1()))),
+                    None if solo || ops::work_use(&node, nth) == ops::WorkUse::None => converted,
+                    None => None,
+                };
+            }
+            if converted.is_some_and(|(_, s)| Span::of(&node.dst).overlaps(s)) {
+                converted = None;
+            }
             if nth > 1 {
                 // (One thread needs no barriers: skip the planning.)
-                let access = Access::of(&node, run, nth);
+                let access = Access::of(&node, run, nth, src1_ready);
                 if let Some(prev) = nodes.last_mut() {
                     prev.sync = pending.conflicts(&access);
                 }
@@ -487,13 +516,15 @@ impl CpuBackend {
                 node,
                 run,
                 sync: false,
+                src1_ready,
             });
         }
         Ok((nodes, wsize))
     }
 
     /// How [`CpuBackend::compute`] would run `graph`'s nodes, one line each: the op, who runs
-    /// it (`all`, `solo` on thread 0, `owner <t>`) and `sync` where all threads meet after it.
+    /// it (`all`, `solo` on thread 0, `owner <t>`), `reuse` where a product takes the previous
+    /// one's converted src1 and `sync` where all threads meet after it.
     /// For tests of the plan (also in wasm, whose GEMV split differs).
     #[cfg(feature = "plan-report")]
     pub fn plan_report(&self, ctx: &Context, graph: &Graph) -> Result<Vec<String>> {
@@ -507,7 +538,8 @@ impl CpuBackend {
                     Run::Owner(t) => format!("owner {t}"),
                 };
                 let sync = if st.sync { " sync" } else { "" };
-                format!("{} {run}{sync}", st.node.op.name())
+                let reuse = if st.src1_ready { " reuse" } else { "" };
+                format!("{} {run}{reuse}{sync}", st.node.op.name())
             })
             .collect())
     }
@@ -572,6 +604,7 @@ impl CpuBackend {
                     chunk,
                     fault: &job_fault,
                     alone: false,
+                    src1_ready: step.src1_ready,
                 };
                 match step.run {
                     Run::All => ops::forward(&base, &step.node),

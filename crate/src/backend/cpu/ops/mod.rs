@@ -56,6 +56,9 @@ pub enum WorkUse {
     PerThread,
     /// Written and read across threads.
     Shared,
+    /// Read across threads, not written: a product taking the previous one's converted src1
+    /// (`matmul::ConvertKey`), placed by `CpuBackend::plan` only.
+    SharedRead,
     /// A kernel outside the element-wise and mul_mat ones: a barrier before and after it.
     Opaque,
 }

@@ -329,6 +329,49 @@ fn mul_mat_plain_work_size(node: &NodeRef, nth: usize) -> usize {
     }
 }
 
+/// What a product's shared conversion of src1 (all threads, then a barrier) leaves in the work
+/// buffer, and where each thread's scratch lies: two products with equal keys, one after the
+/// other, read the same converted bytes at the same places, so the second can take the first's
+/// (a layer's Q, K and V products of one normed activation, its gate and up: `CpuBackend::plan`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ConvertKey {
+    src: usize,
+    ne: [usize; 4],
+    nb: [usize; 4],
+    dtype: DType,
+    vec_dot: DType,
+    /// The integer-dot GEMM's weight type: its column facts follow the rows.
+    i8: Option<Tiled>,
+    plain: usize,
+    scratch: usize,
+}
+
+/// `node`'s [`ConvertKey`] when it converts src1 into the shared work buffer on `nth` threads.
+pub fn shared_convert_key(node: &NodeRef, nth: usize) -> Option<ConvertKey> {
+    if node.op != Op::MulMat {
+        return None;
+    }
+    let plan = plan_mul_mat(node)?;
+    let b = node.src1();
+    if !plan.convert || private_convert(&plan, b, nth) {
+        return None;
+    }
+    Some(ConvertKey {
+        src: b.ptr as usize,
+        ne: b.ne,
+        nb: b.nb,
+        dtype: b.dtype,
+        vec_dot: plan.kernel.vec_dot_type,
+        i8: i8_gemm(&plan, b.nrows()),
+        plain: mul_mat_plain_work_size(node, nth),
+        scratch: if repack_scratch(node) {
+            repack_scratch_bytes(node.src0())
+        } else {
+            0
+        },
+    })
+}
+
 /// How mul_mat uses the work buffer (see [`super::WorkUse`]).
 pub fn work_use(node: &NodeRef, nth: usize) -> super::WorkUse {
     if node.op == Op::MulMat && repack_scratch(node) {
@@ -438,7 +481,8 @@ fn mul_mat(p: &ComputeParams, node: &NodeRef) {
         );
         &own
     } else {
-        if plan.convert {
+        // (`src1_ready`: the previous product's conversion, the same bytes: see ConvertKey.)
+        if plan.convert && !p.src1_ready {
             convert_src1(p, b, &plan);
             p.barrier.wait();
         }
