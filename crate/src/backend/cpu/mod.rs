@@ -494,7 +494,8 @@ impl CpuBackend {
             if !src1_ready {
                 converted = match key {
                     Some(k) => Some((k, Span::of(node.src1()))),
-                    None if solo || ops::work_use(&node, nth) == ops::WorkUse::None => converted,
+                    // (Solo nodes are element-wise: no work buffer either.)
+                    None if ops::work_use(&node, nth) == ops::WorkUse::None => converted,
                     None => None,
                 };
             }

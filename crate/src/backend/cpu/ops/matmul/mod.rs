@@ -342,7 +342,8 @@ pub struct ConvertKey {
     vec_dot: DType,
     /// The integer-dot GEMM's weight type: its column facts follow the rows.
     i8: Option<Tiled>,
-    plain: usize,
+    /// Each thread's scratch bytes (they follow the converted part, whose size the fields
+    /// above decide).
     scratch: usize,
 }
 
@@ -363,7 +364,6 @@ pub fn shared_convert_key(node: &NodeRef, nth: usize) -> Option<ConvertKey> {
         dtype: b.dtype,
         vec_dot: plan.kernel.vec_dot_type,
         i8: i8_gemm(&plan, b.nrows()),
-        plain: mul_mat_plain_work_size(node, nth),
         scratch: if repack_scratch(node) {
             repack_scratch_bytes(node.src0())
         } else {
