@@ -89,7 +89,7 @@ fn quantized_dots_vs_scalar() {
     }
 }
 
-/// The fast row conversions (f16 → f32 of the KV cache, f32 → q8_0/q8_1 activations) are
+/// The fast row conversions (f16 ↔ f32 of the KV cache, f32 → q8_0/q8_1 activations) are
 /// bit-exact with the scalar references: every f16 value (subnormals, ±0, ±inf, NaNs), and
 /// blocks with exact halves, zeros, huge values and NaN.
 #[wasm_bindgen_test]
@@ -105,6 +105,29 @@ fn row_conversions_bit_exact() {
     (slow.to_f32)(&all, &mut b);
     for (i, (x, y)) in a.iter().zip(&b).enumerate() {
         assert_eq!(x.to_bits(), y.to_bits(), "f16 {i:#06x}: {x} vs {y}");
+    }
+    // f32 → f16 (the KV cache's new rows): every sign, exponent and top-ten mantissa pattern,
+    // the low 13 bits at each rounding case (0, 1, below half, half, above half, all ones);
+    // a count not a multiple of 8 (the tail).
+    let lows = [0u32, 1, 0x0fff, 0x1000, 0x1001, 0x1fff];
+    let xs: Vec<f32> = (0..1u32 << 19)
+        .flat_map(|hi| lows.map(|lo| f32::from_bits(hi << 13 | lo)))
+        .chain([1.0 + 1.0 / 2048.0, -65519.0, 65520.0])
+        .collect();
+    let (fast, slow) = (
+        type_traits(DType::F16).unwrap(),
+        type_traits_scalar(DType::F16).unwrap(),
+    );
+    let (mut ha, mut hb) = (vec![0u8; 2 * xs.len()], vec![0u8; 2 * xs.len()]);
+    (fast.from_f32)(&xs, &mut ha);
+    (slow.from_f32)(&xs, &mut hb);
+    if let Some(i) = (0..xs.len()).find(|&i| ha[2 * i..2 * i + 2] != hb[2 * i..2 * i + 2]) {
+        panic!(
+            "f32 {:#010x} → f16 {:02x?}, want {:02x?}",
+            xs[i].to_bits(),
+            &ha[2 * i..2 * i + 2],
+            &hb[2 * i..2 * i + 2]
+        );
     }
     let mut rng = Rng::new(5);
     let mut x = rng.vec(32 * 40, -3.0, 3.0);
@@ -375,5 +398,69 @@ fn attention_f16_kernels_vs_scalar() {
             }
             assert_eq!(got, want, "axpy_heads_f16 dk {dk} heads {g}");
         }
+    }
+}
+
+/// The element-wise row kernels (`arch::unary_row`: SiLU, sigmoid, GELU) and the softmax's
+/// `arch::exp_sum_f32` bit for bit against the scalar formulas on `exp_approx`: random values,
+/// the clamp edges, ±0, subnormals, ±inf, NaN; every length 0..=19 (the tails) and a long row;
+/// in place too.
+#[wasm_bindgen_test]
+fn unary_rows_bit_exact() {
+    let mut rng = Rng::new(11);
+    let mut x = rng.vec(1003, -12.0, 12.0);
+    let specials = [
+        -87.3f32, -87.31, -88.0, -100.0, 87.9, 88.0, 88.5, 200.0, 0.0, -0.0, 1e-40, -1e-40,
+        f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-7, -30.0, 30.0,
+    ];
+    x[..specials.len()].copy_from_slice(&specials);
+    let silu = |v: f32| v / (1.0 + arch::exp_approx(-v));
+    let sigmoid = |v: f32| 1.0 / (1.0 + arch::exp_approx(-v));
+    let gelu = |v: f32| {
+        let u = 0.797_884_6f32 * v * (1.0 + 0.044_715f32 * v * v);
+        v / (1.0 + arch::exp_approx(-2.0 * u))
+    };
+    let cases: [(arch::UnaryRow, &dyn Fn(f32) -> f32); 3] = [
+        (arch::UnaryRow::Silu, &silu),
+        (arch::UnaryRow::Sigmoid, &sigmoid),
+        (arch::UnaryRow::Gelu, &gelu),
+    ];
+    let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+    for (k, f) in cases {
+        for n in (0..=19).chain([x.len()]) {
+            let src = &x[..n];
+            let mut out = vec![7f32; n + 1];
+            // SAFETY: n readable values, n + 1 writable.
+            let had = unsafe { arch::unary_row(k, src.as_ptr(), out.as_mut_ptr(), n) };
+            assert_eq!(had, cfg!(target_feature = "simd128"));
+            if !had {
+                continue;
+            }
+            for (i, (&o, &v)) in out.iter().zip(src).enumerate() {
+                assert!(same(o, f(v)), "n {n} at {i}: f({v}) = {o}, want {}", f(v));
+            }
+            assert_eq!(out[n], 7.0, "n {n}: wrote past the row");
+            let mut inplace = src.to_vec();
+            // SAFETY: the same n values read and written.
+            unsafe { arch::unary_row(k, inplace.as_ptr(), inplace.as_mut_ptr(), n) };
+            assert!(inplace.iter().zip(&out).all(|(a, b)| same(*a, *b)), "n {n} in place");
+        }
+    }
+    for n in (0..=19).chain([150, x.len()]) {
+        let max = x[..n].iter().copied().filter(|v| v.is_finite()).fold(-1.0f32, f32::max);
+        let mut have = x[..n].to_vec();
+        let want: Vec<f32> = x[..n].iter().map(|&v| arch::exp_approx(v - max)).collect();
+        let s_have = arch::exp_sum_f32(&mut have, max);
+        let mut s = [0f32; 8];
+        let mut chunks = want.chunks_exact(8);
+        for c in &mut chunks {
+            for (s, v) in s.iter_mut().zip(c) {
+                *s += *v;
+            }
+        }
+        let tail: f32 = chunks.remainder().iter().sum();
+        let s_want = s.iter().sum::<f32>() + tail;
+        assert!(same(s_have, s_want), "exp_sum n {n}: {s_have} vs {s_want}");
+        assert!(have.iter().zip(&want).all(|(a, b)| same(*a, *b)), "exp_sum n {n} values");
     }
 }

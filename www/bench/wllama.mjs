@@ -120,13 +120,15 @@ try {
         const load = (performance.now() - t0) / 1000;
         const g = await llm.complete(prompt, { maxTokens: 32, temperature: 0 });
         const cpuThreads = llm.loadInfo.backendInfo.cpuThreads;
+        const pageTouch = llm.loadInfo.pageTouch;
+        const probe = llm.loadInfo.pageTouchProbe;
         await llm.free();
-        return { load, prompt: g.stats.promptTokPerS, gen: g.stats.genTokPerS, promptN: g.stats.promptEvaluated, genN: g.stats.generatedTokens, text: g.text, cpuThreads, isolated: self.crossOriginIsolated };
+        return { load, prompt: g.stats.promptTokPerS, gen: g.stats.genTokPerS, promptN: g.stats.promptEvaluated, genN: g.stats.generatedTokens, text: g.text, cpuThreads, pageTouch, probe, isolated: self.crossOriginIsolated };
       }, cfg, `/models/${cfg.model}`, PROMPT);
       await page.close();
       rows.push({ round, ...cfg, ...r, errors });
       console.log(`round ${round} ${cfg.model} ${cfg.label}: load ${r.load.toFixed(2)} s, prompt ${r.promptN} tok ${r.prompt?.toFixed(1)} tok/s, gen ${r.genN} tok ${r.gen?.toFixed(1)} tok/s` +
-        `${r.cpuThreads ? ` (cpuThreads ${r.cpuThreads})` : ''} ${JSON.stringify(r.text.slice(0, 48))}${errors.length ? ` errors: ${errors.join(' | ')}` : ''}`);
+        `${r.cpuThreads ? ` (cpuThreads ${r.cpuThreads}, pageTouch ${r.pageTouch}${r.probe ? ` on ${r.probe.onMs} / off ${r.probe.offMs} ms` : ''})` : ''} ${JSON.stringify(r.text.slice(0, 48))}${errors.length ? ` errors: ${errors.join(' | ')}` : ''}`);
     }
   }
   const range = (v) => `${Math.min(...v).toFixed(1)}–${Math.max(...v).toFixed(1)}`;

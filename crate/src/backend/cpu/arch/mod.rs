@@ -295,7 +295,45 @@ pub fn exp_sum_f32(sc: &mut [f32], max: f32) -> f32 {
         // SAFETY: the CPU has AVX2/FMA/F16C (checked).
         return unsafe { x86::attention::exp_sum_f32(sc, max) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm32::unary::exp_sum_f32(sc, max);
+    #[allow(unreachable_code)]
     exp_sum_f32_body(sc, max)
+}
+
+/// An element-wise function with a row kernel ([`unary_row`]).
+#[derive(Clone, Copy)]
+pub enum UnaryRow {
+    /// x / (1 + e^−x) ([`exp_approx`]).
+    Silu,
+    /// 1 / (1 + e^−x).
+    Sigmoid,
+    /// x / (1 + e^(−2u)), u = √(2/π)·x·(1 + 0.044715·x²) (GELU, tanh form).
+    Gelu,
+}
+
+/// `dst[i] = f(src[i])` for i < n with this machine's row kernel, the same bits as the scalar
+/// function (wasm SIMD128; elsewhere the compiler's vectorization of the scalar loop does as
+/// well): false (nothing written) where there is none.
+///
+/// # Safety
+/// `src..src + n` readable and `dst..dst + n` writable f32 (they may be the same row).
+#[allow(unused_variables)]
+pub unsafe fn unary_row(f: UnaryRow, src: *const f32, dst: *mut f32, n: usize) -> bool {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        use wasm32::unary::Unary;
+        let f = match f {
+            UnaryRow::Silu => Unary::Silu,
+            UnaryRow::Sigmoid => Unary::Sigmoid,
+            UnaryRow::Gelu => Unary::Gelu,
+        };
+        // SAFETY: as the caller guarantees.
+        unsafe { wasm32::unary::unary_row(f, src, dst, n) };
+        true
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    false
 }
 
 #[inline(always)]
@@ -344,6 +382,11 @@ pub unsafe fn dots_f16_block(
     #[cfg(target_arch = "x86_64")]
     // SAFETY: as the caller guarantees (lengths checked above).
     if unsafe { x86::attention::dots_f16_block(k0, kstride, n, q, nl, out, ostride) } {
+        return true;
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    // SAFETY: as the caller guarantees (lengths checked above).
+    if unsafe { wasm32::attention::dots_f16_block(k0, kstride, n, q, nl, out, ostride) } {
         return true;
     }
     let mut dots = [[0f32; 4]; MAX_BLOCK_LANES];

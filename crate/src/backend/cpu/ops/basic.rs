@@ -8,7 +8,7 @@
 
 use half::{bf16, f16};
 
-use crate::backend::cpu::arch::exp_approx;
+use crate::backend::cpu::arch::{self, exp_approx, UnaryRow};
 use crate::backend::cpu::repack::{self, Repacked};
 use crate::backend::cpu::{thread_range, ComputeParams, NodeRef, TensorRef};
 use crate::tensor::{Alibi, Op, RopeMode, RopeParams, UnaryOp};
@@ -100,11 +100,11 @@ pub fn forward(p: &ComputeParams, node: &NodeRef) {
             UnaryOp::Abs => map(p, node, f32::abs),
             UnaryOp::Neg => map(p, node, |x| -x),
             UnaryOp::Relu => map(p, node, |x| if x > 0.0 { x } else { 0.0 }),
-            UnaryOp::Gelu => map(p, node, gelu),
+            UnaryOp::Gelu => map_k(p, node, gelu, Some(UnaryRow::Gelu)),
             UnaryOp::GeluErf => map(p, node, gelu_erf),
-            UnaryOp::Silu => map(p, node, |x| x / (1.0 + exp_approx(-x))),
+            UnaryOp::Silu => map_k(p, node, silu, Some(UnaryRow::Silu)),
             UnaryOp::Tanh => map(p, node, f32::tanh),
-            UnaryOp::Sigmoid => map(p, node, |x| 1.0 / (1.0 + exp_approx(-x))),
+            UnaryOp::Sigmoid => map_k(p, node, sigmoid, Some(UnaryRow::Sigmoid)),
             UnaryOp::Exp => map(p, node, f32::exp),
         },
         Op::Sum => sum(p, node),
@@ -217,6 +217,14 @@ unsafe fn store_row(t: &TensorRef, i1: usize, i2: usize, i3: usize, vals: &[f32]
             DType::F32 if t.nb[0] == 4 => {
                 std::ptr::copy_nonoverlapping(vals.as_ptr() as *const u8, base, n * 4)
             }
+            // A contiguous f16 row (the KV cache's new rows) through the row conversion (the
+            // same bits as `st`; element by element it was a call each, a software conversion
+            // in wasm).
+            DType::F16 if t.nb[0] == 2 => {
+                let bytes = std::slice::from_raw_parts_mut(base, n * 2);
+                crate::backend::cpu::quantize_row(DType::F16, vals, bytes)
+                    .expect("f16 is computable");
+            }
             dt if is_float(dt) => {
                 for (i, v) in vals.iter().enumerate() {
                     st(dt, base.add(i * t.nb[0]), *v);
@@ -317,6 +325,11 @@ unsafe fn map_row_avx2(src: *const f32, dst: *mut f32, n: usize, f: &impl Fn(f32
 
 /// dst = f(src0) elementwise (same shape).
 fn map(p: &ComputeParams, node: &NodeRef, f: impl Fn(f32) -> f32) {
+    map_k(p, node, f, None)
+}
+
+/// [`map`], rows through the machine's kernel of `k` where it has one (the same bits as `f`).
+fn map_k(p: &ComputeParams, node: &NodeRef, f: impl Fn(f32) -> f32, k: Option<UnaryRow>) {
     let (d, a) = (&node.dst, node.src0());
     let ne0 = d.ne[0];
     let fast = d.dtype == DType::F32 && a.dtype == DType::F32 && d.nb[0] == 4 && a.nb[0] == 4;
@@ -328,6 +341,11 @@ fn map(p: &ComputeParams, node: &NodeRef, f: impl Fn(f32) -> f32) {
             if fast {
                 let pd = d.at(0, i1, i2, i3) as *mut f32;
                 let pa = a.at(0, i1, i2, i3) as *const f32;
+                if let Some(k) = k {
+                    if arch::unary_row(k, pa, pd, ne0) {
+                        continue;
+                    }
+                }
                 #[cfg(target_arch = "x86_64")]
                 if crate::backend::cpu::arch::x86::available() {
                     map_row_avx2(pa, pd, ne0, &f);
@@ -343,6 +361,18 @@ fn map(p: &ComputeParams, node: &NodeRef, f: impl Fn(f32) -> f32) {
             }
         }
     }
+}
+
+/// SiLU, x·σ(x), with the vectorizable exp.
+#[inline]
+fn silu(x: f32) -> f32 {
+    x / (1.0 + exp_approx(-x))
+}
+
+/// The logistic function, with the vectorizable exp.
+#[inline]
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + exp_approx(-x))
 }
 
 /// GELU, tanh approximation, in f32: 0.5·x·(1 + tanh u) = x / (1 + e^(−2u)), with the

@@ -13,6 +13,7 @@ use half::f16;
 use super::gemv::{f16_consts, f16x8_finite, f16x8_to_f32, F16Consts};
 use super::{u32x4_bytes, v128s, V128s};
 use crate::backend::cpu::arch::portable::{axpy_heads_f16_tail, dot4_f16_tail};
+use crate::backend::cpu::arch::{put4, MAX_BLOCK_LANES};
 
 /// Longest head (dk) whose four K rows are converted into the stack buffer; longer heads
 /// convert per head (the same results).
@@ -158,11 +159,31 @@ pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32;
     // The four rows' first n8 values as f32 ([`convert4`]). Written for 0..n8 vectors only.
     let mut buf = core::mem::MaybeUninit::<[v128; 4 * (MAX_DK / 4)]>::uninit();
     let kf = buf.as_mut_ptr() as *mut v128;
-    let w = n8 / 4;
     // SAFETY: every row holds dk ≥ n8 values; the buffer MAX_DK ≥ n8 vectors.
     unsafe { convert4(k, n8, kf, &fk) };
-    // Two heads at a time: eight independent sums, where one head's four each wait on their
-    // last add (4 cycles) every step; each sum is added in the same order either way.
+    // SAFETY: the rows converted; each holds dk values (caller).
+    unsafe { lane_dots(kf, k, q, n8, out) };
+}
+
+/// `out[h]` = the dots of four f16 rows `k` (their first n8 values converted into `kf` by
+/// [`convert4`]) with lane h's query (`q`: lanes of dk = `q.len() / out.len()` values one
+/// after another). Two lanes at a time: eight independent sums, where one lane's four each wait on
+/// their last add (4 cycles) every step; each sum is added in the same order either way.
+///
+/// # Safety
+/// `kf` holds the rows' n8 converted vectors; each `k[r]` points at dk readable f16 values;
+/// n8 ≤ dk.
+#[inline(always)]
+unsafe fn lane_dots(
+    kf: *const v128,
+    k: [*const f16; 4],
+    q: &[f32],
+    n8: usize,
+    out: &mut [[f32; 4]],
+) {
+    let g = out.len();
+    let dk = q.len() / g;
+    let w = n8 / 4;
     let mut h = 0;
     while h < g {
         let pair = h + 1 < g;
@@ -209,6 +230,51 @@ pub unsafe fn dot4_heads_f16_f32(k: [*const f16; 4], q: &[f32], out: &mut [[f32;
         }
         h += if pair { 2 } else { 1 };
     }
+}
+
+/// The block scores (`arch::dots_f16_block`, the same bits as [`dot4_heads_f16_f32`] four rows
+/// at a time) in one call: the generic loop's call per four rows, each loading the constants,
+/// converting and reducing apart, cost 12–16 % of the attention (`gemv-ab.mjs --attn`). False
+/// (nothing written) for one lane (the per-head path converts as it goes) and heads past
+/// [`MAX_DK`].
+///
+/// # Safety
+/// As `arch::dots_f16_block` (lengths checked there).
+pub unsafe fn dots_f16_block(
+    k0: *const u8,
+    kstride: usize,
+    n: usize,
+    q: &[f32],
+    nl: usize,
+    out: &mut [f32],
+    ostride: usize,
+) -> bool {
+    let dk = q.len() / nl;
+    let n8 = dk / 8 * 8;
+    if !(2..=MAX_BLOCK_LANES).contains(&nl) || !(8..=MAX_DK).contains(&n8) {
+        return false;
+    }
+    let fk = f16_consts();
+    let mut buf = core::mem::MaybeUninit::<[v128; 4 * (MAX_DK / 4)]>::uninit();
+    let kf = buf.as_mut_ptr() as *mut v128;
+    let mut dots = [[0f32; 4]; MAX_BLOCK_LANES];
+    let mut j = 0;
+    while j < n {
+        let cnt = (n - j).min(4);
+        // Past the last row the last row again (its dots are not stored).
+        // SAFETY: rows j..j + cnt < n (caller).
+        let rows =
+            [0, 1, 2, 3].map(|r| unsafe { k0.add((j + r.min(cnt - 1)) * kstride) } as *const f16);
+        // SAFETY: each row holds dk ≥ n8 values; the buffer MAX_DK ≥ n8 vectors.
+        unsafe { convert4(rows, n8, kf, &fk) };
+        // SAFETY: the rows converted; each holds dk values.
+        unsafe { lane_dots(kf, rows, q, n8, &mut dots[..nl]) };
+        for (l, d) in dots[..nl].iter().enumerate() {
+            put4(out, l * ostride + j, d, cnt);
+        }
+        j += cnt;
+    }
+    true
 }
 
 /// [`dot4_heads_f16_f32`] for one head, converting as it goes (the same operations in the same

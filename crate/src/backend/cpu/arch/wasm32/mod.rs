@@ -8,6 +8,7 @@ mod gemv;
 mod kgemv;
 mod quants;
 pub(crate) mod tiles;
+pub(crate) mod unary;
 
 pub(crate) use gemv::{gemv, gemv_repacked, page_touch, set_page_touch};
 
@@ -150,6 +151,9 @@ erase_dot!(erased_q6_k, BlockQ6K, BlockQ8K, vec_dot_q6_k_q8_k);
 fn f16_to_f32(src: &[u8], dst: &mut [f32]) {
     f16_to_f32_row(&cast_blocks::<f16>(src), dst);
 }
+fn f32_to_f16(src: &[f32], dst: &mut [u8]) {
+    with_blocks_mut::<f16, ()>(dst, |ys| f32_to_f16_row(src, ys));
+}
 fn quant_q8_0(src: &[f32], dst: &mut [u8]) {
     with_blocks_mut::<BlockQ8_0, ()>(dst, |ys| quantize_row_q8_0(src, ys));
 }
@@ -176,6 +180,7 @@ pub(crate) fn install(t: &mut Table) {
     }
     // The KV cache's f16 rows and the activations of every legacy-quant dot.
     t.entry(DType::F16).to_f32 = f16_to_f32;
+    t.entry(DType::F16).from_f32 = f32_to_f16;
     t.entry(DType::Q8_0).from_f32 = quant_q8_0;
     t.entry(DType::Q8_1).from_f32 = quant_q8_1;
 }

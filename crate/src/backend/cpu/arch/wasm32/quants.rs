@@ -11,7 +11,7 @@ use core::arch::wasm32::*;
 
 use half::f16;
 
-use super::{v128s, V128s};
+use super::{u32x4_bytes, v128s, V128s};
 
 use crate::quant::{
     BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0,
@@ -170,31 +170,111 @@ pub fn f16_to_f32_row(x: &[f16], y: &mut [f32]) {
     }
 }
 
+/// The constants of [`f32x4_to_f16x4`] ([`super::v128s`]).
+static F32_F16: V128s<9> = V128s([
+    u32x4_bytes(0x8000_0000),
+    // 2^16: from here up (and inf, NaN) the special result; below 2^-14 the subnormal one.
+    u32x4_bytes(0x4780_0000),
+    u32x4_bytes(0x3880_0000),
+    u32x4_bytes(0x7f80_0000),
+    // 0.5: adding it puts a subnormal's f16 bits at the bottom of the f32's, rounded to even.
+    u32x4_bytes(0x3f00_0000),
+    // Rebias of the exponent (−112 << 23) plus the rounding bias 0xfff.
+    u32x4_bytes(0xc800_0fff),
+    u32x4_bytes(1),
+    u32x4_bytes(0x03ff),
+    u32x4_bytes(0x7c00),
+]);
+
+/// f32x4 → f16 bits in the low half of each u32 lane, bit-exact with `half`'s `f16::from_f32`
+/// (wasm has no F16C): round to nearest even, subnormals, ±0, overflow to ±inf, NaN quieted
+/// (0x0200) with its top ten payload bits kept. Branch-free: the three results (normal,
+/// subnormal, special) computed and selected.
+#[inline(always)]
+fn f32x4_to_f16x4(x: v128, k: &[v128; 9]) -> v128 {
+    let [sign_bit, big, small, inf, half, rebias, one, m10, exp16] = *k;
+    let sign = v128_and(x, sign_bit);
+    // |x| as a non-negative i32: signed comparisons order it as the floats.
+    let a = v128_xor(x, sign);
+    let odd = v128_and(u32x4_shr(a, 13), one);
+    let normal = u32x4_shr(i32x4_add(i32x4_add(a, rebias), odd), 13);
+    let sub = i32x4_sub(f32x4_add(a, half), half);
+    let nan = i32x4_gt(a, inf);
+    let special = v128_or(
+        exp16,
+        v128_and(
+            nan,
+            v128_or(i32x4_shl(one, 9), v128_and(u32x4_shr(a, 13), m10)),
+        ),
+    );
+    let o = v128_bitselect(
+        special,
+        v128_bitselect(sub, normal, i32x4_lt(a, small)),
+        i32x4_ge(a, big),
+    );
+    v128_or(o, u32x4_shr(sign, 16))
+}
+
+/// f32 → f16 of a row, eight at a time (bit-exact with `half`): the KV cache's new rows.
+pub fn f32_to_f16_row(x: &[f32], y: &mut [f16]) {
+    check("f32_to_f16_row", x.len(), y.len());
+    let k = v128s(&F32_F16);
+    let n8 = x.len() / 8 * 8;
+    for i in (0..n8).step_by(8) {
+        // SAFETY: i + 8 <= len of both slices; v128 loads and stores have no alignment needs.
+        unsafe {
+            let lo = f32x4_to_f16x4(v128_load(x.as_ptr().add(i) as *const v128), &k);
+            let hi = f32x4_to_f16x4(v128_load(x.as_ptr().add(i + 4) as *const v128), &k);
+            // Lanes hold 0..=0xffff: the unsigned saturating narrow keeps them.
+            v128_store(
+                y.as_mut_ptr().add(i) as *mut v128,
+                u16x8_narrow_i32x4(lo, hi),
+            );
+        }
+    }
+    for (o, v) in y[n8..].iter_mut().zip(&x[n8..]) {
+        *o = f16::from_f32(*v);
+    }
+}
+
+/// [`q8_block`]'s constants ([`super::v128s`]: V8 rebuilt each splat at every use).
+static Q8_CONSTS: V128s<3> = V128s([
+    u32x4_bytes(0x3f00_0000),
+    u32x4_bytes(0x3f80_0000),
+    u32x4_bytes(0x8000_0000),
+]);
+
+/// f16 bits of `a` and `b` (as `f16::from_f32`, one vector conversion for both: `half`'s
+/// software conversion in wasm is a few dozen instructions and branches each).
+#[inline(always)]
+fn f16_pair(a: f32, b: f32, k: &[v128; 9]) -> (f16, f16) {
+    let h = f32x4_to_f16x4(f32x4(a, b, 0.0, 0.0), k);
+    (
+        f16::from_bits(u32x4_extract_lane::<0>(h) as u16),
+        f16::from_bits(u32x4_extract_lane::<1>(h) as u16),
+    )
+}
+
 /// q8_0/q8_1 core: 32 floats → 32 i8 and (d, Σq), bit-exact with the scalar reference (amax
 /// ignoring NaN, q = round half away from zero of x·(1/d), saturating).
 #[inline(always)]
-fn q8_block(x: &[f32], qs: &mut [i8; 32]) -> (f32, i32) {
+fn q8_block(x: &[f32], qs: &mut [i8; 32], [half, one, sign]: [v128; 3]) -> (f32, i32) {
     assert!(x.len() >= 32, "q8_block: 32 values");
     // SAFETY: 32 readable floats (checked above).
     let v: [v128; 8] =
         core::array::from_fn(|k| unsafe { v128_load(x.as_ptr().add(4 * k) as *const v128) });
-    // pmax(m, |v|) keeps m when |v| is NaN, as the scalar fold's f32::max does.
+    // pmax(m, |v|) keeps m when |v| is NaN, as the scalar fold's f32::max does; so no lane of
+    // m is NaN and the lanes' pmax is their f32::max (a scalar chain of `max` was a NaN test
+    // and a branch each in V8).
     let mut m = f32x4_splat(0.0);
     for vk in v {
         m = f32x4_pmax(m, f32x4_abs(vk));
     }
-    let amax = f32x4_extract_lane::<0>(m)
-        .max(f32x4_extract_lane::<1>(m))
-        .max(f32x4_extract_lane::<2>(m))
-        .max(f32x4_extract_lane::<3>(m));
+    let m = f32x4_pmax(m, i32x4_shuffle::<2, 3, 0, 1>(m, m));
+    let amax = f32x4_extract_lane::<0>(f32x4_pmax(m, i32x4_shuffle::<1, 0, 3, 2>(m, m)));
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let (vid, half, one, sign) = (
-        f32x4_splat(id),
-        f32x4_splat(0.5),
-        f32x4_splat(1.0),
-        u32x4_splat(0x8000_0000),
-    );
+    let vid = f32x4_splat(id);
     let q: [v128; 8] = v.map(|vk| {
         let p = f32x4_mul(vk, vid);
         let t = f32x4_trunc(p);
@@ -225,19 +305,20 @@ fn q8_block(x: &[f32], qs: &mut [i8; 32]) -> (f32, i32) {
 /// f32 → q8_0 blocks (the activations of q4_0/q5_0/q8_0 dots).
 pub fn quantize_row_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
     check("quantize_row_q8_0", x.len(), y.len() * 32);
+    let (k8, kh) = (v128s(&Q8_CONSTS), v128s(&F32_F16));
     for (xb, yb) in x.chunks_exact(32).zip(y.iter_mut()) {
-        let (d, _) = q8_block(xb, &mut yb.qs);
-        yb.d = f16::from_f32(d);
+        let (d, _) = q8_block(xb, &mut yb.qs, k8);
+        yb.d = f16_pair(d, 0.0, &kh).0;
     }
 }
 
 /// f32 → q8_1 blocks (the activations of q4_1/q5_1 dots).
 pub fn quantize_row_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
     check("quantize_row_q8_1", x.len(), y.len() * 32);
+    let (k8, kh) = (v128s(&Q8_CONSTS), v128s(&F32_F16));
     for (xb, yb) in x.chunks_exact(32).zip(y.iter_mut()) {
-        let (d, sum) = q8_block(xb, &mut yb.qs);
-        yb.d = f16::from_f32(d);
-        yb.s = f16::from_f32(sum as f32 * d);
+        let (d, sum) = q8_block(xb, &mut yb.qs, k8);
+        (yb.d, yb.s) = f16_pair(d, sum as f32 * d, &kh);
     }
 }
 
