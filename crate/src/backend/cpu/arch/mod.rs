@@ -393,10 +393,8 @@ pub unsafe fn dots_f16_block(
     let mut j = 0;
     while j < n {
         let cnt = (n - j).min(4);
-        // Past the last row the last row again (its dots are not stored).
         // SAFETY: rows j..j + cnt < n (caller).
-        let rows =
-            [0, 1, 2, 3].map(|r| unsafe { k0.add((j + r.min(cnt - 1)) * kstride) } as *const f16);
+        let rows = unsafe { rows4(k0, kstride, j, cnt) };
         // SAFETY: each row holds dk values (caller).
         if !unsafe { dot4_heads_f16_f32(rows, q, &mut dots[..nl]) } {
             return false;
@@ -407,6 +405,23 @@ pub unsafe fn dots_f16_block(
         j += cnt;
     }
     true
+}
+
+/// The four f16 rows j .. j + 4 of rows `stride` bytes apart from `base` where `cnt` (1..=4) of
+/// them exist: past the last the last again, so that the four-row kernels read only rows that
+/// exist (their results for those are not stored).
+///
+/// # Safety
+/// Rows j .. j + cnt exist (the pointers are only formed, not read, here).
+#[inline(always)]
+pub(crate) unsafe fn rows4(
+    base: *const u8,
+    stride: usize,
+    j: usize,
+    cnt: usize,
+) -> [*const f16; 4] {
+    // SAFETY: offsets of rows j .. j + cnt, inside the caller's rows.
+    [0, 1, 2, 3].map(|r| unsafe { base.add((j + r.min(cnt - 1)) * stride) } as *const f16)
 }
 
 /// `out[at..at + cnt] = d[..cnt]` (cnt ≤ 4): four scores of a lane, a fixed 16-byte move when

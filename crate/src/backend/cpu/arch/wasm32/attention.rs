@@ -13,7 +13,7 @@ use half::f16;
 use super::gemv::{f16_consts, f16x8_finite, f16x8_to_f32, F16Consts};
 use super::{u32x4_bytes, v128s, V128s};
 use crate::backend::cpu::arch::portable::{axpy_heads_f16_tail, dot4_f16_tail};
-use crate::backend::cpu::arch::{put4, MAX_BLOCK_LANES};
+use crate::backend::cpu::arch::{put4, rows4, MAX_BLOCK_LANES};
 
 /// Longest head (dk) whose four K rows are converted into the stack buffer; longer heads
 /// convert per head (the same results).
@@ -261,10 +261,8 @@ pub unsafe fn dots_f16_block(
     let mut j = 0;
     while j < n {
         let cnt = (n - j).min(4);
-        // Past the last row the last row again (its dots are not stored).
         // SAFETY: rows j..j + cnt < n (caller).
-        let rows =
-            [0, 1, 2, 3].map(|r| unsafe { k0.add((j + r.min(cnt - 1)) * kstride) } as *const f16);
+        let rows = unsafe { rows4(k0, kstride, j, cnt) };
         // SAFETY: each row holds dk ≥ n8 values; the buffer MAX_DK ≥ n8 vectors.
         unsafe { convert4(rows, n8, kf, &fk) };
         // SAFETY: the rows converted; each holds dk values.
@@ -383,10 +381,9 @@ pub unsafe fn v_block_f16(
     let mut j = 0;
     while j < n {
         let cnt = (n - j).min(4);
-        // Past the last row the last row again (converted, never added).
+        // (Past the last row the last row again: converted, never added.)
         // SAFETY: rows j..j + cnt < n (caller).
-        let rows: [*const f16; 4] =
-            [0, 1, 2, 3].map(|r| unsafe { v0.add((j + r.min(cnt - 1)) * vstride) } as *const f16);
+        let rows = unsafe { rows4(v0, vstride, j, cnt) };
         // SAFETY: each row holds dv ≥ d8 values; the buffer MAX_DV ≥ d8 vectors.
         unsafe { convert4(rows, d8, vf, &fk) };
         for l in 0..nl {

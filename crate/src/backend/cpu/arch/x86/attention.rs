@@ -364,6 +364,7 @@ mod avx2 {
     use half::f16;
 
     use crate::backend::cpu::arch::portable::{axpy_heads_f16_tail, dot4_f16_tail};
+    use crate::backend::cpu::arch::rows4;
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -401,10 +402,8 @@ mod avx2 {
         let mut j = 0;
         while j < n {
             let cnt = (n - j).min(4);
-            // Past the last row the last row again (its dots are not stored).
             // SAFETY: rows j..j + cnt < n, each dk f16 values (caller).
-            let rows = [0, 1, 2, 3]
-                .map(|r| unsafe { k0.add((j + r.min(cnt - 1)) * kstride) } as *const f16);
+            let rows = unsafe { rows4(k0, kstride, j, cnt) };
             for l in 0..nl {
                 // SAFETY: as above; query l is q[l·dk..(l + 1)·dk].
                 let d = unsafe { dot4_f16_f32(rows, &q[l * dk..(l + 1) * dk]) };
