@@ -34,6 +34,7 @@ use half::f16;
 
 pub use crate::quant::{dot_f16_ref, dot_f32_ref};
 pub use portable::{axpy_f16_ref, axpy_f32_ref, exp_approx};
+pub(crate) use portable::{GELU_COEF_A, GELU_SQRT_2_OVER_PI};
 
 use super::traits::Table;
 
@@ -322,12 +323,6 @@ pub enum UnaryRow {
 pub unsafe fn unary_row(f: UnaryRow, src: *const f32, dst: *mut f32, n: usize) -> bool {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
-        use wasm32::unary::Unary;
-        let f = match f {
-            UnaryRow::Silu => Unary::Silu,
-            UnaryRow::Sigmoid => Unary::Sigmoid,
-            UnaryRow::Gelu => Unary::Gelu,
-        };
         // SAFETY: as the caller guarantees.
         unsafe { wasm32::unary::unary_row(f, src, dst, n) };
         true

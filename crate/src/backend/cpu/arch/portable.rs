@@ -135,6 +135,25 @@ pub(crate) unsafe fn tile_portable<const R: usize, const C: usize>(
         }
     }
 }
+/// [`exp_approx`]'s constants, shared with the SIMD kernels that compute it lane-wise (the same
+/// bits): its input range, log2(e), ln 2 in two parts, 1.5·2^23 (adding it rounds to an integer
+/// held in the low mantissa bits), the polynomial's coefficients from the highest.
+pub(crate) const EXP_RANGE: [f32; 2] = [-87.3, 88.0];
+pub(crate) const LOG2E: f32 = std::f32::consts::LOG2_E;
+pub(crate) const LN2_HI: f32 = 0.693_359_4;
+pub(crate) const LN2_LO: f32 = -2.121_944_4e-4;
+pub(crate) const MAGIC: f32 = 12_582_912.0;
+pub(crate) const EXP_POLY: [f32; 6] = [
+    1.987_569_1e-4,
+    1.398_2e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    0.166_666_65,
+    0.5,
+];
+/// GELU's tanh form: √(2/π) and the cubic coefficient.
+pub(crate) const GELU_SQRT_2_OVER_PI: f32 = 0.797_884_6;
+pub(crate) const GELU_COEF_A: f32 = 0.044_715;
 
 /// e^x without a libm call, branch-free so loops over it vectorize (gelu, silu, sigmoid and
 /// soft_max call it per element; libm's expf/tanhf were 6 % of a gemma3 prompt). Cody-Waite
@@ -144,26 +163,20 @@ pub(crate) unsafe fn tile_portable<const R: usize, const C: usize>(
 /// use it in x/(1 + e^y) and softmax, where that is harmless). NaN in → NaN out.
 #[inline(always)]
 pub fn exp_approx(xin: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    // 1.5·2^23: adding it rounds to an integer held in the low mantissa bits.
-    const MAGIC: f32 = 12_582_912.0;
-    let x = xin.clamp(-87.3, 88.0);
+    let [lo, hi] = EXP_RANGE;
+    let x = xin.clamp(lo, hi);
     let v = x * LOG2E + MAGIC;
     let n = v - MAGIC;
     let ni = (v.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
     let r = x - n * LN2_HI - n * LN2_LO;
-    let mut p = 1.987_569_1e-4f32;
-    p = p * r + 1.398_2e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 0.166_666_65;
-    p = p * r + 0.5;
+    let mut p = EXP_POLY[0];
+    for c in &EXP_POLY[1..] {
+        p = p * r + c;
+    }
     let er = p * r * r + r + 1.0;
     let y = er * f32::from_bits(((ni + 127) as u32) << 23);
     // A select, not a branch (vectorizes).
-    if xin < -87.3 {
+    if xin < lo {
         0.0
     } else {
         y

@@ -379,9 +379,8 @@ fn sigmoid(x: f32) -> f32 {
 /// vectorizable exp (no libm tanhf call per element).
 #[inline]
 fn gelu(x: f32) -> f32 {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    const COEF_A: f32 = 0.044_715;
-    let u = SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x);
+    use crate::backend::cpu::arch::{GELU_COEF_A, GELU_SQRT_2_OVER_PI};
+    let u = GELU_SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x);
     x / (1.0 + exp_approx(-2.0 * u))
 }
 

@@ -8,27 +8,37 @@
 use core::arch::wasm32::*;
 
 use super::{u32x4_bytes, v128s, V128s};
+use crate::backend::cpu::arch::portable::{
+    EXP_POLY, EXP_RANGE, GELU_COEF_A, GELU_SQRT_2_OVER_PI, LN2_HI, LN2_LO, LOG2E, MAGIC,
+};
+use crate::backend::cpu::arch::UnaryRow;
 
-/// `exp_approx`'s constants, then those of the callers.
-static K: V128s<16> = V128s([
-    u32x4_bytes((-87.3f32).to_bits()),
-    u32x4_bytes(88.0f32.to_bits()),
-    u32x4_bytes(std::f32::consts::LOG2_E.to_bits()),
-    u32x4_bytes(12_582_912.0f32.to_bits()),
-    u32x4_bytes(0.693_359_4f32.to_bits()),
-    u32x4_bytes((-2.121_944_4e-4f32).to_bits()),
-    u32x4_bytes(1.987_569_1e-4f32.to_bits()),
-    u32x4_bytes(1.398_2e-3f32.to_bits()),
-    u32x4_bytes(8.333_452e-3f32.to_bits()),
-    u32x4_bytes(4.166_579_6e-2f32.to_bits()),
-    u32x4_bytes(0.166_666_65f32.to_bits()),
-    u32x4_bytes(0.5f32.to_bits()),
-    u32x4_bytes(1.0f32.to_bits()),
-    u32x4_bytes(127),
-    // GELU's √(2/π) and its cubic coefficient.
-    u32x4_bytes(0.797_884_6f32.to_bits()),
-    u32x4_bytes(0.044_715f32.to_bits()),
-]);
+/// `exp_approx`'s constants (`portable.rs`), then those of the callers.
+static K: V128s<16> = {
+    const fn f(x: f32) -> [u8; 16] {
+        u32x4_bytes(x.to_bits())
+    }
+    let [lo, hi] = EXP_RANGE;
+    let c = EXP_POLY;
+    V128s([
+        f(lo),
+        f(hi),
+        f(LOG2E),
+        f(MAGIC),
+        f(LN2_HI),
+        f(LN2_LO),
+        f(c[0]),
+        f(c[1]),
+        f(c[2]),
+        f(c[3]),
+        f(c[4]),
+        f(c[5]),
+        f(1.0),
+        u32x4_bytes(127),
+        f(GELU_SQRT_2_OVER_PI),
+        f(GELU_COEF_A),
+    ])
+};
 
 type Consts = [v128; 16];
 
@@ -54,24 +64,13 @@ fn exp4(xin: v128, k: &Consts) -> v128 {
     v128_andnot(y, below)
 }
 
-/// Which element-wise function a row kernel computes.
-#[derive(Clone, Copy)]
-pub enum Unary {
-    /// x / (1 + e^−x).
-    Silu,
-    /// 1 / (1 + e^−x).
-    Sigmoid,
-    /// x / (1 + e^(−2u)), u = √(2/π)·x·(1 + 0.044715·x²) (GELU, tanh form).
-    Gelu,
-}
-
 #[inline(always)]
-fn apply(f: Unary, x: v128, k: &Consts) -> v128 {
+fn apply(f: UnaryRow, x: v128, k: &Consts) -> v128 {
     let one = k[12];
     match f {
-        Unary::Silu => f32x4_div(x, f32x4_add(one, exp4(f32x4_neg(x), k))),
-        Unary::Sigmoid => f32x4_div(one, f32x4_add(one, exp4(f32x4_neg(x), k))),
-        Unary::Gelu => {
+        UnaryRow::Silu => f32x4_div(x, f32x4_add(one, exp4(f32x4_neg(x), k))),
+        UnaryRow::Sigmoid => f32x4_div(one, f32x4_add(one, exp4(f32x4_neg(x), k))),
+        UnaryRow::Gelu => {
             let (s, a) = (k[14], k[15]);
             let u = f32x4_mul(
                 f32x4_mul(s, x),
@@ -87,7 +86,7 @@ fn apply(f: Unary, x: v128, k: &Consts) -> v128 {
 ///
 /// # Safety
 /// `src..src + n` readable and `dst..dst + n` writable f32 (they may be the same row).
-pub unsafe fn unary_row(f: Unary, src: *const f32, dst: *mut f32, n: usize) {
+pub unsafe fn unary_row(f: UnaryRow, src: *const f32, dst: *mut f32, n: usize) {
     let k = v128s(&K);
     let n4 = n / 4 * 4;
     let mut i = 0;
